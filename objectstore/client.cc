@@ -1,0 +1,297 @@
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "common/logging.h"
+#include "objectstore/internal/arena_mapping.h"
+#include "objectstore/internal/protocol.h"
+#include "objectstore/internal/shared_index.h"
+#include "objectstore/internal/unix_socket.h"
+#include "objectstore/object_store.h"
+
+namespace airt::objectstore {
+
+using internal::FrameHeader;
+using internal::MessageType;
+using internal::WireReader;
+using internal::WireWriter;
+
+ObjectPin::ObjectPin(ObjectPin&& other) noexcept { *this = std::move(other); }
+
+ObjectPin& ObjectPin::operator=(ObjectPin&& other) noexcept {
+  if (this != &other) {
+    Release();
+    client_ = std::exchange(other.client_, nullptr);
+    slot_ = other.slot_;
+    id_ = other.id_;
+    data_ = other.data_;
+    metadata_ = other.metadata_;
+  }
+  return *this;
+}
+
+void ObjectPin::Release() {
+  if (client_ == nullptr) return;
+  std::exchange(client_, nullptr)->ReleasePin(slot_, id_);
+  data_ = {};
+  metadata_ = {};
+}
+
+Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& socket_path) {
+  return Connect(socket_path, Options());
+}
+
+Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& socket_path,
+                                                          Options options) {
+  AIRT_ASSIGN_OR_RETURN(UniqueFd fd, internal::ConnectUnix(socket_path));
+  std::string hello;
+  WireWriter w(&hello);
+  w.Put(internal::kProtocolVersion);
+  w.Put(static_cast<int32_t>(::getpid()));
+  AIRT_RETURN_IF_ERROR(internal::SendAll(fd.get(), internal::MakeFrame(MessageType::kHello, 0, 0, hello)));
+
+  char header_bytes[internal::kHeaderSize];
+  FrameHeader h;
+  // A refused Hello comes without a descriptor: read the header plainly then.
+  Result<UniqueFd> memfd = internal::RecvWithFd(fd.get(), header_bytes, internal::kHeaderSize);
+  if (!memfd.ok() && memfd.status().code() != Code::kInternal) return memfd.status();
+  AIRT_RETURN_IF_ERROR(internal::DecodeHeader(header_bytes, &h));
+  std::string body(h.body_size, '\0');
+  AIRT_RETURN_IF_ERROR(internal::RecvAll(fd.get(), body.data(), body.size()));
+  WireReader r(body);
+  AIRT_RETURN_IF_ERROR(internal::ParseReplyStatus(&r).WithContext("connecting to the object store at " + socket_path));
+  if (!memfd.ok()) return memfd.status();
+  uint32_t slot;
+  uint64_t file_size;
+  if (!r.Get(&slot) || !r.Get(&file_size)) return Internal("truncated Hello reply from the store");
+  AIRT_ASSIGN_OR_RETURN(internal::ArenaMapping mapping,
+                        internal::ArenaMapping::Attach(std::move(memfd).value()));
+  if (mapping.size() != file_size || slot >= mapping.header()->max_clients) {
+    return Internal("the store's Hello reply does not match its memory file");
+  }
+  auto owned = std::make_unique<internal::ArenaMapping>(std::move(mapping));
+  return std::unique_ptr<StoreClient>(
+      new StoreClient(fd.Release(), std::move(owned), slot, options));
+}
+
+StoreClient::StoreClient(int fd, std::unique_ptr<internal::ArenaMapping> mapping, uint32_t slot,
+                         Options options)
+    : fd_(fd), options_(options), mapping_(std::move(mapping)), client_slot_(slot) {
+  internal::ArenaHeader* h = mapping_->header();
+  index_ = std::make_unique<internal::SharedIndex>(h, mapping_->slots(), h->index_slots);
+  pins_ = std::make_unique<internal::PinTable>(mapping_->PinTableOf(slot), h->pin_slots_per_client);
+  if (options_.prefault) populator_ = std::make_unique<internal::BackgroundPopulator>(mapping_.get());
+}
+
+StoreClient::~StoreClient() {
+  populator_.reset();
+  ::close(fd_);  // the store undoes our pins and aborts our creates
+}
+
+Status StoreClient::Send(uint16_t type, uint16_t flags, std::string_view body) {
+  return internal::SendAll(
+      fd_, internal::MakeFrame(static_cast<MessageType>(type), flags, next_request_id_++, body));
+}
+
+// Caller holds socket_mu_.
+Result<std::string> StoreClient::Call(uint16_t type, std::string_view body) {
+  uint32_t request_id = next_request_id_;
+  AIRT_RETURN_IF_ERROR(Send(type, 0, body));
+  char header_bytes[internal::kHeaderSize];
+  AIRT_RETURN_IF_ERROR(
+      internal::RecvAll(fd_, header_bytes, internal::kHeaderSize, options_.spin_us));
+  FrameHeader h;
+  AIRT_RETURN_IF_ERROR(internal::DecodeHeader(header_bytes, &h));
+  if (h.type != static_cast<uint16_t>(MessageType::kReply) || h.request_id != request_id) {
+    return Internal("the object store answered request " + std::to_string(h.request_id) +
+                    " while " + std::to_string(request_id) + " was expected");
+  }
+  std::string reply(h.body_size, '\0');
+  AIRT_RETURN_IF_ERROR(internal::RecvAll(fd_, reply.data(), reply.size(), options_.spin_us));
+  return reply;
+}
+
+Result<MutableObject> StoreClient::Create(const ObjectId& id, uint64_t data_size,
+                                          uint64_t metadata_size, bool secondary) {
+  std::string body;
+  WireWriter w(&body);
+  w.PutId(id);
+  w.Put(data_size);
+  w.Put(metadata_size);
+  w.Put(static_cast<uint8_t>(secondary ? internal::kCreateSecondary : 0));
+  std::lock_guard<std::mutex> lock(socket_mu_);
+  AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kCreate), body));
+  WireReader r(reply);
+  AIRT_RETURN_IF_ERROR(internal::ParseReplyStatus(&r));
+  uint64_t offset;
+  if (!r.Get(&offset) || offset + data_size + metadata_size > mapping_->size()) {
+    return Internal("the object store's Create reply for " + id.Hex() + " is malformed");
+  }
+  creating_.insert(id);
+  uint8_t* base = mapping_->base() + offset;
+  return MutableObject{id, {base, data_size}, {base + data_size, metadata_size}};
+}
+
+Status StoreClient::Seal(const ObjectId& id) {
+  std::string body;
+  WireWriter(&body).PutId(id);
+  std::lock_guard<std::mutex> lock(socket_mu_);
+  if (creating_.erase(id) > 0) {
+    // Ours and unsealed: the store cannot refuse it, so do not wait for the answer.
+    return Send(static_cast<uint16_t>(MessageType::kSeal), internal::kFlagNoReply, body);
+  }
+  AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kSeal), body));
+  WireReader r(reply);
+  return internal::ParseReplyStatus(&r);
+}
+
+Status StoreClient::Abort(const ObjectId& id) {
+  std::string body;
+  WireWriter(&body).PutId(id);
+  std::lock_guard<std::mutex> lock(socket_mu_);
+  creating_.erase(id);
+  AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kAbort), body));
+  WireReader r(reply);
+  return internal::ParseReplyStatus(&r);
+}
+
+Status StoreClient::Put(const ObjectId& id, std::span<const uint8_t> data,
+                        std::span<const uint8_t> metadata) {
+  AIRT_ASSIGN_OR_RETURN(MutableObject object, Create(id, data.size(), metadata.size()));
+  if (!data.empty()) std::memcpy(object.data.data(), data.data(), data.size());
+  if (!metadata.empty()) std::memcpy(object.metadata.data(), metadata.data(), metadata.size());
+  return Seal(id);
+}
+
+Result<std::vector<ObjectPin>> StoreClient::Get(std::span<const ObjectId> ids,
+                                                int64_t timeout_ms) {
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+  std::vector<ObjectPin> pins(ids.size());
+  std::vector<size_t> missing;
+  for (;;) {
+    missing.clear();
+    {
+      std::lock_guard<std::mutex> lock(pins_mu_);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (pins[i].valid()) continue;
+        internal::SlotView view;
+        if (index_->TryPin(ids[i], &view) != internal::SharedIndex::PinOutcome::kPinned) {
+          missing.push_back(i);
+          continue;
+        }
+        if (!pins_->Add(view.slot)) {
+          index_->Unpin(view.slot);
+          return ResourceExhausted("this client already pins " +
+                                   std::to_string(mapping_->header()->pin_slots_per_client) +
+                                   " distinct objects; release some before getting " +
+                                   ids[i].Hex());
+        }
+        ObjectPin& pin = pins[i];
+        pin.client_ = this;
+        pin.slot_ = view.slot;
+        pin.id_ = ids[i];
+        const uint8_t* base = mapping_->base() + view.offset;
+        pin.data_ = {base, view.data_size};
+        pin.metadata_ = {base + view.data_size, view.metadata_size};
+      }
+    }
+    if (missing.empty()) return pins;
+
+    int64_t left_ms = -1;
+    if (timeout_ms >= 0) {
+      left_ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left_ms < 0) left_ms = 0;
+    }
+    std::string body;
+    WireWriter w(&body);
+    w.Put(left_ms);
+    w.Put(static_cast<uint32_t>(missing.size()));
+    for (size_t i : missing) w.PutId(ids[i]);
+    std::string reply;
+    {
+      std::lock_guard<std::mutex> lock(socket_mu_);
+      AIRT_ASSIGN_OR_RETURN(reply, Call(static_cast<uint16_t>(MessageType::kWait), body));
+    }
+    WireReader r(reply);
+    AIRT_RETURN_IF_ERROR(internal::ParseReplyStatus(&r));
+    uint32_t n;
+    if (!r.Get(&n) || n != missing.size()) return Internal("malformed Wait reply from the store");
+    for (size_t k = 0; k < n; ++k) {
+      uint8_t code;
+      if (!r.Get(&code)) return Internal("malformed Wait reply from the store");
+      if (code == static_cast<uint8_t>(Code::kDeadlineExceeded)) {
+        return DeadlineExceeded("object " + ids[missing[k]].Hex() + " is not in the store after " +
+                                std::to_string(timeout_ms) + " ms");
+      }
+      if (code != static_cast<uint8_t>(Code::kOk)) {
+        return Status(static_cast<Code>(code <= static_cast<uint8_t>(Code::kInternal) ? code : 10),
+                      "getting object " + ids[missing[k]].Hex());
+      }
+    }
+    // Everything is sealed and in memory now: pin it through the index on the next pass.
+  }
+}
+
+Result<ObjectPin> StoreClient::Get(const ObjectId& id, int64_t timeout_ms) {
+  AIRT_ASSIGN_OR_RETURN(std::vector<ObjectPin> pins, Get(std::span<const ObjectId>(&id, 1), timeout_ms));
+  return std::move(pins[0]);
+}
+
+bool StoreClient::Contains(const ObjectId& id) const { return index_->ContainsSealed(id); }
+
+Status StoreClient::Delete(const ObjectId& id) {
+  std::string body;
+  WireWriter w(&body);
+  w.Put(uint32_t{1});
+  w.PutId(id);
+  std::lock_guard<std::mutex> lock(socket_mu_);
+  AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kDelete), body));
+  WireReader r(reply);
+  return internal::ParseReplyStatus(&r);
+}
+
+void StoreClient::ReleasePin(uint32_t slot, const ObjectId& id) {
+  uint64_t word;
+  {
+    std::lock_guard<std::mutex> lock(pins_mu_);
+    pins_->Remove(slot);
+    word = index_->Unpin(slot);
+  }
+  if (internal::SlotWord::Pins(word) == 0 && internal::SlotWord::DeletePending(word)) {
+    std::string body;
+    WireWriter(&body).PutId(id);
+    std::lock_guard<std::mutex> lock(socket_mu_);
+    Status s = Send(static_cast<uint16_t>(MessageType::kReleased), internal::kFlagNoReply, body);
+    if (!s.ok()) AIRT_LOG(WARNING) << "telling the store of a release: " << s.ToString();
+  }
+}
+
+std::vector<PinInfo> StoreClient::Pins() const {
+  std::vector<PinInfo> out;
+  std::lock_guard<std::mutex> lock(pins_mu_);
+  pins_->ForEach([&](uint32_t slot, uint32_t count) { out.push_back({index_->IdAt(slot), count}); });
+  return out;
+}
+
+Result<StoreStats> StoreClient::Stats() {
+  std::lock_guard<std::mutex> lock(socket_mu_);
+  AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kStats), {}));
+  WireReader r(reply);
+  AIRT_RETURN_IF_ERROR(internal::ParseReplyStatus(&r));
+  StoreStats stats;
+  if (!internal::GetStats(&r, &stats)) return Internal("malformed Stats reply from the store");
+  return stats;
+}
+
+void StoreClient::Warm() {
+  populator_.reset();
+  mapping_->Populate(0, mapping_->size());
+}
+
+std::span<const uint8_t> StoreClient::mapping() const {
+  return {mapping_->base(), mapping_->size()};
+}
+
+}  // namespace airt::objectstore

@@ -1,0 +1,95 @@
+// The store's object table: every object's state, the arena's allocator, eviction, spilling and
+// restoring, and the undoing of a departed client's pins. Pure logic over the mapping, without
+// sockets. Confined to the store's loop thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "objectstore/internal/allocator.h"
+#include "objectstore/internal/arena_mapping.h"
+#include "objectstore/internal/shared_index.h"
+#include "objectstore/internal/spill_storage.h"
+#include "objectstore/object_store.h"
+
+namespace airt::objectstore::internal {
+
+class ObjectTable {
+ public:
+  // `arena` must outlive the table. `spill` may be null: then primary copies are never spilled.
+  ObjectTable(const ArenaMapping* arena, std::unique_ptr<SpillStorage> spill,
+              uint64_t max_objects);
+
+  // Reserves space for `id`, evicting and spilling as needed; returns the file offset of its
+  // first byte. See StoreClient::Create for the errors.
+  Result<uint64_t> Create(const ObjectId& id, uint64_t data_size, uint64_t metadata_size,
+                          bool secondary, uint32_t client);
+  Status Seal(const ObjectId& id, uint32_t client);
+  Status Abort(const ObjectId& id, uint32_t client);
+  Status Delete(const ObjectId& id);
+
+  // kOk when `id` is sealed and in memory (restoring it from disk first if it was spilled);
+  // kNotFound when it is absent or still being created (the caller may wait for its Seal);
+  // other errors when it cannot be restored.
+  Status MakeReadable(const ObjectId& id);
+
+  // A client dropped the last pin of `id` while its delete was pending.
+  void OnReleased(const ObjectId& id);
+  // Prepares `client`'s pin table for a new client in that slot.
+  void ClearPinTable(uint32_t client);
+  // Undoes the pins `client` recorded and aborts what it was creating.
+  void OnClientGone(uint32_t client);
+
+  StoreStats Stats() const;
+
+ private:
+  struct Entry {
+    uint32_t slot;
+    uint64_t data_size;
+    uint64_t metadata_size;
+    uint64_t offset = 0;  // meaningful unless spilled
+    bool secondary = false;
+    bool creating = true;
+    bool spilled = false;
+    bool delete_pending = false;
+    uint32_t creator = 0;  // the client creating it, while `creating`
+  };
+  using EntryMap = std::unordered_map<ObjectId, Entry>;
+
+  uint64_t FootprintOf(const Entry& e) const {
+    return ArenaAllocator::Footprint(e.data_size + e.metadata_size);
+  }
+  // Finds room for `bytes`, evicting secondary copies and then spilling primary ones (LRU
+  // order), never touching pinned or unsealed objects. Checks that enough can be reclaimed
+  // before touching anything.
+  Result<uint64_t> Allocate(uint64_t bytes, const ObjectId& for_id);
+  // Frees an unpinned sealed object's memory and its index slot.
+  void Erase(EntryMap::iterator it);
+  // Writes an unpinned sealed primary copy to disk and frees its memory. False when it got
+  // pinned first; a Status when the write failed (the object stays in memory).
+  Result<bool> Spill(EntryMap::iterator it);
+  // Finishes a pending delete when the pins are gone; true when it did.
+  bool FinishDeleteIfUnpinned(EntryMap::iterator it);
+
+  const ArenaMapping* arena_;
+  SharedIndex index_;
+  ArenaAllocator allocator_;
+  std::unique_ptr<SpillStorage> spill_;
+  uint64_t max_objects_;
+  EntryMap entries_;
+  std::unordered_map<uint32_t, std::unordered_set<ObjectId>> creating_by_client_;
+
+  uint64_t num_creating_ = 0;
+  uint64_t num_spilled_ = 0;
+  uint64_t spilled_bytes_ = 0;
+  uint64_t total_evicted_ = 0;
+  uint64_t total_spilled_ = 0;
+  uint64_t total_restored_ = 0;
+};
+
+}  // namespace airt::objectstore::internal

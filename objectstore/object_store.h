@@ -1,0 +1,200 @@
+// The node's shared-memory object store: one StoreServer per node, many StoreClients (workers,
+// drivers, the node's transfer service) in other processes.
+//
+// Life cycle of an object: Create -> write -> Seal (or Abort) -> Get (pins) -> Release -> Delete.
+// A sealed object is immutable. Reading a local sealed object takes no round trip to the server:
+// the index and the pin counts live in the shared mapping. Create, Seal, Delete and waiting for an
+// object that is not here yet go over the client's Unix socket.
+//
+// When the arena is full, the server first drops secondary copies (copies of objects held
+// elsewhere) in least-recently-used order, then spills unpinned primary copies to its spill
+// directory in LRU order, and restores them when they are read. A primary copy is never dropped.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+
+namespace airt::objectstore {
+
+namespace internal {
+class ArenaMapping;
+class BackgroundPopulator;
+class SharedIndex;
+class PinTable;
+class SpillStorage;
+class StoreLoop;
+}  // namespace internal
+
+struct StoreOptions {
+  std::string socket_path;           // where clients connect; required
+  uint64_t capacity_bytes = 1ull << 30;  // the data arena
+  uint64_t max_objects = 1ull << 20;     // objects held at once, spilled ones included
+  uint32_t max_clients = 64;             // clients connected at once
+  uint64_t pin_slots_per_client = 1ull << 16;  // distinct objects one client may pin at once
+  std::string spill_dir;  // empty: no spilling (a full store then refuses new primary copies)
+  bool prefault = true;   // populate the arena in the background at start
+  int poll_spin_us = 50;  // after serving a request, poll this long before sleeping
+};
+
+// A point-in-time view of the store, for tests, `airt status` and the dashboard.
+struct StoreStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;           // allocated in the arena
+  uint64_t largest_free_block = 0;
+  uint64_t num_objects = 0;          // every state, spilled ones included
+  uint64_t num_sealed = 0;           // in memory and readable
+  uint64_t num_creating = 0;
+  uint64_t num_spilled = 0;
+  uint64_t spilled_bytes = 0;        // currently on disk
+  uint64_t num_pinned = 0;           // objects with at least one pin
+  uint64_t total_evicted = 0;        // secondary copies dropped, ever
+  uint64_t total_spilled = 0;        // primary copies written to disk, ever
+  uint64_t total_restored = 0;       // read back from disk, ever
+  uint32_t num_clients = 0;
+};
+
+// Serves one node's store on a background thread. Thread-safe.
+class StoreServer {
+ public:
+  // Creates the arena, binds the socket and starts serving. kInvalidArgument for a bad option,
+  // kResourceExhausted when the memory cannot be had, kUnavailable when the socket cannot bind.
+  static Result<std::unique_ptr<StoreServer>> Start(StoreOptions options);
+  // As above with the spill storage given (tests inject faults this way); null: no spilling.
+  static Result<std::unique_ptr<StoreServer>> Start(
+      StoreOptions options, std::unique_ptr<internal::SpillStorage> spill);
+
+  // Stops serving, disconnects every client and frees the arena (clients' mappings stay valid).
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  const std::string& socket_path() const;
+  StoreStats Stats() const;
+
+ private:
+  explicit StoreServer(std::unique_ptr<internal::StoreLoop> loop);
+  std::unique_ptr<internal::StoreLoop> loop_;
+};
+
+class StoreClient;
+
+// A created, not yet sealed object: write `data` and `metadata`, then Seal or Abort its id.
+struct MutableObject {
+  ObjectId id;
+  std::span<uint8_t> data;
+  std::span<uint8_t> metadata;
+};
+
+// A read-only view of a sealed object, pinned (never evicted, spilled or freed) until Release or
+// destruction. Must not outlive its StoreClient. Move-only.
+class ObjectPin {
+ public:
+  ObjectPin() = default;
+  ObjectPin(ObjectPin&& other) noexcept;
+  ObjectPin& operator=(ObjectPin&& other) noexcept;
+  ~ObjectPin() { Release(); }
+
+  const ObjectId& id() const { return id_; }
+  std::span<const uint8_t> data() const { return data_; }
+  std::span<const uint8_t> metadata() const { return metadata_; }
+  bool valid() const { return client_ != nullptr; }
+  void Release();
+
+ private:
+  friend class StoreClient;
+  StoreClient* client_ = nullptr;
+  uint32_t slot_ = 0;
+  ObjectId id_;
+  std::span<const uint8_t> data_;
+  std::span<const uint8_t> metadata_;
+};
+
+struct PinInfo {
+  ObjectId id;
+  uint32_t count;
+};
+
+// One process's connection to its node's store. Thread-safe; requests over the socket are
+// serialised, local reads are not.
+class StoreClient {
+ public:
+  struct Options {
+    int spin_us = 50;      // wait for a reply this long spinning before sleeping
+    bool prefault = true;  // populate this process's mapping in the background
+  };
+  // kUnavailable when no store listens at `socket_path`; kResourceExhausted when it has
+  // max_clients clients already.
+  static Result<std::unique_ptr<StoreClient>> Connect(const std::string& socket_path);
+  static Result<std::unique_ptr<StoreClient>> Connect(const std::string& socket_path,
+                                                      Options options);
+  // Disconnects: the store undoes this client's pins and aborts its unsealed objects.
+  ~StoreClient();
+  StoreClient(const StoreClient&) = delete;
+  StoreClient& operator=(const StoreClient&) = delete;
+
+  // Reserves data_size + metadata_size bytes for `id`. kAlreadyExists: id is here already.
+  // kResourceExhausted: it cannot fit even after eviction and spilling (the message names the
+  // size and the capacity); nothing was evicted or spilled then. `secondary` marks a copy of an
+  // object whose primary lives on another node (evicted first, never spilled).
+  Result<MutableObject> Create(const ObjectId& id, uint64_t data_size, uint64_t metadata_size = 0,
+                               bool secondary = false);
+  // Makes `id` immutable and readable; wakes Gets waiting for it. kNotFound: not created here;
+  // kFailedPrecondition: sealed already or created by another client.
+  Status Seal(const ObjectId& id);
+  // Drops an unsealed object created by this client.
+  Status Abort(const ObjectId& id);
+  // Create, copy and Seal.
+  Status Put(const ObjectId& id, std::span<const uint8_t> data,
+             std::span<const uint8_t> metadata = {});
+
+  // Pins each of `ids`, waiting for those not here yet to be created and sealed here (another
+  // node may be sending them), restoring spilled ones. timeout_ms < 0 waits forever.
+  // kDeadlineExceeded names the first id still missing; no pins are kept then.
+  Result<std::vector<ObjectPin>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);
+  Result<ObjectPin> Get(const ObjectId& id, int64_t timeout_ms);
+  // Whether `id` is sealed here (in memory or spilled). No round trip.
+  bool Contains(const ObjectId& id) const;
+  // Deletes `id`; a pinned object goes when its last pin is released. kNotFound: not here;
+  // kFailedPrecondition: still being created.
+  Status Delete(const ObjectId& id);
+  // The pins this client holds now.
+  std::vector<PinInfo> Pins() const;
+  Result<StoreStats> Stats();
+
+  // Populates this process's whole mapping now, so first writes pay no page faults.
+  void Warm();
+  // The mapping's address range (lets callers check that a read was zero-copy).
+  std::span<const uint8_t> mapping() const;
+
+ private:
+  friend class ObjectPin;
+  StoreClient(int fd, std::unique_ptr<internal::ArenaMapping> mapping, uint32_t slot,
+              Options options);
+  Result<std::string> Call(uint16_t type, std::string_view body);
+  Status Send(uint16_t type, uint16_t flags, std::string_view body);
+  void ReleasePin(uint32_t slot, const ObjectId& id);
+
+  int fd_;
+  Options options_;
+  std::unique_ptr<internal::ArenaMapping> mapping_;
+  std::unique_ptr<internal::SharedIndex> index_;
+  std::unique_ptr<internal::BackgroundPopulator> populator_;
+  uint32_t client_slot_;
+
+  mutable std::mutex socket_mu_;  // one request and its reply at a time
+  uint32_t next_request_id_ = 1;
+  std::unordered_set<ObjectId> creating_;  // guarded by socket_mu_
+
+  mutable std::mutex pins_mu_;
+  std::unique_ptr<internal::PinTable> pins_;  // guarded by pins_mu_
+};
+
+}  // namespace airt::objectstore

@@ -1,0 +1,56 @@
+// Helpers for airt's tests: a private temp folder, child processes that are always killed by pid,
+// and waiting for a condition with a deadline (never a fixed sleep).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace airt::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A child process started from argv (argv[0] is a path). Killed with SIGKILL and reaped on
+// destruction if still running, so a failing test never leaves it behind. Its stdout and stderr
+// go to `log_path` when given, else are inherited.
+class ChildProcess {
+ public:
+  ChildProcess(std::vector<std::string> argv, std::string log_path = "");
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool started() const { return pid_ > 0; }
+  void Kill(int signal);
+  // Waits for the exit; the exit code (128 + signal for a killed child), or -1 at the timeout.
+  int Wait(std::chrono::milliseconds timeout);
+  bool Running();
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = -1;
+};
+
+// Polls `condition` until it holds or `timeout` passes; returns whether it held.
+bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+// The contents of a file, or "" when it cannot be read.
+std::string ReadFile(const std::string& path);
+
+}  // namespace airt::testing
