@@ -17,6 +17,10 @@ using internal::MessageType;
 using internal::WireReader;
 using internal::WireWriter;
 
+namespace {
+constexpr size_t kMaxWaitIds = 100000;  // 2.8 MB of ids, well under internal::kMaxBodySize
+}  // namespace
+
 ObjectPin::ObjectPin(ObjectPin&& other) noexcept { *this = std::move(other); }
 
 ObjectPin& ObjectPin::operator=(ObjectPin&& other) noexcept {
@@ -204,6 +208,8 @@ Result<std::vector<ObjectPin>> StoreClient::Get(std::span<const ObjectId> ids,
       left_ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left_ms < 0) left_ms = 0;
     }
+    // One Wait frame carries at most kMaxWaitIds ids (the frame limit); the rest go next pass.
+    if (missing.size() > kMaxWaitIds) missing.resize(kMaxWaitIds);
     std::string body;
     WireWriter w(&body);
     w.Put(left_ms);
@@ -287,7 +293,9 @@ Result<StoreStats> StoreClient::Stats() {
 
 void StoreClient::Warm() {
   populator_.reset();
-  mapping_->Populate(0, mapping_->size());
+  const internal::ArenaHeader& h = *mapping_->header();
+  mapping_->Populate(0, h.pins_offset);
+  mapping_->Populate(h.data_offset, h.file_size - h.data_offset);
 }
 
 std::span<const uint8_t> StoreClient::mapping() const {

@@ -36,9 +36,9 @@ class StoreLoop;
 struct StoreOptions {
   std::string socket_path;           // where clients connect; required
   uint64_t capacity_bytes = 1ull << 30;  // the data arena
-  uint64_t max_objects = 1ull << 20;     // objects held at once, spilled ones included
+  uint64_t max_objects = 1ull << 18;     // objects held at once, spilled ones included
   uint32_t max_clients = 64;             // clients connected at once
-  uint64_t pin_slots_per_client = 1ull << 16;  // distinct objects one client may pin at once
+  uint64_t pin_slots_per_client = 1ull << 14;  // distinct objects one client may pin at once
   std::string spill_dir;  // empty: no spilling (a full store then refuses new primary copies)
   bool prefault = true;   // populate the arena in the background at start
   int poll_spin_us = 50;  // after serving a request, poll this long before sleeping
@@ -59,6 +59,9 @@ struct StoreStats {
   uint64_t total_spilled = 0;        // primary copies written to disk, ever
   uint64_t total_restored = 0;       // read back from disk, ever
   uint32_t num_clients = 0;
+  uint64_t mapped_bytes = 0;         // the whole shared file
+  uint64_t prefault_target_bytes = 0;  // what the background prefault covers (0: prefault off)
+  uint64_t prefaulted_bytes = 0;       // how much of it is done
 };
 
 // Serves one node's store on a background thread. Thread-safe.
@@ -169,7 +172,8 @@ class StoreClient {
   std::vector<PinInfo> Pins() const;
   Result<StoreStats> Stats();
 
-  // Populates this process's whole mapping now, so first writes pay no page faults.
+  // Populates this process's mapping of the index and the data arena now, so first writes pay no
+  // page faults.
   void Warm();
   // The mapping's address range (lets callers check that a read was zero-copy).
   std::span<const uint8_t> mapping() const;

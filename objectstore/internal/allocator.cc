@@ -14,12 +14,14 @@ ArenaAllocator::ArenaAllocator(uint64_t base, uint64_t capacity)
 }
 
 uint64_t ArenaAllocator::Footprint(uint64_t size) {
-  return size == 0 ? kObjectAlignment : AlignUp(size, kObjectAlignment);
+  if (size == 0) return kObjectAlignment;
+  // Saturates instead of wrapping, so an absurd size can never look small.
+  if (size > ~uint64_t{0} - kObjectAlignment) return ~uint64_t{0};
+  return AlignUp(size, kObjectAlignment);
 }
 
 std::optional<uint64_t> ArenaAllocator::Allocate(uint64_t size) {
   uint64_t need = Footprint(size);
-  if (need < size) return std::nullopt;  // overflow on absurd sizes
   auto fit = by_size_.lower_bound({need, 0});
   if (fit == by_size_.end()) return std::nullopt;
   auto [block_size, offset] = *fit;

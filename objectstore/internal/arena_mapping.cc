@@ -93,9 +93,16 @@ void ArenaMapping::Populate(uint64_t offset, uint64_t length) const {
 BackgroundPopulator::BackgroundPopulator(const ArenaMapping* mapping) {
   thread_ = std::thread([this, mapping] {
     constexpr uint64_t kChunk = 32ull << 20;
-    for (uint64_t off = 0; off < mapping->size() && !stop_.load(std::memory_order_relaxed);
-         off += kChunk) {
-      mapping->Populate(off, kChunk);
+    const ArenaHeader& h = *mapping->header();
+    // The header and index first (every lookup touches them), then the data arena.
+    for (auto [begin, end] : {std::pair{uint64_t{0}, h.pins_offset},
+                              std::pair{h.data_offset, h.file_size}}) {
+      for (uint64_t off = begin; off < end && !stop_.load(std::memory_order_relaxed);
+           off += kChunk) {
+        uint64_t n = std::min(kChunk, end - off);
+        mapping->Populate(off, n);
+        done_.fetch_add(n, std::memory_order_relaxed);
+      }
     }
   });
 }

@@ -48,20 +48,27 @@ class ArenaMapping {
   uint64_t size_ = 0;
 };
 
-// Populates a whole mapping on a background thread, in chunks, so a process starts at once and
-// its first writes into the arena do not pay for page faults. Stops early when destroyed.
+// Populates the index and the data arena of a mapping on a background thread, in chunks, so a
+// process starts at once and its first writes into the arena do not pay for page faults. The pin
+// tables are left to fill on use: most of them stay empty. Stops early when destroyed.
 class BackgroundPopulator {
  public:
   explicit BackgroundPopulator(const ArenaMapping* mapping);
+  // The bytes it populates in all.
+  static uint64_t BytesToPopulate(const ArenaHeader& h) {
+    return h.pins_offset + (h.file_size - h.data_offset);
+  }
   ~BackgroundPopulator();
   BackgroundPopulator(const BackgroundPopulator&) = delete;
   BackgroundPopulator& operator=(const BackgroundPopulator&) = delete;
 
   // Blocks until the whole mapping is populated.
   void Wait();
+  uint64_t done_bytes() const { return done_.load(std::memory_order_relaxed); }
 
  private:
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> done_{0};
   std::thread thread_;
 };
 

@@ -81,6 +81,9 @@ void ForEachStatsField(StoreStats& s, Fn&& fn) {
   fn(s.total_spilled);
   fn(s.total_restored);
   fn(s.num_clients);
+  fn(s.mapped_bytes);
+  fn(s.prefault_target_bytes);
+  fn(s.prefaulted_bytes);
 }
 }  // namespace
 

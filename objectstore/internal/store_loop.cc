@@ -76,8 +76,15 @@ StoreLoop::~StoreLoop() {
 
 StoreStats StoreLoop::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return StatsLocked();
+}
+
+StoreStats StoreLoop::StatsLocked() const {
   StoreStats s = table_.Stats();
   for (bool used : slot_in_use_) s.num_clients += used ? 1 : 0;
+  s.mapped_bytes = arena_.size();
+  s.prefault_target_bytes = populator_ ? BackgroundPopulator::BytesToPopulate(*arena_.header()) : 0;
+  s.prefaulted_bytes = populator_ ? populator_->done_bytes() : 0;
   return s;
 }
 
@@ -283,10 +290,8 @@ void StoreLoop::HandleFrame(uint64_t session_id, const FrameHeader& h, std::stri
       return;
     case MessageType::kStats: {
       std::string payload;
-      StoreStats stats = table_.Stats();
-      for (bool used : slot_in_use_) stats.num_clients += used ? 1 : 0;
       WireWriter w(&payload);
-      PutStats(&w, stats);
+      PutStats(&w, StatsLocked());
       return Reply(session_id, h.request_id, Status::Ok(), payload);
     }
     default:

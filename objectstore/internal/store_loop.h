@@ -69,6 +69,7 @@ class StoreLoop {
   void FinishWait(uint64_t wait_id);
   void ExpireWaits();
   int NextTimeoutMs() const;
+  StoreStats StatsLocked() const;
 
   StoreOptions options_;
   ArenaMapping arena_;

@@ -49,6 +49,13 @@ TEST(ArenaAllocator, PicksBestFitBlock) {
   EXPECT_EQ(*a.Allocate(64), b2);  // the exact fit, not the bigger hole first in memory
 }
 
+TEST(ArenaAllocator, FootprintSaturatesInsteadOfWrapping) {
+  EXPECT_EQ(ArenaAllocator::Footprint(~uint64_t{0}), ~uint64_t{0});
+  EXPECT_EQ(ArenaAllocator::Footprint(~uint64_t{0} - 62), ~uint64_t{0});
+  EXPECT_EQ(ArenaAllocator::Footprint(0), kObjectAlignment);
+  EXPECT_EQ(ArenaAllocator::Footprint(65), 128u);
+}
+
 TEST(ArenaAllocator, RejectsAbsurdSizesWithoutOverflow) {
   ArenaAllocator a(0, 1 << 20);
   EXPECT_FALSE(a.Allocate(~uint64_t{0}).has_value());

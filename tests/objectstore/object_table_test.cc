@@ -232,3 +232,17 @@ TEST_F(ObjectTableTest, RefusesMoreThanMaxObjects) {
 
 }  // namespace
 }  // namespace airt::objectstore::internal
+
+namespace airt::objectstore::internal {
+namespace {
+
+TEST_F(ObjectTableTest, HugeSizeIsRefusedWithoutEvictingAnything) {
+  ObjectId kept = Put(3, /*secondary=*/true);
+  Result<uint64_t> r = table_.Create(NewId(1), ~uint64_t{0} - 8, 0, false, kClient);
+  EXPECT_EQ(r.status().code(), Code::kResourceExhausted);
+  EXPECT_EQ(table_.Stats().total_evicted, 0u);
+  ExpectBytes(kept, 3);
+}
+
+}  // namespace
+}  // namespace airt::objectstore::internal

@@ -226,3 +226,22 @@ TEST_F(StoreServerTest, ManyThreadsShareOneClient) {
 
 }  // namespace
 }  // namespace airt::objectstore
+
+namespace airt::objectstore {
+namespace {
+
+TEST_F(StoreServerTest, GetOfMoreIdsThanOneFrameHoldsStillWaits) {
+  StartStore(64 << 20);
+  auto client = Connect();
+  // 150,000 absent ids: more than one Wait frame carries. The Get must time out cleanly, not
+  // break the connection.
+  std::vector<ObjectId> ids;
+  for (uint32_t i = 0; i < 150000; ++i) ids.push_back(NewId(i));
+  EXPECT_EQ(client->Get(ids, 10).status().code(), Code::kDeadlineExceeded);
+  ObjectId id = NewId(1);
+  EXPECT_TRUE(client->Put(id, Bytes("still connected")).ok());
+  EXPECT_TRUE(client->Get(id, 0).ok());
+}
+
+}  // namespace
+}  // namespace airt::objectstore
