@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,8 +30,12 @@ ChildProcess::ChildProcess(std::vector<std::string> argv, std::string log_path) 
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
+  pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ == 0) {
+    // Die with the test, even when the test itself is killed before its destructors run.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     if (!log_path.empty()) {
       int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {

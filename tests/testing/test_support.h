@@ -26,7 +26,8 @@ class TempDir {
 };
 
 // A child process started from argv (argv[0] is a path). Killed with SIGKILL and reaped on
-// destruction if still running, so a failing test never leaves it behind. Its stdout and stderr
+// destruction if still running, and killed by the kernel if the test process dies first
+// (PR_SET_PDEATHSIG), so a failing or killed test never leaves it behind. Its stdout and stderr
 // go to `log_path` when given, else are inherited.
 class ChildProcess {
  public:
