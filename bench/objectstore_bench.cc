@@ -1,0 +1,265 @@
+// objectstore_bench: the object store's figures next to baselines measured in the same run.
+// Starts a real airt-store process, warms the arena, then prints
+//   put GB/s for 1 MiB, 64 MiB and 1 GiB objects | memcpy GB/s of the same bytes into touched
+//   memory | ratio; Get+Release latency (median, p99 us) and ops/s for a small and a large
+//   object; Create+Seal ops/s for 1 KiB objects | a raw Unix-socket round trip.
+// Prints figures only; never fails on time.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/flags.h"
+#include "common/process.h"
+#include "objectstore/object_store.h"
+
+namespace {
+
+using airt::ObjectId;
+using airt::objectstore::StoreClient;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The store daemon, killed by pid when this goes out of scope.
+class StoreProcess {
+ public:
+  StoreProcess(const std::string& binary, const std::string& socket, uint64_t capacity) {
+    pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the benchmark
+      if (::getppid() != parent) ::_exit(127);
+      std::string cap = "--capacity=" + std::to_string(capacity);
+      std::string sock = "--socket=" + socket;
+      ::execl(binary.c_str(), binary.c_str(), sock.c_str(), cap.c_str(), "--max-objects=200000",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  ~StoreProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+ObjectId NextId() {
+  static uint32_t n = 0;
+  static airt::TaskId task = airt::TaskId::ForDriver(airt::JobId::FromRandom());
+  return ObjectId::ForPut(task, ++n);
+}
+
+void Die(const airt::Status& s, const char* what) {
+  std::fprintf(stderr, "objectstore_bench: %s: %s\n", what, s.ToString().c_str());
+  std::exit(1);
+}
+
+// Create + copy + Seal of `size`-byte objects, keeping `window` bytes live (oldest deleted first)
+// so the destinations rotate through memory as they would in use.
+double PutGbps(StoreClient& client, const std::vector<uint8_t>& src, uint64_t size, int reps,
+               uint64_t window) {
+  std::deque<ObjectId> live;
+  Clock::duration total{};
+  for (int i = 0; i < reps; ++i) {
+    while (!live.empty() && (live.size() + 1) * size > window) {
+      if (auto s = client.Delete(live.front()); !s.ok()) Die(s, "delete");
+      live.pop_front();
+    }
+    ObjectId id = NextId();
+    auto start = Clock::now();
+    auto object = client.Create(id, size);
+    if (!object.ok()) Die(object.status(), "create");
+    std::memcpy(object->data.data(), src.data(), size);
+    if (auto s = client.Seal(id); !s.ok()) Die(s, "seal");
+    total += Clock::now() - start;
+    live.push_back(id);
+  }
+  for (const ObjectId& id : live) (void)client.Delete(id);
+  return static_cast<double>(size) * reps / Seconds(total) / 1e9;
+}
+
+// memcpy of the same bytes into touched memory, rotating over `window` bytes the same way.
+double MemcpyGbps(const std::vector<uint8_t>& src, std::vector<uint8_t>& dst, uint64_t size,
+                  int reps) {
+  uint64_t slots = std::max<uint64_t>(1, dst.size() / size);
+  Clock::duration total{};
+  for (int i = 0; i < reps; ++i) {
+    auto start = Clock::now();
+    std::memcpy(dst.data() + (i % slots) * size, src.data(), size);
+    total += Clock::now() - start;
+  }
+  return static_cast<double>(size) * reps / Seconds(total) / 1e9;
+}
+
+struct Latency {
+  double median_us, p99_us, ops_per_s;
+};
+
+Latency GetReleaseLatency(StoreClient& client, const ObjectId& id, int reps) {
+  std::vector<double> us(reps);
+  auto begin = Clock::now();
+  for (int i = 0; i < reps; ++i) {
+    auto start = Clock::now();
+    {
+      auto pin = client.Get(id, 0);
+      if (!pin.ok()) Die(pin.status(), "get");
+    }
+    us[i] = Seconds(Clock::now() - start) * 1e6;
+  }
+  double total = Seconds(Clock::now() - begin);
+  std::sort(us.begin(), us.end());
+  return {us[reps / 2], us[reps * 99 / 100], reps / total};
+}
+
+double CreateSealOps(StoreClient& client, int reps) {
+  std::vector<ObjectId> ids(reps);
+  for (auto& id : ids) id = NextId();
+  auto start = Clock::now();
+  for (const ObjectId& id : ids) {
+    auto object = client.Create(id, 1024);
+    if (!object.ok()) Die(object.status(), "create");
+    object->data[0] = 1;
+    if (auto s = client.Seal(id); !s.ok()) Die(s, "seal");
+  }
+  double ops = reps / Seconds(Clock::now() - start);
+  for (const ObjectId& id : ids) (void)client.Delete(id);
+  return ops;
+}
+
+// A 16-byte request and reply over a Unix socketpair to an echo thread: the floor under any
+// store request that needs an answer.
+double SocketRoundTripOps(int reps) {
+  int fds[2];
+  ::socketpair(AF_UNIX, SOCK_STREAM, 0, fds);
+  std::thread echo([fd = fds[1], reps] {
+    char buf[16];
+    for (int i = 0; i < reps; ++i) {
+      if (::recv(fd, buf, 16, MSG_WAITALL) != 16) return;
+      ::send(fd, buf, 16, 0);
+    }
+  });
+  char buf[16] = {};
+  auto start = Clock::now();
+  for (int i = 0; i < reps; ++i) {
+    ::send(fds[0], buf, 16, 0);
+    ::recv(fds[0], buf, 16, MSG_WAITALL);
+  }
+  double ops = reps / Seconds(Clock::now() - start);
+  echo.join();
+  ::close(fds[0]);
+  ::close(fds[1]);
+  return ops;
+}
+
+std::string DefaultStoreBinary(const char* argv0) {
+  std::filesystem::path self = std::filesystem::canonical("/proc/self/exe");
+  for (auto candidate : {self.parent_path() / "airt-store",
+                         self.parent_path().parent_path() / "objectstore" / "airt-store"}) {
+    if (std::filesystem::exists(candidate)) return candidate.string();
+  }
+  return std::string(argv0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  airt::InitProcess("objectstore_bench");
+  std::string store_binary = DefaultStoreBinary(argv[0]);
+  bool quick = false;
+  airt::FlagSet flags("objectstore_bench");
+  flags.AddString("store-binary", &store_binary, "the airt-store daemon to measure");
+  flags.AddBool("quick", &quick, "fewer repetitions and no 1 GiB objects (for CI smoke runs)");
+  if (airt::Status s = flags.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n%s", s.message().c_str(), flags.Usage().c_str());
+    return s.code() == airt::Code::kCancelled ? 0 : 2;
+  }
+
+  const uint64_t kGiB = 1ull << 30, kMiB = 1ull << 20;
+  const uint64_t biggest = quick ? 64 * kMiB : kGiB;
+  const uint64_t capacity = biggest + 512 * kMiB;
+  char dir_template[] = "/tmp/airt-bench-XXXXXX";
+  std::string dir = ::mkdtemp(dir_template);
+  std::string socket = dir + "/store.sock";
+  StoreProcess store(store_binary, socket, capacity);
+  airt::Result<std::unique_ptr<StoreClient>> connected = airt::Status(airt::Code::kUnavailable, "");
+  for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
+    connected = StoreClient::Connect(socket);
+    if (connected.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!connected.ok()) Die(connected.status(), "connect to airt-store");
+  StoreClient& client = **connected;
+
+  std::printf("objectstore_bench: airt-store in its own process, arena %.1f GiB, %u cores\n",
+              static_cast<double>(capacity) / kGiB, std::thread::hardware_concurrency());
+  auto warm_start = Clock::now();
+  client.Warm();
+  // Let the store finish its own background prefault, so it does not compete for the cores.
+  for (;;) {
+    auto stats = client.Stats();
+    if (!stats.ok()) Die(stats.status(), "stats");
+    if (stats->prefaulted_bytes >= stats->prefault_target_bytes) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<uint8_t> src(biggest), dst(std::max<uint64_t>(biggest, 256 * kMiB));
+  for (size_t i = 0; i < src.size(); i += 4096) src[i] = static_cast<uint8_t>(i >> 12);
+  std::memset(dst.data(), 1, dst.size());  // "touched memory" for the baseline
+  std::printf("warm-up (arena mapped and populated, buffers touched): %.2f s\n\n",
+              Seconds(Clock::now() - warm_start));
+
+  std::printf("%-28s %14s %16s %8s\n", "put (Create+copy+Seal)", "airt GB/s", "memcpy GB/s",
+              "ratio");
+  struct PutCase {
+    uint64_t size;
+    int reps;
+  };
+  std::vector<PutCase> cases = {{kMiB, quick ? 200 : 2000}, {64 * kMiB, quick ? 4 : 30}};
+  if (!quick) cases.push_back({kGiB, 3});
+  for (auto [size, reps] : cases) {
+    uint64_t window = std::min<uint64_t>(256 * kMiB, capacity - size);
+    if (size >= window) window = size;
+    double airt_gbps = PutGbps(client, src, size, reps, window);
+    double memcpy_gbps = MemcpyGbps(src, dst, size, reps);
+    std::string name = size >= kGiB ? "1 GiB" : std::to_string(size / kMiB) + " MiB";
+    std::printf("%-28s %14.2f %16.2f %8.2f\n", name.c_str(), airt_gbps, memcpy_gbps,
+                airt_gbps / memcpy_gbps);
+  }
+
+  std::printf("\n%-28s %14s %16s %12s\n", "Get+Release (local, sealed)", "median us", "p99 us",
+              "ops/s");
+  for (uint64_t size : {uint64_t{64}, 64 * kMiB}) {
+    ObjectId id = NextId();
+    auto object = client.Create(id, size);
+    if (!object.ok()) Die(object.status(), "create");
+    if (auto s = client.Seal(id); !s.ok()) Die(s, "seal");
+    Latency l = GetReleaseLatency(client, id, quick ? 20000 : 200000);
+    std::string name = size < kMiB ? "64 B object" : "64 MiB object";
+    std::printf("%-28s %14.3f %16.3f %12.0f\n", name.c_str(), l.median_us, l.p99_us, l.ops_per_s);
+    (void)client.Delete(id);
+  }
+
+  int reps = quick ? 5000 : 50000;
+  double create_seal = CreateSealOps(client, reps);
+  double round_trip = SocketRoundTripOps(reps);
+  std::printf("\n%-28s %14s %16s\n", "1 KiB objects", "airt ops/s", "baseline ops/s");
+  std::printf("%-28s %14.0f %16.0f   (baseline: one Unix-socket round trip)\n", "Create+Seal",
+              create_seal, round_trip);
+  std::filesystem::remove_all(dir);
+  return 0;
+}
