@@ -1,7 +1,7 @@
 // objectstore_bench: the object store's figures next to baselines measured in the same run.
 // Starts a real airt-store process, warms the arena, then prints
-//   put GB/s for 1 MiB, 64 MiB and 1 GiB objects | memcpy GB/s of the same bytes into touched
-//   memory | ratio; Get+Release latency (median, p99 us) and ops/s for a small and a large
+//   put GB/s for 1 MiB, 64 MiB and 1 GiB objects (StoreClient::Put, and Create + the caller's
+//   memcpy + Seal) | memcpy GB/s of the same bytes into touched memory | ratio; Get+Release latency (median, p99 us) and ops/s for a small and a large
 //   object; Create+Seal ops/s for 1 KiB objects | a raw Unix-socket round trip.
 // Prints figures only; never fails on time.
 #include <signal.h>
@@ -35,7 +35,8 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // The store daemon, killed by pid when this goes out of scope.
 class StoreProcess {
  public:
-  StoreProcess(const std::string& binary, const std::string& socket, uint64_t capacity) {
+  StoreProcess(const std::string& binary, const std::string& socket, uint64_t capacity,
+               uint64_t spin_us) {
     pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -43,8 +44,9 @@ class StoreProcess {
       if (::getppid() != parent) ::_exit(127);
       std::string cap = "--capacity=" + std::to_string(capacity);
       std::string sock = "--socket=" + socket;
-      ::execl(binary.c_str(), binary.c_str(), sock.c_str(), cap.c_str(), "--max-objects=200000",
-              static_cast<char*>(nullptr));
+      std::string spin = "--poll-spin-us=" + std::to_string(spin_us);
+      ::execl(binary.c_str(), binary.c_str(), sock.c_str(), cap.c_str(), spin.c_str(),
+              "--max-objects=200000", static_cast<char*>(nullptr));
       ::_exit(127);
     }
   }
@@ -70,12 +72,18 @@ void Die(const airt::Status& s, const char* what) {
   std::exit(1);
 }
 
-// Create + copy + Seal of `size`-byte objects, keeping `window` bytes live (oldest deleted first)
-// so the destinations rotate through memory as they would in use.
-double PutGbps(StoreClient& client, const std::vector<uint8_t>& src, uint64_t size, int reps,
-               uint64_t window) {
+struct PutFigures {
+  double gbps;
+  double create_us, copy_us, seal_us;  // per put
+};
+
+// Puts of `size`-byte objects, keeping `window` bytes live (oldest deleted first) so the
+// destinations rotate through memory as they would in use. `api_put`: StoreClient::Put;
+// otherwise Create, the caller's own memcpy, Seal (timed separately).
+PutFigures MeasurePut(StoreClient& client, const std::vector<uint8_t>& src, uint64_t size,
+                      int reps, uint64_t window, bool api_put) {
   std::deque<ObjectId> live;
-  Clock::duration total{};
+  Clock::duration total{}, create{}, copy{}, seal{};
   for (int i = 0; i < reps; ++i) {
     while (!live.empty() && (live.size() + 1) * size > window) {
       if (auto s = client.Delete(live.front()); !s.ok()) Die(s, "delete");
@@ -83,15 +91,30 @@ double PutGbps(StoreClient& client, const std::vector<uint8_t>& src, uint64_t si
     }
     ObjectId id = NextId();
     auto start = Clock::now();
+    if (api_put) {
+      if (auto s = client.Put(id, std::span<const uint8_t>(src.data(), size)); !s.ok()) {
+        Die(s, "put");
+      }
+      total += Clock::now() - start;
+      live.push_back(id);
+      continue;
+    }
     auto object = client.Create(id, size);
     if (!object.ok()) Die(object.status(), "create");
+    auto created = Clock::now();
     std::memcpy(object->data.data(), src.data(), size);
+    auto copied = Clock::now();
     if (auto s = client.Seal(id); !s.ok()) Die(s, "seal");
-    total += Clock::now() - start;
+    auto sealed = Clock::now();
+    total += sealed - start;
+    create += created - start;
+    copy += copied - created;
+    seal += sealed - copied;
     live.push_back(id);
   }
   for (const ObjectId& id : live) (void)client.Delete(id);
-  return static_cast<double>(size) * reps / Seconds(total) / 1e9;
+  return {static_cast<double>(size) * reps / Seconds(total) / 1e9, Seconds(create) * 1e6 / reps,
+          Seconds(copy) * 1e6 / reps, Seconds(seal) * 1e6 / reps};
 }
 
 // memcpy of the same bytes into touched memory, rotating over `window` bytes the same way.
@@ -182,9 +205,11 @@ int main(int argc, char** argv) {
   airt::InitProcess("objectstore_bench");
   std::string store_binary = DefaultStoreBinary(argv[0]);
   bool quick = false;
+  uint64_t spin_us = airt::objectstore::StoreOptions().poll_spin_us;
   airt::FlagSet flags("objectstore_bench");
   flags.AddString("store-binary", &store_binary, "the airt-store daemon to measure");
   flags.AddBool("quick", &quick, "fewer repetitions and no 1 GiB objects (for CI smoke runs)");
+  flags.AddUint64("poll-spin-us", &spin_us, "the store's --poll-spin-us");
   if (airt::Status s = flags.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "%s\n%s", s.message().c_str(), flags.Usage().c_str());
     return s.code() == airt::Code::kCancelled ? 0 : 2;
@@ -196,7 +221,7 @@ int main(int argc, char** argv) {
   char dir_template[] = "/tmp/airt-bench-XXXXXX";
   std::string dir = ::mkdtemp(dir_template);
   std::string socket = dir + "/store.sock";
-  StoreProcess store(store_binary, socket, capacity);
+  StoreProcess store(store_binary, socket, capacity, spin_us);
   airt::Result<std::unique_ptr<StoreClient>> connected = airt::Status(airt::Code::kUnavailable, "");
   for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
     connected = StoreClient::Connect(socket);
@@ -206,8 +231,10 @@ int main(int argc, char** argv) {
   if (!connected.ok()) Die(connected.status(), "connect to airt-store");
   StoreClient& client = **connected;
 
-  std::printf("objectstore_bench: airt-store in its own process, arena %.1f GiB, %u cores\n",
-              static_cast<double>(capacity) / kGiB, std::thread::hardware_concurrency());
+  std::printf("objectstore_bench: airt-store in its own process, arena %.1f GiB, %u cores, "
+              "poll spin %llu us\n",
+              static_cast<double>(capacity) / kGiB, std::thread::hardware_concurrency(),
+              static_cast<unsigned long long>(spin_us));
   auto warm_start = Clock::now();
   client.Warm();
   // Let the store finish its own background prefault, so it does not compete for the cores.
@@ -223,8 +250,8 @@ int main(int argc, char** argv) {
   std::printf("warm-up (arena mapped and populated, buffers touched): %.2f s\n\n",
               Seconds(Clock::now() - warm_start));
 
-  std::printf("%-28s %14s %16s %8s\n", "put (Create+copy+Seal)", "airt GB/s", "memcpy GB/s",
-              "ratio");
+  std::printf("%-8s %9s %12s %7s   %s\n", "put", "Put GB/s", "memcpy GB/s", "ratio",
+              "| Create+memcpy+Seal GB/s, ratio (Create / memcpy / Seal us per put)");
   struct PutCase {
     uint64_t size;
     int reps;
@@ -234,11 +261,13 @@ int main(int argc, char** argv) {
   for (auto [size, reps] : cases) {
     uint64_t window = std::min<uint64_t>(256 * kMiB, capacity - size);
     if (size >= window) window = size;
-    double airt_gbps = PutGbps(client, src, size, reps, window);
+    PutFigures put = MeasurePut(client, src, size, reps, window, /*api_put=*/true);
+    PutFigures raw = MeasurePut(client, src, size, reps, window, /*api_put=*/false);
     double memcpy_gbps = MemcpyGbps(src, dst, size, reps);
     std::string name = size >= kGiB ? "1 GiB" : std::to_string(size / kMiB) + " MiB";
-    std::printf("%-28s %14.2f %16.2f %8.2f\n", name.c_str(), airt_gbps, memcpy_gbps,
-                airt_gbps / memcpy_gbps);
+    std::printf("%-8s %9.2f %12.2f %7.2f   | %.2f, %.2f (%.1f / %.1f / %.1f)\n", name.c_str(),
+                put.gbps, memcpy_gbps, put.gbps / memcpy_gbps, raw.gbps, raw.gbps / memcpy_gbps,
+                raw.create_us, raw.copy_us, raw.seal_us);
   }
 
   std::printf("\n%-28s %14s %16s %12s\n", "Get+Release (local, sealed)", "median us", "p99 us",

@@ -7,6 +7,7 @@
 #include "objectstore/internal/arena_mapping.h"
 #include "objectstore/internal/protocol.h"
 #include "objectstore/internal/shared_index.h"
+#include "objectstore/internal/stream_copy.h"
 #include "objectstore/internal/unix_socket.h"
 #include "objectstore/object_store.h"
 
@@ -163,8 +164,8 @@ Status StoreClient::Abort(const ObjectId& id) {
 Status StoreClient::Put(const ObjectId& id, std::span<const uint8_t> data,
                         std::span<const uint8_t> metadata) {
   AIRT_ASSIGN_OR_RETURN(MutableObject object, Create(id, data.size(), metadata.size()));
-  if (!data.empty()) std::memcpy(object.data.data(), data.data(), data.size());
-  if (!metadata.empty()) std::memcpy(object.metadata.data(), metadata.data(), metadata.size());
+  internal::StreamCopy(object.data.data(), data.data(), data.size());
+  internal::StreamCopy(object.metadata.data(), metadata.data(), metadata.size());
   return Seal(id);
 }
 

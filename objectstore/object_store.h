@@ -41,7 +41,7 @@ struct StoreOptions {
   uint64_t pin_slots_per_client = 1ull << 14;  // distinct objects one client may pin at once
   std::string spill_dir;  // empty: no spilling (a full store then refuses new primary copies)
   bool prefault = true;   // populate the arena in the background at start
-  int poll_spin_us = 50;  // after serving a request, poll this long before sleeping
+  int poll_spin_us = 100;  // after serving a request, poll this long before sleeping (0: never)
 };
 
 // A point-in-time view of the store, for tests, `airt status` and the dashboard.
@@ -154,7 +154,8 @@ class StoreClient {
   Status Seal(const ObjectId& id);
   // Drops an unsealed object created by this client.
   Status Abort(const ObjectId& id);
-  // Create, copy and Seal.
+  // Create, copy and Seal. Large objects are copied with non-temporal stores (see
+  // internal/stream_copy.h), faster than memcpy for bytes the writer will not read back.
   Status Put(const ObjectId& id, std::span<const uint8_t> data,
              std::span<const uint8_t> metadata = {});
 
