@@ -1,13 +1,11 @@
 // objectstore_bench: the object store's figures next to baselines measured in the same run.
 // Starts a real airt-store process, warms the arena, then prints
 //   put GB/s for 1 MiB, 64 MiB and 1 GiB objects (StoreClient::Put, and Create + the caller's
-//   memcpy + Seal) | memcpy GB/s of the same bytes into touched memory | ratio; Get+Release latency (median, p99 us) and ops/s for a small and a large
-//   object; Create+Seal ops/s for 1 KiB objects | a raw Unix-socket round trip.
+//   memcpy + Seal) | memcpy GB/s of the same bytes into touched memory | ratio; Get+Release latency
+//   (median, p99 us) and ops/s for a small and a large object; Create+Seal ops/s for 1 KiB objects
+//   | a raw Unix-socket round trip.
 // Prints figures only; never fails on time.
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +17,10 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 
 #include "common/flags.h"
 #include "common/process.h"
@@ -80,8 +82,8 @@ struct PutFigures {
 // Puts of `size`-byte objects, keeping `window` bytes live (oldest deleted first) so the
 // destinations rotate through memory as they would in use. `api_put`: StoreClient::Put;
 // otherwise Create, the caller's own memcpy, Seal (timed separately).
-PutFigures MeasurePut(StoreClient& client, const std::vector<uint8_t>& src, uint64_t size,
-                      int reps, uint64_t window, bool api_put) {
+PutFigures MeasurePut(StoreClient& client, const std::vector<uint8_t>& src, uint64_t size, int reps,
+                      uint64_t window, bool api_put) {
   std::deque<ObjectId> live;
   Clock::duration total{}, create{}, copy{}, seal{};
   for (int i = 0; i < reps; ++i) {
@@ -231,10 +233,11 @@ int main(int argc, char** argv) {
   if (!connected.ok()) Die(connected.status(), "connect to airt-store");
   StoreClient& client = **connected;
 
-  std::printf("objectstore_bench: airt-store in its own process, arena %.1f GiB, %u cores, "
-              "poll spin %llu us\n",
-              static_cast<double>(capacity) / kGiB, std::thread::hardware_concurrency(),
-              static_cast<unsigned long long>(spin_us));
+  std::printf(
+      "objectstore_bench: airt-store in its own process, arena %.1f GiB, %u cores, "
+      "poll spin %llu us\n",
+      static_cast<double>(capacity) / kGiB, std::thread::hardware_concurrency(),
+      static_cast<unsigned long long>(spin_us));
   auto warm_start = Clock::now();
   client.Warm();
   // Let the store finish its own background prefault, so it does not compete for the cores.

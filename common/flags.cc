@@ -12,12 +12,18 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
     return InvalidArgument("'" + std::string(text) + "' is not a size");
   }
   int shift = 0;
-  if (suffix == "" || suffix == "B") shift = 0;
-  else if (suffix == "K" || suffix == "KiB") shift = 10;
-  else if (suffix == "M" || suffix == "MiB") shift = 20;
-  else if (suffix == "G" || suffix == "GiB") shift = 30;
-  else if (suffix == "T" || suffix == "TiB") shift = 40;
-  else return InvalidArgument("'" + std::string(text) + "' has an unknown size suffix");
+  if (suffix == "" || suffix == "B")
+    shift = 0;
+  else if (suffix == "K" || suffix == "KiB")
+    shift = 10;
+  else if (suffix == "M" || suffix == "MiB")
+    shift = 20;
+  else if (suffix == "G" || suffix == "GiB")
+    shift = 30;
+  else if (suffix == "T" || suffix == "TiB")
+    shift = 40;
+  else
+    return InvalidArgument("'" + std::string(text) + "' has an unknown size suffix");
   if (shift > 0 && value > (~uint64_t{0} >> shift)) {
     return InvalidArgument("'" + std::string(text) + "' is too large");
   }
@@ -25,11 +31,11 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
 }
 
 void FlagSet::AddString(std::string name, std::string* value, std::string help) {
-  flags_.push_back({std::move(name), std::move(help), *value, false, nullptr,
-                    [value](std::string_view v) {
-                      *value = std::string(v);
-                      return Status::Ok();
-                    }});
+  flags_.push_back(
+      {std::move(name), std::move(help), *value, false, nullptr, [value](std::string_view v) {
+         *value = std::string(v);
+         return Status::Ok();
+       }});
 }
 
 void FlagSet::AddUint64(std::string name, uint64_t* value, std::string help) {
@@ -62,10 +68,13 @@ void FlagSet::AddBool(std::string name, bool* value, std::string help) {
   std::string n = name;
   flags_.push_back({std::move(name), std::move(help), *value ? "true" : "false", true, value,
                     [value, n](std::string_view v) {
-                      if (v == "true" || v == "1") *value = true;
-                      else if (v == "false" || v == "0") *value = false;
-                      else return InvalidArgument("--" + n + ": '" + std::string(v) +
-                                                  "' is not true or false");
+                      if (v == "true" || v == "1")
+                        *value = true;
+                      else if (v == "false" || v == "0")
+                        *value = false;
+                      else
+                        return InvalidArgument("--" + n + ": '" + std::string(v) +
+                                               "' is not true or false");
                       return Status::Ok();
                     }});
 }
@@ -74,7 +83,8 @@ Status FlagSet::Parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg(argv[i]);
     if (arg == "--help" || arg == "-h") return Cancelled("help requested");
-    if (arg.substr(0, 2) != "--") return InvalidArgument("unexpected argument '" + std::string(arg) + "'");
+    if (arg.substr(0, 2) != "--")
+      return InvalidArgument("unexpected argument '" + std::string(arg) + "'");
     arg.remove_prefix(2);
     std::string_view name = arg, value;
     bool has_value = false;
@@ -106,8 +116,8 @@ Status FlagSet::Parse(int argc, char** argv) {
 std::string FlagSet::Usage() const {
   std::string out = "usage: " + program_ + " [flags]\n";
   for (const Flag& f : flags_) {
-    out += "  --" + f.name + (f.is_bool ? "" : "=VALUE") + "  " + f.help + " (default: " +
-           (f.default_text.empty() ? "\"\"" : f.default_text) + ")\n";
+    out += "  --" + f.name + (f.is_bool ? "" : "=VALUE") + "  " + f.help +
+           " (default: " + (f.default_text.empty() ? "\"\"" : f.default_text) + ")\n";
   }
   return out;
 }

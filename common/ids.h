@@ -68,7 +68,9 @@ class BaseId {
   bool IsNil() const { return *this == Nil(); }
   const uint8_t* data() const { return bytes_.data(); }
   uint8_t* mutable_data() { return bytes_.data(); }
-  std::string Binary() const { return std::string(reinterpret_cast<const char*>(bytes_.data()), N); }
+  std::string Binary() const {
+    return std::string(reinterpret_cast<const char*>(bytes_.data()), N);
+  }
   std::string Hex() const { return internal::ToHex(bytes_.data(), N); }
   size_t Hash() const {
     // FNV-1a over the bytes: ids are random or derived from random ids, so this spreads well.
@@ -100,8 +102,8 @@ class ActorId : public BaseId<16, ActorIdTag> {
  public:
   using BaseId::BaseId;
   ActorId(const BaseId& base) : BaseId(base) {}  // NOLINT(google-explicit-constructor)
-  static ActorId Of(const JobId& job);            // 12 random bytes, then the job
-  static ActorId NilFor(const JobId& job);        // 12 0xff bytes, then the job: no actor
+  static ActorId Of(const JobId& job);           // 12 random bytes, then the job
+  static ActorId NilFor(const JobId& job);       // 12 0xff bytes, then the job: no actor
   JobId Job() const { return JobId::FromRaw(data() + 12); }
 };
 
@@ -109,7 +111,7 @@ class TaskId : public BaseId<24, TaskIdTag> {
  public:
   using BaseId::BaseId;
   TaskId(const BaseId& base) : BaseId(base) {}  // NOLINT(google-explicit-constructor)
-  static TaskId Of(const ActorId& actor);        // 8 random bytes, then the actor (or nil actor)
+  static TaskId Of(const ActorId& actor);       // 8 random bytes, then the actor (or nil actor)
   // The id of a driver's own "task", the parent of what the driver submits and puts.
   static TaskId ForDriver(const JobId& job);
   ActorId Actor() const { return ActorId::FromRaw(data() + 8); }

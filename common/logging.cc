@@ -30,7 +30,9 @@ char LevelLetter(LogLevel level) {
 }  // namespace
 
 void SetMinLogLevel(LogLevel level) { g_min_level.store(static_cast<int>(level)); }
-LogLevel MinLogLevel() { return static_cast<LogLevel>(g_min_level.load(std::memory_order_relaxed)); }
+LogLevel MinLogLevel() {
+  return static_cast<LogLevel>(g_min_level.load(std::memory_order_relaxed));
+}
 
 LogLevel ParseLogLevel(std::string_view name) {
   std::string lower(name);
@@ -62,8 +64,8 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(leve
                 static_cast<long>(micros));
   std::string_view path(file);
   if (auto slash = path.rfind('/'); slash != std::string_view::npos) path.remove_prefix(slash + 1);
-  stream_ << LevelLetter(level) << ' ' << stamp << ' ' << g_process_name << '[' << getpid()
-          << "] " << path << ':' << line << "] ";
+  stream_ << LevelLetter(level) << ' ' << stamp << ' ' << g_process_name << '[' << getpid() << "] "
+          << path << ':' << line << "] ";
 }
 
 LogMessage::~LogMessage() {

@@ -49,19 +49,16 @@ struct LogVoidify {
 #define AIRT_LOG_LEVEL_ERROR ::airt::LogLevel::kError
 #define AIRT_LOG_LEVEL_FATAL ::airt::LogLevel::kFatal
 
-#define AIRT_LOG(level)                                                    \
-  (AIRT_LOG_LEVEL_##level < ::airt::MinLogLevel())                         \
-      ? (void)0                                                            \
-      : ::airt::internal::LogVoidify() &                                   \
-            ::airt::internal::LogMessage(AIRT_LOG_LEVEL_##level, __FILE__, \
-                                         __LINE__)                         \
-                .stream()
+#define AIRT_LOG(level)                            \
+  (AIRT_LOG_LEVEL_##level < ::airt::MinLogLevel()) \
+      ? (void)0                                    \
+      : ::airt::internal::LogVoidify() &           \
+            ::airt::internal::LogMessage(AIRT_LOG_LEVEL_##level, __FILE__, __LINE__).stream()
 
 // Aborts with the condition and any streamed detail when `cond` is false. For invariants of our
 // own code only; bad input and a bad environment return a Status instead.
-#define AIRT_CHECK(cond)                                                                  \
-  (cond) ? (void)0                                                                        \
-         : ::airt::internal::LogVoidify() &                                               \
-               ::airt::internal::LogMessage(::airt::LogLevel::kFatal, __FILE__, __LINE__) \
-                       .stream()                                                          \
+#define AIRT_CHECK(cond)                                                                           \
+  (cond) ? (void)0                                                                                 \
+         : ::airt::internal::LogVoidify() &                                                        \
+               ::airt::internal::LogMessage(::airt::LogLevel::kFatal, __FILE__, __LINE__).stream() \
                    << "check failed: " #cond " "

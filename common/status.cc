@@ -57,23 +57,16 @@ Status ErrnoStatus(std::string_view what, int errno_value) {
     case ENOMEM:
     case EMFILE:
     case ENFILE:
-    case EDQUOT:
-      return Status(Code::kResourceExhausted, std::move(m));
-    case ENOENT:
-      return Status(Code::kNotFound, std::move(m));
-    case EEXIST:
-      return Status(Code::kAlreadyExists, std::move(m));
+    case EDQUOT: return Status(Code::kResourceExhausted, std::move(m));
+    case ENOENT: return Status(Code::kNotFound, std::move(m));
+    case EEXIST: return Status(Code::kAlreadyExists, std::move(m));
     case ECONNREFUSED:
     case ECONNRESET:
     case EPIPE:
-    case ENOTCONN:
-      return Status(Code::kUnavailable, std::move(m));
-    case EINVAL:
-      return Status(Code::kInvalidArgument, std::move(m));
-    case ETIMEDOUT:
-      return Status(Code::kDeadlineExceeded, std::move(m));
-    default:
-      return Status(Code::kInternal, std::move(m));
+    case ENOTCONN: return Status(Code::kUnavailable, std::move(m));
+    case EINVAL: return Status(Code::kInvalidArgument, std::move(m));
+    case ETIMEDOUT: return Status(Code::kDeadlineExceeded, std::move(m));
+    default: return Status(Code::kInternal, std::move(m));
   }
 }
 

@@ -76,7 +76,7 @@ Status ErrnoStatus(std::string_view what, int errno_value);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(v_).ok()) v_ = Status(Code::kInternal, "Result built from an ok Status");
   }
@@ -104,10 +104,10 @@ class [[nodiscard]] Result {
 #define AIRT_INTERNAL_CONCAT(a, b) AIRT_INTERNAL_CONCAT2(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not ok.
-#define AIRT_RETURN_IF_ERROR(expr)                 \
-  do {                                             \
-    ::airt::Status airt_status_ = (expr);          \
-    if (!airt_status_.ok()) return airt_status_;   \
+#define AIRT_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::airt::Status airt_status_ = (expr);        \
+    if (!airt_status_.ok()) return airt_status_; \
   } while (false)
 
 // `AIRT_ASSIGN_OR_RETURN(auto x, MakeX());` declares x from a Result's value, or returns its

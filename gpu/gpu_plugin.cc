@@ -71,18 +71,12 @@ Status GpuPlugin::Probe(int device, uint64_t bytes) const {
   const int rc = probe_(device, static_cast<unsigned long long>(bytes), error, sizeof(error));
   std::string message = std::string("GPU probe failed: ") + error;
   switch (rc) {
-    case AIRT_GPU_PROBE_OK:
-      return Status::Ok();
-    case AIRT_GPU_PROBE_INVALID_ARGUMENT:
-      return InvalidArgument(std::move(message));
-    case AIRT_GPU_PROBE_OUT_OF_MEMORY:
-      return ResourceExhausted(std::move(message));
-    case AIRT_GPU_PROBE_CUDA_ERROR:
-      return Unavailable(std::move(message));
-    case AIRT_GPU_PROBE_MISMATCH:
-      return Internal(std::move(message));
-    default:
-      return Internal(message + " (unknown plugin return value " + std::to_string(rc) + ")");
+    case AIRT_GPU_PROBE_OK: return Status::Ok();
+    case AIRT_GPU_PROBE_INVALID_ARGUMENT: return InvalidArgument(std::move(message));
+    case AIRT_GPU_PROBE_OUT_OF_MEMORY: return ResourceExhausted(std::move(message));
+    case AIRT_GPU_PROBE_CUDA_ERROR: return Unavailable(std::move(message));
+    case AIRT_GPU_PROBE_MISMATCH: return Internal(std::move(message));
+    default: return Internal(message + " (unknown plugin return value " + std::to_string(rc) + ")");
   }
 }
 

@@ -54,7 +54,8 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& soc
   WireWriter w(&hello);
   w.Put(internal::kProtocolVersion);
   w.Put(static_cast<int32_t>(::getpid()));
-  AIRT_RETURN_IF_ERROR(internal::SendAll(fd.get(), internal::MakeFrame(MessageType::kHello, 0, 0, hello)));
+  AIRT_RETURN_IF_ERROR(
+      internal::SendAll(fd.get(), internal::MakeFrame(MessageType::kHello, 0, 0, hello)));
 
   char header_bytes[internal::kHeaderSize];
   FrameHeader h;
@@ -65,7 +66,8 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& soc
   std::string body(h.body_size, '\0');
   AIRT_RETURN_IF_ERROR(internal::RecvAll(fd.get(), body.data(), body.size()));
   WireReader r(body);
-  AIRT_RETURN_IF_ERROR(internal::ParseReplyStatus(&r).WithContext("connecting to the object store at " + socket_path));
+  AIRT_RETURN_IF_ERROR(internal::ParseReplyStatus(&r).WithContext(
+      "connecting to the object store at " + socket_path));
   if (!memfd.ok()) return memfd.status();
   uint32_t slot;
   uint64_t file_size;
@@ -86,7 +88,8 @@ StoreClient::StoreClient(int fd, std::unique_ptr<internal::ArenaMapping> mapping
   internal::ArenaHeader* h = mapping_->header();
   index_ = std::make_unique<internal::SharedIndex>(h, mapping_->slots(), h->index_slots);
   pins_ = std::make_unique<internal::PinTable>(mapping_->PinTableOf(slot), h->pin_slots_per_client);
-  if (options_.prefault) populator_ = std::make_unique<internal::BackgroundPopulator>(mapping_.get());
+  if (options_.prefault)
+    populator_ = std::make_unique<internal::BackgroundPopulator>(mapping_.get());
 }
 
 StoreClient::~StoreClient() {
@@ -169,8 +172,7 @@ Status StoreClient::Put(const ObjectId& id, std::span<const uint8_t> data,
   return Seal(id);
 }
 
-Result<std::vector<ObjectPin>> StoreClient::Get(std::span<const ObjectId> ids,
-                                                int64_t timeout_ms) {
+Result<std::vector<ObjectPin>> StoreClient::Get(std::span<const ObjectId> ids, int64_t timeout_ms) {
   using Clock = std::chrono::steady_clock;
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
   std::vector<ObjectPin> pins(ids.size());
@@ -242,7 +244,8 @@ Result<std::vector<ObjectPin>> StoreClient::Get(std::span<const ObjectId> ids,
 }
 
 Result<ObjectPin> StoreClient::Get(const ObjectId& id, int64_t timeout_ms) {
-  AIRT_ASSIGN_OR_RETURN(std::vector<ObjectPin> pins, Get(std::span<const ObjectId>(&id, 1), timeout_ms));
+  AIRT_ASSIGN_OR_RETURN(std::vector<ObjectPin> pins,
+                        Get(std::span<const ObjectId>(&id, 1), timeout_ms));
   return std::move(pins[0]);
 }
 
@@ -278,7 +281,9 @@ void StoreClient::ReleasePin(uint32_t slot, const ObjectId& id) {
 std::vector<PinInfo> StoreClient::Pins() const {
   std::vector<PinInfo> out;
   std::lock_guard<std::mutex> lock(pins_mu_);
-  pins_->ForEach([&](uint32_t slot, uint32_t count) { out.push_back({index_->IdAt(slot), count}); });
+  pins_->ForEach([&](uint32_t slot, uint32_t count) {
+    out.push_back({index_->IdAt(slot), count});
+  });
   return out;
 }
 

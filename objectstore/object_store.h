@@ -34,32 +34,32 @@ class StoreLoop;
 }  // namespace internal
 
 struct StoreOptions {
-  std::string socket_path;           // where clients connect; required
-  uint64_t capacity_bytes = 1ull << 30;  // the data arena
-  uint64_t max_objects = 1ull << 18;     // objects held at once, spilled ones included
-  uint32_t max_clients = 64;             // clients connected at once
+  std::string socket_path;                     // where clients connect; required
+  uint64_t capacity_bytes = 1ull << 30;        // the data arena
+  uint64_t max_objects = 1ull << 18;           // objects held at once, spilled ones included
+  uint32_t max_clients = 64;                   // clients connected at once
   uint64_t pin_slots_per_client = 1ull << 14;  // distinct objects one client may pin at once
-  std::string spill_dir;  // empty: no spilling (a full store then refuses new primary copies)
-  bool prefault = true;   // populate the arena in the background at start
+  std::string spill_dir;   // empty: no spilling (a full store then refuses new primary copies)
+  bool prefault = true;    // populate the arena in the background at start
   int poll_spin_us = 100;  // after serving a request, poll this long before sleeping (0: never)
 };
 
 // A point-in-time view of the store, for tests, `airt status` and the dashboard.
 struct StoreStats {
   uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;           // allocated in the arena
+  uint64_t used_bytes = 0;  // allocated in the arena
   uint64_t largest_free_block = 0;
-  uint64_t num_objects = 0;          // every state, spilled ones included
-  uint64_t num_sealed = 0;           // in memory and readable
+  uint64_t num_objects = 0;  // every state, spilled ones included
+  uint64_t num_sealed = 0;   // in memory and readable
   uint64_t num_creating = 0;
   uint64_t num_spilled = 0;
-  uint64_t spilled_bytes = 0;        // currently on disk
-  uint64_t num_pinned = 0;           // objects with at least one pin
-  uint64_t total_evicted = 0;        // secondary copies dropped, ever
-  uint64_t total_spilled = 0;        // primary copies written to disk, ever
-  uint64_t total_restored = 0;       // read back from disk, ever
+  uint64_t spilled_bytes = 0;   // currently on disk
+  uint64_t num_pinned = 0;      // objects with at least one pin
+  uint64_t total_evicted = 0;   // secondary copies dropped, ever
+  uint64_t total_spilled = 0;   // primary copies written to disk, ever
+  uint64_t total_restored = 0;  // read back from disk, ever
   uint32_t num_clients = 0;
-  uint64_t mapped_bytes = 0;         // the whole shared file
+  uint64_t mapped_bytes = 0;           // the whole shared file
   uint64_t prefault_target_bytes = 0;  // what the background prefault covers (0: prefault off)
   uint64_t prefaulted_bytes = 0;       // how much of it is done
 };
@@ -71,8 +71,8 @@ class StoreServer {
   // kResourceExhausted when the memory cannot be had, kUnavailable when the socket cannot bind.
   static Result<std::unique_ptr<StoreServer>> Start(StoreOptions options);
   // As above with the spill storage given (tests inject faults this way); null: no spilling.
-  static Result<std::unique_ptr<StoreServer>> Start(
-      StoreOptions options, std::unique_ptr<internal::SpillStorage> spill);
+  static Result<std::unique_ptr<StoreServer>> Start(StoreOptions options,
+                                                    std::unique_ptr<internal::SpillStorage> spill);
 
   // Stops serving, disconnects every client and frees the arena (clients' mappings stay valid).
   ~StoreServer();

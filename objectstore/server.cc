@@ -13,7 +13,8 @@ Result<std::unique_ptr<StoreServer>> StoreServer::Start(StoreOptions options) {
 
 Result<std::unique_ptr<StoreServer>> StoreServer::Start(
     StoreOptions options, std::unique_ptr<internal::SpillStorage> spill) {
-  AIRT_ASSIGN_OR_RETURN(auto loop, internal::StoreLoop::Start(std::move(options), std::move(spill)));
+  AIRT_ASSIGN_OR_RETURN(auto loop,
+                        internal::StoreLoop::Start(std::move(options), std::move(spill)));
   return std::unique_ptr<StoreServer>(new StoreServer(std::move(loop)));
 }
 

@@ -21,8 +21,10 @@ int main(int argc, char** argv) {
   flags.AddBytes("capacity", &options.capacity_bytes, "size of the shared-memory arena, e.g. 512M");
   flags.AddUint64("max-objects", &options.max_objects, "objects held at once, spilled included");
   flags.AddUint64("max-clients", &max_clients, "clients connected at once");
-  flags.AddUint64("pin-slots", &options.pin_slots_per_client, "distinct objects one client may pin");
-  flags.AddString("spill-dir", &options.spill_dir, "directory for spilled objects; empty: no spilling");
+  flags.AddUint64("pin-slots", &options.pin_slots_per_client,
+                  "distinct objects one client may pin");
+  flags.AddString("spill-dir", &options.spill_dir,
+                  "directory for spilled objects; empty: no spilling");
   flags.AddBool("prefault", &prefault, "populate the arena in the background at start");
   flags.AddUint64("poll-spin-us", &spin, "poll this long after a request before sleeping");
   airt::Status parsed = flags.Parse(argc, argv);

@@ -37,7 +37,7 @@ class ArenaAllocator {
   uint64_t base_;
   uint64_t capacity_;
   uint64_t used_ = 0;
-  std::map<uint64_t, uint64_t> by_offset_;         // offset -> size
+  std::map<uint64_t, uint64_t> by_offset_;           // offset -> size
   std::set<std::pair<uint64_t, uint64_t>> by_size_;  // (size, offset)
 };
 

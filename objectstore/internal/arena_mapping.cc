@@ -1,10 +1,10 @@
 #include "objectstore/internal/arena_mapping.h"
 
-#include <sys/mman.h>
-#include <sys/stat.h>
-
 #include <cerrno>
 #include <utility>
+
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "common/logging.h"
 
@@ -95,8 +95,8 @@ BackgroundPopulator::BackgroundPopulator(const ArenaMapping* mapping) {
     constexpr uint64_t kChunk = 32ull << 20;
     const ArenaHeader& h = *mapping->header();
     // The header and index first (every lookup touches them), then the data arena.
-    for (auto [begin, end] : {std::pair{uint64_t{0}, h.pins_offset},
-                              std::pair{h.data_offset, h.file_size}}) {
+    for (auto [begin, end] :
+         {std::pair{uint64_t{0}, h.pins_offset}, std::pair{h.data_offset, h.file_size}}) {
       for (uint64_t off = begin; off < end && !stop_.load(std::memory_order_relaxed);
            off += kChunk) {
         uint64_t n = std::min(kChunk, end - off);

@@ -41,7 +41,8 @@ class ArenaMapping {
   void Populate(uint64_t offset, uint64_t length) const;
 
  private:
-  ArenaMapping(UniqueFd fd, uint8_t* base, uint64_t size) : fd_(std::move(fd)), base_(base), size_(size) {}
+  ArenaMapping(UniqueFd fd, uint8_t* base, uint64_t size)
+      : fd_(std::move(fd)), base_(base), size_(size) {}
 
   UniqueFd fd_;
   uint8_t* base_ = nullptr;

@@ -73,7 +73,7 @@ struct alignas(64) IndexSlot {
   std::atomic<uint64_t> word;
   uint8_t id[kIdSize];
   uint32_t metadata_size;
-  uint64_t offset;  // of the object's first byte, from the start of the file
+  uint64_t offset;     // of the object's first byte, from the start of the file
   uint64_t data_size;  // the metadata follows the data
   std::atomic<uint64_t> last_access;
 };

@@ -20,8 +20,8 @@ ObjectTable::ObjectTable(const ArenaMapping* arena, std::unique_ptr<SpillStorage
       spill_(std::move(spill)),
       max_objects_(max_objects) {}
 
-Result<uint64_t> ObjectTable::Create(const ObjectId& id, uint64_t data_size,
-                                     uint64_t metadata_size, bool secondary, uint32_t client) {
+Result<uint64_t> ObjectTable::Create(const ObjectId& id, uint64_t data_size, uint64_t metadata_size,
+                                     bool secondary, uint32_t client) {
   if (metadata_size > std::numeric_limits<uint32_t>::max()) {
     return InvalidArgument("metadata of object " + id.Hex() + " is " + Bytes(metadata_size) +
                            ", over the 4 GiB limit");
@@ -68,7 +68,8 @@ Status ObjectTable::Abort(const ObjectId& id, uint32_t client) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return NotFound("abort of object " + id.Hex() + ", which is not here");
   Entry& e = it->second;
-  if (!e.creating) return FailedPrecondition("object " + id.Hex() + " is sealed; delete it instead");
+  if (!e.creating)
+    return FailedPrecondition("object " + id.Hex() + " is sealed; delete it instead");
   if (e.creator != client) {
     return FailedPrecondition("object " + id.Hex() + " is being created by another client");
   }
@@ -87,7 +88,8 @@ Status ObjectTable::Delete(const ObjectId& id) {
   }
   if (e.spilled) {
     Status s = spill_->Remove(id);
-    if (!s.ok()) AIRT_LOG(WARNING) << "deleting spilled object " << id.Hex() << ": " << s.ToString();
+    if (!s.ok())
+      AIRT_LOG(WARNING) << "deleting spilled object " << id.Hex() << ": " << s.ToString();
     --num_spilled_;
     spilled_bytes_ -= e.data_size + e.metadata_size;
     Erase(it);
@@ -176,13 +178,15 @@ Result<uint64_t> ObjectTable::Allocate(uint64_t bytes, const ObjectId& for_id) {
     reclaimable += FootprintOf(e);
   }
   if (reclaimable < need) {
-    return ResourceExhausted(
-        "object " + for_id.Hex() + " of " + Bytes(bytes) + " cannot fit in the store: capacity " +
-        Bytes(allocator_.capacity()) + ", " + Bytes(allocator_.used()) + " in use, of which only " +
-        Bytes(reclaimable - allocator_.free_bytes()) + " can be evicted or spilled" +
-        (spill_ ? "" : " (spilling is off)"));
+    return ResourceExhausted("object " + for_id.Hex() + " of " + Bytes(bytes) +
+                             " cannot fit in the store: capacity " + Bytes(allocator_.capacity()) +
+                             ", " + Bytes(allocator_.used()) + " in use, of which only " +
+                             Bytes(reclaimable - allocator_.free_bytes()) +
+                             " can be evicted or spilled" + (spill_ ? "" : " (spilling is off)"));
   }
-  auto by_age = [](const Candidate& a, const Candidate& b) { return a.last_access < b.last_access; };
+  auto by_age = [](const Candidate& a, const Candidate& b) {
+    return a.last_access < b.last_access;
+  };
   std::sort(secondary.begin(), secondary.end(), by_age);
   std::sort(primary.begin(), primary.end(), by_age);
 
@@ -202,10 +206,9 @@ Result<uint64_t> ObjectTable::Allocate(uint64_t bytes, const ObjectId& for_id) {
     }
     if (auto offset = allocator_.Allocate(bytes)) return *offset;
   }
-  std::string why = spill_error.ok()
-                        ? "the free space is fragmented (largest free block " +
-                              Bytes(allocator_.largest_free_block()) + ")"
-                        : "spilling failed: " + spill_error.ToString();
+  std::string why = spill_error.ok() ? "the free space is fragmented (largest free block " +
+                                           Bytes(allocator_.largest_free_block()) + ")"
+                                     : "spilling failed: " + spill_error.ToString();
   return ResourceExhausted("object " + for_id.Hex() + " of " + Bytes(bytes) +
                            " cannot fit in the store of capacity " + Bytes(allocator_.capacity()) +
                            ": " + why);

@@ -22,8 +22,7 @@ namespace airt::objectstore::internal {
 class ObjectTable {
  public:
   // `arena` must outlive the table. `spill` may be null: then primary copies are never spilled.
-  ObjectTable(const ArenaMapping* arena, std::unique_ptr<SpillStorage> spill,
-              uint64_t max_objects);
+  ObjectTable(const ArenaMapping* arena, std::unique_ptr<SpillStorage> spill, uint64_t max_objects);
 
   // Reserves space for `id`, evicting and spilling as needed; returns the file offset of its
   // first byte. See StoreClient::Create for the errors.

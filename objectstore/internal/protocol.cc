@@ -32,9 +32,9 @@ Status DecodeHeader(const char* in, FrameHeader* h) {
 std::string MakeFrame(MessageType type, uint16_t flags, uint32_t request_id,
                       std::string_view body) {
   std::string frame(kHeaderSize, '\0');
-  EncodeHeader({static_cast<uint32_t>(body.size()), static_cast<uint16_t>(type), flags,
-                request_id, 0},
-               frame.data());
+  EncodeHeader(
+      {static_cast<uint32_t>(body.size()), static_cast<uint16_t>(type), flags, request_id, 0},
+      frame.data());
   frame.append(body);
   return frame;
 }

@@ -67,7 +67,8 @@ class WireWriter {
   void Put(T v) {
     static_assert(std::is_integral_v<T>);
     char b[sizeof(T)];
-    for (size_t i = 0; i < sizeof(T); ++i) b[i] = static_cast<char>(static_cast<uint64_t>(v) >> (8 * i));
+    for (size_t i = 0; i < sizeof(T); ++i)
+      b[i] = static_cast<char>(static_cast<uint64_t>(v) >> (8 * i));
     out_->append(b, sizeof(T));
   }
   void PutBytes(std::string_view bytes) { out_->append(bytes); }
@@ -88,7 +89,8 @@ class WireReader {
     static_assert(std::is_integral_v<T>);
     if (in_.size() < sizeof(T)) return false;
     uint64_t x = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) x |= static_cast<uint64_t>(static_cast<uint8_t>(in_[i])) << (8 * i);
+    for (size_t i = 0; i < sizeof(T); ++i)
+      x |= static_cast<uint64_t>(static_cast<uint8_t>(in_[i])) << (8 * i);
     *v = static_cast<T>(x);
     in_.remove_prefix(sizeof(T));
     return true;

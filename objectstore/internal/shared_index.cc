@@ -147,15 +147,13 @@ void SharedIndex::Remove(uint32_t slot) {
   uint64_t w = slots_[slot].word.load(std::memory_order_acquire);
   AIRT_CHECK(SlotWord::Pins(w) == 0) << "removing pinned slot " << slot;
   uint32_t gen = SlotWord::Generation(w) + 1;
-  slots_[slot].word.store(SlotWord::Make(SlotState::kTombstone, gen, 0),
-                          std::memory_order_release);
+  slots_[slot].word.store(SlotWord::Make(SlotState::kTombstone, gen, 0), std::memory_order_release);
   // A tombstone at the end of a run can become empty: no probe needs to pass it. Walk back
   // while that holds, so deletes do not leave long runs for misses to scan.
   uint32_t s = slot;
   while (SlotWord::State(slots_[(s + 1) & mask_].word.load(std::memory_order_relaxed)) ==
              SlotState::kEmpty &&
-         SlotWord::State(slots_[s].word.load(std::memory_order_relaxed)) ==
-             SlotState::kTombstone) {
+         SlotWord::State(slots_[s].word.load(std::memory_order_relaxed)) == SlotState::kTombstone) {
     uint64_t ws = slots_[s].word.load(std::memory_order_relaxed);
     slots_[s].word.store(SlotWord::Make(SlotState::kEmpty, SlotWord::Generation(ws) + 1, 0),
                          std::memory_order_release);

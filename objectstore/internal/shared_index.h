@@ -91,8 +91,8 @@ class PinTable {
   template <typename Fn>
   void ForEach(Fn&& fn) const {
     for (uint64_t i = 0; i <= mask_; ++i) {
-      if (entries_[i] != 0) fn(static_cast<uint32_t>((entries_[i] >> 32) - 1),
-                               static_cast<uint32_t>(entries_[i]));
+      if (entries_[i] != 0)
+        fn(static_cast<uint32_t>((entries_[i] >> 32) - 1), static_cast<uint32_t>(entries_[i]));
     }
   }
   void Clear();

@@ -1,11 +1,12 @@
 #include "objectstore/internal/store_loop.h"
 
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 
 #include "common/logging.h"
 #include "objectstore/internal/unix_socket.h"
@@ -33,8 +34,8 @@ Result<std::unique_ptr<StoreLoop>> StoreLoop::Start(StoreOptions options,
   if (options.max_clients == 0 || options.max_clients > 4096) {
     return InvalidArgument("max_clients must be in [1, 4096]");
   }
-  Layout layout = Layout::Compute(options.capacity_bytes, options.max_objects,
-                                  options.max_clients, options.pin_slots_per_client);
+  Layout layout = Layout::Compute(options.capacity_bytes, options.max_objects, options.max_clients,
+                                  options.pin_slots_per_client);
   AIRT_ASSIGN_OR_RETURN(ArenaMapping arena, ArenaMapping::Create(layout));
   AIRT_ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(options.socket_path));
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -190,8 +191,8 @@ void StoreLoop::Flush(uint64_t session_id) {
   Session& s = it->second;
   size_t sent = 0;
   while (sent < s.out.size()) {
-    ssize_t n = ::send(s.fd.get(), s.out.data() + sent, s.out.size() - sent,
-                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n =
+        ::send(s.fd.get(), s.out.data() + sent, s.out.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<size_t>(n);
       continue;
@@ -253,8 +254,8 @@ void StoreLoop::HandleFrame(uint64_t session_id, const FrameHeader& h, std::stri
           r.remaining() != 0) {
         return Reply(session_id, h.request_id, Truncated("Create"));
       }
-      Result<uint64_t> offset = table_.Create(id, data_size, metadata_size,
-                                              (flags & kCreateSecondary) != 0, slot);
+      Result<uint64_t> offset =
+          table_.Create(id, data_size, metadata_size, (flags & kCreateSecondary) != 0, slot);
       std::string payload;
       if (offset.ok()) WireWriter(&payload).Put(*offset);
       return Reply(session_id, h.request_id, offset.status(), payload);
@@ -263,8 +264,8 @@ void StoreLoop::HandleFrame(uint64_t session_id, const FrameHeader& h, std::stri
     case MessageType::kAbort: {
       bool seal = type == MessageType::kSeal;
       Status status = (!r.GetId(&id) || r.remaining() != 0) ? Truncated(seal ? "Seal" : "Abort")
-                      : seal ? table_.Seal(id, slot)
-                             : table_.Abort(id, slot);
+                      : seal                                ? table_.Seal(id, slot)
+                                                            : table_.Abort(id, slot);
       if (seal && status.ok()) OnSealed(id);
       if (reply) return Reply(session_id, h.request_id, status);
       if (!status.ok()) AIRT_LOG(WARNING) << "unanswered request failed: " << status.ToString();
@@ -283,8 +284,7 @@ void StoreLoop::HandleFrame(uint64_t session_id, const FrameHeader& h, std::stri
       }
       return Reply(session_id, h.request_id, first);
     }
-    case MessageType::kWait:
-      return HandleWait(session_id, h, r);
+    case MessageType::kWait: return HandleWait(session_id, h, r);
     case MessageType::kReleased:
       if (r.GetId(&id) && r.remaining() == 0) table_.OnReleased(id);
       return;
@@ -337,8 +337,8 @@ void StoreLoop::HandleHello(uint64_t session_id, const FrameHeader& h, WireReade
   WireWriter w(&body);
   w.Put(static_cast<uint32_t>(slot));
   w.Put(arena_.size());
-  Status sent = SendWithFd(s.fd.get(), MakeFrame(MessageType::kReply, 0, h.request_id, body),
-                           arena_.fd());
+  Status sent =
+      SendWithFd(s.fd.get(), MakeFrame(MessageType::kReply, 0, h.request_id, body), arena_.fd());
   if (!sent.ok()) {
     Close(session_id);
     return;

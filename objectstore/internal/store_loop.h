@@ -74,7 +74,7 @@ class StoreLoop {
   StoreOptions options_;
   ArenaMapping arena_;
   UniqueFd listener_;
-  UniqueFd wake_;   // eventfd: Stop
+  UniqueFd wake_;  // eventfd: Stop
   UniqueFd epoll_;
   std::unique_ptr<BackgroundPopulator> populator_;
 

@@ -2,12 +2,13 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+
+#include <sys/socket.h>
+#include <sys/un.h>
 
 namespace airt::objectstore::internal {
 namespace {

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include <unordered_set>
+
+#include <gtest/gtest.h>
 
 #include "common/flags.h"
 #include "common/ids.h"
@@ -129,8 +129,8 @@ TEST(Flags, ParsesEachFormAndNamesBadFlags) {
   flags.AddBytes("capacity", &capacity, "");
   flags.AddUint64("count", &count, "");
   flags.AddBool("prefault", &prefault, "");
-  std::vector<std::string> args = {"t", "--socket=/x", "--capacity", "1K", "--count=7",
-                                   "--no-prefault"};
+  std::vector<std::string> args = {"t",  "--socket=/x", "--capacity",
+                                   "1K", "--count=7",   "--no-prefault"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   ASSERT_TRUE(flags.Parse(static_cast<int>(argv.size()), argv.data()).ok());

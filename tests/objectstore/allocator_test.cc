@@ -1,9 +1,9 @@
 #include "objectstore/internal/allocator.h"
 
-#include <gtest/gtest.h>
-
 #include <map>
 #include <random>
+
+#include <gtest/gtest.h>
 
 #include "objectstore/internal/layout.h"
 
@@ -31,7 +31,7 @@ TEST(ArenaAllocator, CoalescesNeighboursOnFree) {
   a.Free(b3, 64);
   EXPECT_EQ(a.free_block_count(), 2u);
   EXPECT_FALSE(a.Allocate(128).has_value());  // fragmented
-  a.Free(b2, 64);                              // joins b1..b3
+  a.Free(b2, 64);                             // joins b1..b3
   EXPECT_EQ(a.free_block_count(), 1u);
   EXPECT_EQ(a.largest_free_block(), 192u);
   a.Free(b0, 64);
@@ -41,7 +41,8 @@ TEST(ArenaAllocator, CoalescesNeighboursOnFree) {
 
 TEST(ArenaAllocator, PicksBestFitBlock) {
   ArenaAllocator a(0, 64 * 10);
-  auto b0 = *a.Allocate(64 * 3), b1 = *a.Allocate(64), b2 = *a.Allocate(64), b3 = *a.Allocate(64 * 5);
+  auto b0 = *a.Allocate(64 * 3), b1 = *a.Allocate(64), b2 = *a.Allocate(64),
+       b3 = *a.Allocate(64 * 5);
   (void)b1;
   (void)b3;
   a.Free(b0, 64 * 3);

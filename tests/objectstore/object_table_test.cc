@@ -1,8 +1,8 @@
 #include "objectstore/internal/object_table.h"
 
-#include <gtest/gtest.h>
-
 #include <cstring>
+
+#include <gtest/gtest.h>
 
 #include "tests/objectstore/spill_doubles.h"
 

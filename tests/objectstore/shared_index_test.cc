@@ -1,11 +1,11 @@
 #include "objectstore/internal/shared_index.h"
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <map>
 #include <random>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "objectstore/internal/arena_mapping.h"
 
@@ -146,7 +146,8 @@ TEST(PinTable, CountsPerSlotAndRemovesWithBackwardShift) {
   }
   std::map<uint32_t, uint32_t> seen;
   table.ForEach([&](uint32_t slot, uint32_t count) { seen[slot] = count; });
-  for (auto it = model.begin(); it != model.end();) it = it->second == 0 ? model.erase(it) : std::next(it);
+  for (auto it = model.begin(); it != model.end();)
+    it = it->second == 0 ? model.erase(it) : std::next(it);
   EXPECT_EQ(seen, model);
 }
 
@@ -154,7 +155,7 @@ TEST(PinTable, AddFailsWhenFull) {
   std::vector<uint64_t> entries(4, 0);
   PinTable table(entries.data(), entries.size());
   for (uint32_t s = 0; s < 4; ++s) ASSERT_TRUE(table.Add(s));
-  EXPECT_TRUE(table.Add(2));   // an existing slot only counts up
+  EXPECT_TRUE(table.Add(2));  // an existing slot only counts up
   EXPECT_FALSE(table.Add(9));
 }
 

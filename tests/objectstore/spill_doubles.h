@@ -75,7 +75,9 @@ class SharedSpillStorage : public internal::SpillStorage {
  public:
   explicit SharedSpillStorage(std::shared_ptr<internal::SpillStorage> inner)
       : inner_(std::move(inner)) {}
-  Status Write(const ObjectId& id, std::span<const uint8_t> b) override { return inner_->Write(id, b); }
+  Status Write(const ObjectId& id, std::span<const uint8_t> b) override {
+    return inner_->Write(id, b);
+  }
   Status Read(const ObjectId& id, std::span<uint8_t> o) override { return inner_->Read(id, o); }
   Status Remove(const ObjectId& id) override { return inner_->Remove(id); }
 

@@ -1,8 +1,8 @@
 // StoreServer and StoreClient in one process, over the real Unix socket and shared mapping.
-#include <gtest/gtest.h>
-
 #include <cstring>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "objectstore/object_store.h"
 #include "tests/testing/test_support.h"
@@ -19,7 +19,9 @@ ObjectId NewId(uint32_t i) { return ObjectId::ForPut(TaskId::ForDriver(JobId::Fr
 std::span<const uint8_t> Bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
-std::string Text(std::span<const uint8_t> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+std::string Text(std::span<const uint8_t> b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
 
 class StoreServerTest : public ::testing::Test {
  protected:
@@ -186,7 +188,8 @@ TEST_F(StoreServerTest, SpilledObjectsComeBackByteForByteOnGet) {
     ObjectId id = NewId(i);
     auto object = client->Create(id, 1 << 20);
     ASSERT_TRUE(object.ok()) << object.status().ToString();
-    for (size_t b = 0; b < object->data.size(); ++b) object->data[b] = static_cast<uint8_t>(b * 7 + i);
+    for (size_t b = 0; b < object->data.size(); ++b)
+      object->data[b] = static_cast<uint8_t>(b * 7 + i);
     ASSERT_TRUE(client->Seal(id).ok());
     ids.push_back(id);
   }

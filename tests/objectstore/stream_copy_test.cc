@@ -1,8 +1,8 @@
 #include "objectstore/internal/stream_copy.h"
 
-#include <gtest/gtest.h>
-
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace airt::objectstore::internal {
 namespace {

@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -11,6 +9,9 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 namespace airt::testing {
 

@@ -2,12 +2,12 @@
 // and waiting for a condition with a deadline (never a fixed sleep).
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 namespace airt::testing {
 
