@@ -5,23 +5,19 @@
 //   (median, p99 us) and ops/s for a small and a large object; Create+Seal ops/s for 1 KiB objects
 //   | a raw Unix-socket round trip.
 // Prints figures only; never fails on time.
-#include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 
+#include "bench/bench_support.h"
 #include "common/flags.h"
 #include "common/process.h"
 #include "objectstore/object_store.h"
@@ -29,49 +25,15 @@
 namespace {
 
 using airt::ObjectId;
+using airt::bench::Clock;
+using airt::bench::Die;
+using airt::bench::Seconds;
 using airt::objectstore::StoreClient;
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// The store daemon, killed by pid when this goes out of scope.
-class StoreProcess {
- public:
-  StoreProcess(const std::string& binary, const std::string& socket, uint64_t capacity,
-               uint64_t spin_us) {
-    pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the benchmark
-      if (::getppid() != parent) ::_exit(127);
-      std::string cap = "--capacity=" + std::to_string(capacity);
-      std::string sock = "--socket=" + socket;
-      std::string spin = "--poll-spin-us=" + std::to_string(spin_us);
-      ::execl(binary.c_str(), binary.c_str(), sock.c_str(), cap.c_str(), spin.c_str(),
-              "--max-objects=200000", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  ~StoreProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-
- private:
-  pid_t pid_ = -1;
-};
 
 ObjectId NextId() {
   static uint32_t n = 0;
   static airt::TaskId task = airt::TaskId::ForDriver(airt::JobId::FromRandom());
   return ObjectId::ForPut(task, ++n);
-}
-
-void Die(const airt::Status& s, const char* what) {
-  std::fprintf(stderr, "objectstore_bench: %s: %s\n", what, s.ToString().c_str());
-  std::exit(1);
 }
 
 struct PutFigures {
@@ -192,20 +154,11 @@ double SocketRoundTripOps(int reps) {
   return ops;
 }
 
-std::string DefaultStoreBinary(const char* argv0) {
-  std::filesystem::path self = std::filesystem::canonical("/proc/self/exe");
-  for (auto candidate : {self.parent_path() / "airt-store",
-                         self.parent_path().parent_path() / "objectstore" / "airt-store"}) {
-    if (std::filesystem::exists(candidate)) return candidate.string();
-  }
-  return std::string(argv0);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   airt::InitProcess("objectstore_bench");
-  std::string store_binary = DefaultStoreBinary(argv[0]);
+  std::string store_binary = airt::bench::DefaultStoreBinary();
   bool quick = false;
   uint64_t spin_us = airt::objectstore::StoreOptions().poll_spin_us;
   airt::FlagSet flags("objectstore_bench");
@@ -220,18 +173,14 @@ int main(int argc, char** argv) {
   const uint64_t kGiB = 1ull << 30, kMiB = 1ull << 20;
   const uint64_t biggest = quick ? 64 * kMiB : kGiB;
   const uint64_t capacity = biggest + 512 * kMiB;
-  char dir_template[] = "/tmp/airt-bench-XXXXXX";
-  std::string dir = ::mkdtemp(dir_template);
-  std::string socket = dir + "/store.sock";
-  StoreProcess store(store_binary, socket, capacity, spin_us);
-  airt::Result<std::unique_ptr<StoreClient>> connected = airt::Status(airt::Code::kUnavailable, "");
-  for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
-    connected = StoreClient::Connect(socket);
-    if (connected.ok()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  if (!connected.ok()) Die(connected.status(), "connect to airt-store");
-  StoreClient& client = **connected;
+  airt::bench::ScratchDir dir;
+  std::string socket = dir.path() + "/store.sock";
+  airt::bench::StoreProcess store(
+      store_binary, {"--socket=" + socket, "--capacity=" + std::to_string(capacity),
+                     "--poll-spin-us=" + std::to_string(spin_us), "--max-objects=200000"});
+  std::unique_ptr<StoreClient> connected =
+      airt::bench::ConnectWithRetry(socket, std::chrono::seconds(10));
+  StoreClient& client = *connected;
 
   std::printf(
       "objectstore_bench: airt-store in its own process, arena %.1f GiB, %u cores, "
@@ -292,6 +241,5 @@ int main(int argc, char** argv) {
   std::printf("\n%-28s %14s %16s\n", "1 KiB objects", "airt ops/s", "baseline ops/s");
   std::printf("%-28s %14.0f %16.0f   (baseline: one Unix-socket round trip)\n", "Create+Seal",
               create_seal, round_trip);
-  std::filesystem::remove_all(dir);
   return 0;
 }
