@@ -1,0 +1,246 @@
+// airt: the command line, with Ray's verbs.
+//   airt start --head [--port P] [node flags]    a head and a node on this machine
+//   airt start --address HOST:PORT [node flags]  a node joining that head
+//   airt status [--address HOST:PORT]            nodes, alive/dead, resources, GPU ids in use
+//   airt stop                                    stops what `airt start` started here
+// Node flags: --num-cpus N --num-gpus N --memory BYTES --resources '{"name": n}'
+//             --labels '{"accelerator_type": "A10"}' --object-store-memory BYTES
+// Common: --temp-dir DIR (default /tmp/airt), --node-address ADDR (default 127.0.0.1).
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include <capnp/ez-rpc.h>
+
+#include "cli/session.h"
+#include "common/flags.h"
+#include "common/ids.h"
+#include "common/process.h"
+#include "common/proto/cluster.capnp.h"
+#include "common/rpc_status.h"
+
+namespace airt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// airt-head and airt-node beside this binary: the same folder (an install) or the build tree.
+std::string FindDaemon(const std::string& name, const std::string& build_subdir) {
+  fs::path self = fs::canonical("/proc/self/exe").parent_path();
+  for (const fs::path& p : {self / name, self.parent_path() / build_subdir / name}) {
+    if (fs::exists(p)) return p.string();
+  }
+  return (self / name).string();
+}
+
+struct NodeFlags {
+  std::string num_cpus, num_gpus, memory, resources, labels, object_store_memory;
+  std::string node_address = "127.0.0.1";
+
+  void Register(FlagSet* flags) {
+    flags->AddString("num-cpus", &num_cpus, "CPUs this node offers (default: all)");
+    flags->AddString("num-gpus", &num_gpus, "GPUs this node offers (default: detected)");
+    flags->AddString("memory", &memory, "memory this node offers to tasks, e.g. 8G");
+    flags->AddString("resources", &resources, "custom resources as JSON, e.g. '{\"TPU\": 2}'");
+    flags->AddString("labels", &labels, "labels as JSON, e.g. '{\"accelerator_type\": \"A10\"}'");
+    flags->AddString("object-store-memory", &object_store_memory, "the node's object store size");
+    flags->AddString("node-address", &node_address,
+                     "address this node's services bind and announce");
+  }
+  std::vector<std::string> Args() const {
+    std::vector<std::string> args;
+    auto add = [&](const char* name, const std::string& v) {
+      if (!v.empty()) args.push_back(std::string("--") + name + "=" + v);
+    };
+    add("num-cpus", num_cpus);
+    add("num-gpus", num_gpus);
+    add("memory", memory);
+    add("resources", resources);
+    add("labels", labels);
+    add("object-store-memory", object_store_memory);
+    add("node-address", node_address);
+    return args;
+  }
+};
+
+int Fail(const Status& s) {
+  std::cerr << "airt: " << s.message() << "\n";
+  return 1;
+}
+
+Result<std::string> StartNode(Session& session, const std::string& head_address,
+                              const NodeFlags& node, const std::string& temp_dir) {
+  std::vector<std::string> argv = {FindDaemon("airt-node", "worker"),
+                                   "--head-address=" + head_address, "--temp-dir=" + temp_dir};
+  for (std::string& a : node.Args()) argv.push_back(std::move(a));
+  std::string name = "node-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand());
+  return session.Launch(name, argv, temp_dir + "/logs/" + name + ".out", "node ready ",
+                        std::chrono::seconds(30));
+}
+
+int StartCommand(int argc, char** argv) {
+  bool head = false;
+  std::string address, temp_dir = "/tmp/airt", port = "6379";
+  NodeFlags node;
+  FlagSet flags("airt start");
+  flags.AddBool("head", &head, "start a head (and a node) on this machine");
+  flags.AddString("address", &address, "join the head at HOST:PORT");
+  flags.AddString("port", &port, "the head's port (0: any free port)");
+  flags.AddString("temp-dir", &temp_dir, "where sessions, logs and sockets go");
+  node.Register(&flags);
+  if (Status s = flags.Parse(argc, argv); !s.ok()) {
+    if (s.code() == Code::kCancelled) return std::cout << flags.Usage(), 0;
+    return Fail(s);
+  }
+  if (head == !address.empty()) return Fail(InvalidArgument("give either --head or --address"));
+  Session session(temp_dir);
+  if (head) {
+    if (session.HeadAddress()) {
+      return Fail(FailedPrecondition("a head was started here already (" + *session.HeadAddress() +
+                                     "); run `airt stop` first"));
+    }
+    std::vector<std::string> head_argv = {FindDaemon("airt-head", "head"), "--port=" + port,
+                                          "--bind-address=" + node.node_address,
+                                          "--temp-dir=" + temp_dir};
+    auto ready = session.Launch("head", head_argv, temp_dir + "/logs/head.out", "head ready ",
+                                std::chrono::seconds(30));
+    if (!ready.ok()) return Fail(ready.status());
+    address = *ready;
+    if (Status s = session.SaveHeadAddress(address); !s.ok()) return Fail(s);
+  }
+  auto node_id = StartNode(session, address, node, temp_dir);
+  if (!node_id.ok()) return Fail(node_id.status());
+  if (head) {
+    std::cout << "Started the head at " << address << " and node " << *node_id << ".\n"
+              << "  Add a node on another machine:  airt start --address " << address << "\n"
+              << "  See the cluster:                airt status\n"
+              << "  Stop what was started here:     airt stop\n";
+  } else {
+    std::cout << "Started node " << *node_id << ", joined " << address << ".\n";
+  }
+  return 0;
+}
+
+std::string FormatAmount(const std::string& name, double v) {
+  std::ostringstream out;
+  if (name == "memory" || name == "object_store_memory") {
+    out.precision(3);
+    out << v / (1 << 30) << "GiB";
+  } else {
+    out << v;
+  }
+  return out.str();
+}
+
+int PrintStatus(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos)
+    return Fail(InvalidArgument("address '" + address + "' is not host:port"));
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = 1ull << 30;
+  Status s = CatchKj([&] {
+    capnp::EzRpcClient client(address.substr(0, colon),
+                              static_cast<uint>(std::stoul(address.substr(colon + 1))), options);
+    auto head = client.getMain<proto::Head>();
+    auto view = head.clusterViewRequest().send().wait(client.getWaitScope());
+    auto nodes = view.getNodes();
+    int alive = 0;
+    for (auto n : nodes) alive += n.getAlive() ? 1 : 0;
+    std::printf("======== airt cluster: head %s ========\n", address.c_str());
+    std::printf("Nodes: %d alive, %d dead\n\n", alive, static_cast<int>(nodes.size()) - alive);
+    std::printf("%-10s %-22s %-6s %-52s %s\n", "node", "address", "state",
+                "resources (available/total)", "GPU ids in use");
+    for (auto n : nodes) {
+      auto info = n.getInfo();
+      auto id_bytes = info.getNodeId();
+      std::string id = id_bytes.size() == NodeId::kSize
+                           ? NodeId::FromRaw(id_bytes.begin()).Hex().substr(0, 8)
+                           : "?";
+      std::map<std::string, double> available;
+      for (auto r : n.getAvailable()) available[r.getName().cStr()] = r.getAmount();
+      std::string resources;
+      for (auto r : info.getTotal()) {
+        std::string name = r.getName().cStr();
+        if (!resources.empty()) resources += "  ";
+        resources += name + " " + FormatAmount(name, available[name]) + "/" +
+                     FormatAmount(name, r.getAmount());
+      }
+      std::string gpus;
+      for (auto g : n.getGpuIdsInUse()) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+      std::string addr =
+          std::string(info.getAddress().cStr()) + ":" + std::to_string(info.getNodePort());
+      std::printf("%-10s %-22s %-6s %-52s %s\n", id.c_str(), addr.c_str(),
+                  n.getAlive() ? "alive" : "dead", resources.c_str(),
+                  gpus.empty() ? "-" : gpus.c_str());
+      std::string labels;
+      for (auto l : info.getLabels()) {
+        labels += (labels.empty() ? "" : ", ") + std::string(l.getKey().cStr()) + "=" +
+                  l.getValue().cStr();
+      }
+      if (!labels.empty()) std::printf("%-10s labels: %s\n", "", labels.c_str());
+    }
+  });
+  if (!s.ok()) return Fail(s.WithContext("asking the head at " + address));
+  return 0;
+}
+
+int StatusCommand(int argc, char** argv) {
+  std::string address, temp_dir = "/tmp/airt";
+  FlagSet flags("airt status");
+  flags.AddString("address", &address,
+                  "the head, HOST:PORT (default: the one started here, "
+                  "else AIRT_ADDRESS)");
+  flags.AddString("temp-dir", &temp_dir, "the temp folder `airt start` used");
+  if (Status s = flags.Parse(argc, argv); !s.ok()) {
+    if (s.code() == Code::kCancelled) return std::cout << flags.Usage(), 0;
+    return Fail(s);
+  }
+  if (address.empty()) {
+    if (auto saved = Session(temp_dir).HeadAddress())
+      address = *saved;
+    else if (const char* env = std::getenv("AIRT_ADDRESS"))
+      address = env;
+  }
+  if (address.empty()) {
+    return Fail(NotFound("no cluster started here; pass --address or set AIRT_ADDRESS"));
+  }
+  return PrintStatus(address);
+}
+
+int StopCommand(int argc, char** argv) {
+  std::string temp_dir = "/tmp/airt";
+  FlagSet flags("airt stop");
+  flags.AddString("temp-dir", &temp_dir, "the temp folder `airt start` used");
+  if (Status s = flags.Parse(argc, argv); !s.ok()) {
+    if (s.code() == Code::kCancelled) return std::cout << flags.Usage(), 0;
+    return Fail(s);
+  }
+  int stopped = Session(temp_dir).StopAll(std::chrono::seconds(10));
+  std::cout << "Stopped " << stopped << " airt process" << (stopped == 1 ? "" : "es") << ".\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace airt::cli
+
+int main(int argc, char** argv) {
+  airt::InitProcess("airt");
+  const char* usage =
+      "usage: airt <command> [flags]\n"
+      "  start --head | --address HOST:PORT   start a head and a node, or a node\n"
+      "  status [--address HOST:PORT]         show the cluster\n"
+      "  stop                                 stop what `airt start` started here\n"
+      "Each command takes --help.\n";
+  if (argc < 2) return std::cerr << usage, 2;
+  std::string verb = argv[1];
+  if (verb == "start") return airt::cli::StartCommand(argc - 1, argv + 1);
+  if (verb == "status") return airt::cli::StatusCommand(argc - 1, argv + 1);
+  if (verb == "stop") return airt::cli::StopCommand(argc - 1, argv + 1);
+  if (verb == "--help" || verb == "-h" || verb == "help") return std::cout << usage, 0;
+  std::cerr << "airt: unknown command '" << verb << "'\n" << usage;
+  return 2;
+}
