@@ -136,7 +136,6 @@ Result<MutableObject> StoreClient::Create(const ObjectId& id, uint64_t data_size
   if (!r.Get(&offset) || offset + data_size + metadata_size > mapping_->size()) {
     return Internal("the object store's Create reply for " + id.Hex() + " is malformed");
   }
-  creating_.insert(id);
   uint8_t* base = mapping_->base() + offset;
   return MutableObject{id, {base, data_size}, {base + data_size, metadata_size}};
 }
@@ -144,11 +143,8 @@ Result<MutableObject> StoreClient::Create(const ObjectId& id, uint64_t data_size
 Status StoreClient::Seal(const ObjectId& id) {
   std::string body;
   WireWriter(&body).PutId(id);
+  // Waits for the answer: once Seal returns, every client of this store sees the object.
   std::lock_guard<std::mutex> lock(socket_mu_);
-  if (creating_.erase(id) > 0) {
-    // Ours and unsealed: the store cannot refuse it, so do not wait for the answer.
-    return Send(static_cast<uint16_t>(MessageType::kSeal), internal::kFlagNoReply, body);
-  }
   AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kSeal), body));
   WireReader r(reply);
   return internal::ParseReplyStatus(&r);
@@ -158,7 +154,6 @@ Status StoreClient::Abort(const ObjectId& id) {
   std::string body;
   WireWriter(&body).PutId(id);
   std::lock_guard<std::mutex> lock(socket_mu_);
-  creating_.erase(id);
   AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kAbort), body));
   WireReader r(reply);
   return internal::ParseReplyStatus(&r);

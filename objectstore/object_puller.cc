@@ -85,16 +85,15 @@ Result<std::pair<std::string, std::string>> SplitAddress(const std::string& addr
 
 }  // namespace
 
-Status ObjectPuller::Pull(const std::string& address, std::span<const ObjectId> ids,
-                          int64_t timeout_ms) {
-  std::vector<ObjectId> wanted;
-  for (const ObjectId& id : ids) {
-    if (!local_->Contains(id)) wanted.push_back(id);
-  }
-  if (wanted.empty()) return Status::Ok();
+namespace {
+
+// Pulls `wanted` over one connection, in order. Returns how many were pulled before one turned
+// out to be in the middle of being created here by someone else (all of them when none was):
+// the connection is then dropped, since that object's bytes are on their way on it.
+Result<size_t> PullOnOneConnection(StoreClient* local, const std::string& address,
+                                   std::span<const ObjectId> wanted,
+                                   std::optional<Clock::time_point> deadline) {
   AIRT_ASSIGN_OR_RETURN(auto host_port, SplitAddress(address));
-  std::optional<Clock::time_point> deadline;
-  if (timeout_ms >= 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   DeadlineConnection conn(address, deadline);
   AIRT_RETURN_IF_ERROR(conn.Connect(host_port.first, host_port.second));
 
@@ -107,7 +106,8 @@ Status ObjectPuller::Pull(const std::string& address, std::span<const ObjectId> 
   }
   AIRT_RETURN_IF_ERROR(conn.Write(asio::buffer(requests)));
 
-  for (const ObjectId& id : wanted) {
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const ObjectId& id = wanted[i];
     char head[5];
     AIRT_RETURN_IF_ERROR(conn.Read(asio::buffer(head)));
     internal::WireReader hr(std::string_view(head, sizeof(head)));
@@ -130,21 +130,53 @@ Status ObjectPuller::Pull(const std::string& address, std::span<const ObjectId> 
       return Status(static_cast<Code>(code),
                     "pulling from " + address + ": " + std::string(message));
     }
-    Result<MutableObject> object = local_->Create(id, data_size, metadata_size, /*secondary=*/true);
+    Result<MutableObject> object = local->Create(id, data_size, metadata_size, /*secondary=*/true);
+    if (object.status().code() == Code::kAlreadyExists) return i;  // another pull has it
     if (!object.ok()) {
-      // kAlreadyExists: another pull got it first. The bytes still have to be drained, and the
-      // simplest correct drain is a new connection; report what happened instead.
       return object.status().WithContext("pulling object " + id.Hex() + " from " + address);
     }
     Status body = conn.Read(asio::buffer(object->data.data(), object->data.size()));
     if (body.ok()) body = conn.Read(asio::buffer(object->metadata.data(), object->metadata.size()));
     if (!body.ok()) {
-      Status aborted = local_->Abort(id);
-      (void)aborted;  // the store aborts it with us anyway if this fails
+      (void)local->Abort(id);  // if this fails too, the store aborts it when we disconnect
       return body.WithContext("pulling object " + id.Hex() + " (" + std::to_string(data_size) +
                               " bytes)");
     }
-    AIRT_RETURN_IF_ERROR(local_->Seal(id));
+    AIRT_RETURN_IF_ERROR(local->Seal(id));
+  }
+  return wanted.size();
+}
+
+}  // namespace
+
+Status ObjectPuller::Pull(const std::string& address, std::span<const ObjectId> ids,
+                          int64_t timeout_ms) {
+  std::optional<Clock::time_point> deadline;
+  if (timeout_ms >= 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::vector<ObjectId> wanted;
+  for (const ObjectId& id : ids) {
+    if (!local_->Contains(id)) wanted.push_back(id);
+  }
+  while (!wanted.empty()) {
+    AIRT_ASSIGN_OR_RETURN(size_t pulled, PullOnOneConnection(local_, address, wanted, deadline));
+    if (pulled == wanted.size()) return Status::Ok();
+    // wanted[pulled] is being created here by another pull (or an owner's put). Wait a little for
+    // it; if it does not arrive (that pull failed and aborted it), pull it ourselves again.
+    int64_t slice_ms = 100;
+    if (deadline) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      if (left <= 0) {
+        return DeadlineExceeded("object " + wanted[pulled].Hex() +
+                                " was still arriving from another pull at the deadline");
+      }
+      slice_ms = std::min<int64_t>(slice_ms, left);
+    }
+    Result<ObjectPin> arrived = local_->Get(wanted[pulled], slice_ms);
+    if (!arrived.ok() && arrived.status().code() != Code::kDeadlineExceeded) {
+      return arrived.status();
+    }
+    wanted.erase(wanted.begin(),
+                 wanted.begin() + static_cast<long>(pulled) + (arrived.ok() ? 1 : 0));
   }
   return Status::Ok();
 }

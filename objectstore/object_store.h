@@ -16,7 +16,6 @@
 #include <mutex>
 #include <span>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "common/ids.h"
@@ -149,8 +148,9 @@ class StoreClient {
   // object whose primary lives on another node (evicted first, never spilled).
   Result<MutableObject> Create(const ObjectId& id, uint64_t data_size, uint64_t metadata_size = 0,
                                bool secondary = false);
-  // Makes `id` immutable and readable; wakes Gets waiting for it. kNotFound: not created here;
-  // kFailedPrecondition: sealed already or created by another client.
+  // Makes `id` immutable and readable; wakes Gets waiting for it. When it returns, every client
+  // of this store sees the object. kNotFound: not created here; kFailedPrecondition: sealed
+  // already or created by another client.
   Status Seal(const ObjectId& id);
   // Drops an unsealed object created by this client.
   Status Abort(const ObjectId& id);
@@ -195,8 +195,7 @@ class StoreClient {
   uint32_t client_slot_;
 
   mutable std::mutex socket_mu_;  // one request and its reply at a time
-  uint32_t next_request_id_ = 1;
-  std::unordered_set<ObjectId> creating_;  // guarded by socket_mu_
+  uint32_t next_request_id_ = 1;  // guarded by socket_mu_
 
   mutable std::mutex pins_mu_;
   std::unique_ptr<internal::PinTable> pins_;  // guarded by pins_mu_

@@ -55,7 +55,9 @@ class ObjectPuller {
 
   // Fetches each of `ids` not already here from the node at `address` ("host:port"), requests
   // pipelined on one connection, and seals each as a secondary copy. Stops at the first failure,
-  // keeping what was pulled before it; a partly received object is aborted, never sealed.
+  // keeping what was pulled before it; a partly received object is aborted, never sealed. An
+  // object another pull is bringing in at the same time is waited for, not pulled twice (and
+  // pulled after all if that other pull fails).
   // kNotFound: the peer does not hold a sealed copy. kUnavailable: the peer cannot be reached
   // or went away mid-transfer. kResourceExhausted: no room here. kDeadlineExceeded: timeout_ms
   // (< 0: none) passed. kInvalidArgument: a malformed address or reply.
