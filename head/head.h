@@ -1,0 +1,77 @@
+// airt-head's service: the Head interface of common/proto/cluster.capnp (node table and liveness,
+// internal KV, job table) over tables kept in a MetadataStore. head/head_main.cc serves it over
+// TCP; tests serve it over loopback. Confined to the thread whose KJ event loop serves it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include "common/ids.h"
+#include "common/proto/cluster.capnp.h"
+#include "common/status.h"
+#include "head/clock.h"
+#include "head/metadata_store.h"
+
+namespace airt::head {
+
+namespace internal {
+class JobTable;
+class KvTable;
+class NodeTable;
+}  // namespace internal
+
+struct HeadOptions {
+  // Told to each node when it registers: how often it heartbeats.
+  uint32_t heartbeat_interval_ms = 1000;
+  // A node with no heartbeat for this long is dead.
+  uint32_t node_timeout_ms = 10000;
+  // Dead nodes kept in the view; beyond this the earliest registered are forgotten.
+  size_t max_dead_nodes = 1000;
+};
+
+// Each method validates its message (a bad field is kInvalidArgument naming it) and fails with a
+// Status carried by ToKjException (common/rpc_status.h): kNotFound for an unknown node or job, the
+// store's error (context added) when the MetadataStore fails; a failed write changes nothing.
+class HeadServer final : public proto::Head::Server {
+  struct Token {};
+
+ public:
+  // Loads the tables an earlier head left in `store`. `store` and `clock` must outlive the
+  // server, which lives as long as a capability to it does. The store's error when loading fails.
+  static Result<kj::Own<HeadServer>> Open(const HeadOptions& options, MetadataStore& store,
+                                          Clock& clock);
+  HeadServer(Token, const HeadOptions& options, MetadataStore& store, Clock& clock);
+  ~HeadServer();
+
+  // Declares dead the nodes whose last heartbeat is node_timeout_ms old; returns them. The calls
+  // that read liveness run it first, so a timer only makes deaths show promptly in the log.
+  std::vector<NodeId> CheckLiveness();
+  // Runs CheckLiveness every `interval` until the promise is dropped.
+  kj::Promise<void> WatchLiveness(kj::Timer& timer, kj::Duration interval);
+
+ protected:
+  kj::Promise<void> registerNode(RegisterNodeContext context) override;
+  kj::Promise<void> heartbeat(HeartbeatContext context) override;
+  kj::Promise<void> unregisterNode(UnregisterNodeContext context) override;
+  kj::Promise<void> clusterView(ClusterViewContext context) override;
+  kj::Promise<void> kvPut(KvPutContext context) override;
+  kj::Promise<void> kvGet(KvGetContext context) override;
+  kj::Promise<void> kvDelete(KvDeleteContext context) override;
+  kj::Promise<void> kvKeys(KvKeysContext context) override;
+  kj::Promise<void> registerJob(RegisterJobContext context) override;
+  kj::Promise<void> finishJob(FinishJobContext context) override;
+  kj::Promise<void> listJobs(ListJobsContext context) override;
+
+ private:
+  HeadOptions options_;
+  std::unique_ptr<internal::NodeTable> nodes_;
+  std::unique_ptr<internal::KvTable> kv_;
+  std::unique_ptr<internal::JobTable> jobs_;
+};
+
+}  // namespace airt::head

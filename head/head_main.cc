@@ -1,0 +1,132 @@
+// airt-head: the cluster's control plane. Serves the Head interface (common/proto/cluster.capnp)
+// over TCP on one KJ event loop until SIGTERM or SIGINT, then exits 0.
+//
+// It binds 127.0.0.1 by default: anyone who reaches the port can register nodes and read the KV,
+// so a head is local unless asked otherwise. A cluster across machines passes
+// --bind-address=0.0.0.0 (or the address of the host's cluster network) on a trusted network.
+// Once serving it prints one line, "head ready <bind address>:<port>" (the bound port when
+// --port=0), to stdout.
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+#include <kj/async-unix.h>
+
+#include "common/flags.h"
+#include "common/logging.h"
+#include "common/process.h"
+#include "common/rpc_status.h"
+#include "head/head.h"
+
+namespace {
+
+constexpr uint64_t kMaxMs = std::numeric_limits<uint32_t>::max();
+
+int Usage(const airt::FlagSet& flags, const std::string& error) {
+  std::cerr << "airt-head: " << error << "\n" << flags.Usage();
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  airt::InitProcess("airt-head");
+  uint64_t port = 6379;
+  std::string bind_address = "127.0.0.1";
+  uint64_t heartbeat_interval_ms = 1000;
+  uint64_t node_timeout_ms = 10000;
+  std::string temp_dir = "/tmp/airt";
+  airt::FlagSet flags("airt-head");
+  flags.AddUint64("port", &port, "TCP port of the Head service (0: any free port)");
+  flags.AddString(
+      "bind-address", &bind_address,
+      "address to listen on; 0.0.0.0 or the host's address for a multi-machine cluster");
+  flags.AddUint64("heartbeat-interval-ms", &heartbeat_interval_ms,
+                  "how often nodes are told to heartbeat");
+  flags.AddUint64("node-timeout-ms", &node_timeout_ms,
+                  "a node with no heartbeat for this long is dead");
+  flags.AddString("temp-dir", &temp_dir, "the session's temp and log folder");
+  if (airt::Status parsed = flags.Parse(argc, argv); !parsed.ok()) {
+    if (parsed.code() == airt::Code::kCancelled) return std::cout << flags.Usage(), 0;
+    return Usage(flags, parsed.message());
+  }
+  if (port > 65535) return Usage(flags, "--port must be below 65536");
+  if (heartbeat_interval_ms == 0 || heartbeat_interval_ms > kMaxMs) {
+    return Usage(flags, "--heartbeat-interval-ms must be between 1 and " + std::to_string(kMaxMs));
+  }
+  if (node_timeout_ms <= heartbeat_interval_ms || node_timeout_ms > kMaxMs) {
+    return Usage(flags, "--node-timeout-ms must exceed --heartbeat-interval-ms (" +
+                            std::to_string(heartbeat_interval_ms) + ") and be at most " +
+                            std::to_string(kMaxMs));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(temp_dir, ec);
+  if (ec) AIRT_LOG(WARNING) << "cannot create --temp-dir " << temp_dir << ": " << ec.message();
+
+  airt::head::HeadOptions options;
+  options.heartbeat_interval_ms = static_cast<uint32_t>(heartbeat_interval_ms);
+  options.node_timeout_ms = static_cast<uint32_t>(node_timeout_ms);
+  airt::head::InMemoryMetadataStore store;
+  std::unique_ptr<airt::head::Clock> clock = airt::head::NewSystemClock();
+
+  // The stop signals are captured before the event loop exists and before any thread starts, so
+  // every thread inherits them blocked and only this loop's onSignal receives them.
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGINT);
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+
+  auto opened = airt::head::HeadServer::Open(options, store, *clock);
+  if (!opened.ok()) {
+    std::cerr << "airt-head: " << opened.status().ToString() << "\n";
+    return 1;
+  }
+  airt::head::HeadServer& head = **opened;
+  airt::proto::Head::Client head_cap = kj::mv(*opened);  // keeps `head` alive until main returns
+  capnp::TwoPartyServer server(head_cap);
+
+  kj::Own<kj::ConnectionReceiver> listener;
+  airt::Status listening = airt::CatchKj([&] {
+    listener = io.provider->getNetwork()
+                   .parseAddress(bind_address, static_cast<uint>(port))
+                   .wait(io.waitScope)
+                   ->listen();
+  });
+  if (!listening.ok()) {
+    std::cerr << "airt-head: cannot listen on " << bind_address << ":" << port << ": "
+              << listening.message() << "\n";
+    return 1;
+  }
+  uint bound_port = listener->getPort();
+
+  // Liveness is also checked whenever a call reads it; the timer makes deaths show promptly.
+  uint64_t check_ms = std::clamp<uint64_t>(node_timeout_ms / 10, 1, 1000);
+  kj::Promise<void> serving = server.listen(*listener).exclusiveJoin(
+      head.WatchLiveness(io.provider->getTimer(), check_ms * kj::MILLISECONDS));
+  kj::Promise<int> stopped = io.unixEventPort.onSignal(SIGTERM)
+                                 .exclusiveJoin(io.unixEventPort.onSignal(SIGINT))
+                                 .then([](siginfo_t info) { return info.si_signo; });
+
+  AIRT_LOG(INFO) << "serving on " << bind_address << ":" << bound_port << " (heartbeat every "
+                 << heartbeat_interval_ms << " ms, node timeout " << node_timeout_ms
+                 << " ms, temp dir " << temp_dir << ")";
+  std::printf("head ready %s:%u\n", bind_address.c_str(), bound_port);
+  std::fflush(stdout);
+
+  int signo = 0;
+  airt::Status served = airt::CatchKj([&] {
+    // `serving` only ends by failing, which wait() throws.
+    signo = stopped.exclusiveJoin(serving.then([] { return 0; })).wait(io.waitScope);
+  });
+  if (!served.ok()) {
+    AIRT_LOG(ERROR) << "serving failed: " << served.ToString();
+    return 1;
+  }
+  AIRT_LOG(INFO) << "stopping on " << (signo == SIGTERM ? "SIGTERM" : "SIGINT");
+  return 0;
+}

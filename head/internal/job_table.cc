@@ -1,0 +1,96 @@
+#include "head/internal/job_table.h"
+
+#include <cstdio>
+
+#include "common/logging.h"
+#include "head/internal/wire.h"
+
+namespace airt::head::internal {
+namespace {
+
+constexpr std::string_view kJobPrefix = "job:";
+// The all-0xff id is JobId::Nil, so the counter stops below it.
+constexpr uint32_t kLastJob = 0xfffffffeu;
+
+}  // namespace
+
+JobId JobIdOf(uint32_t value) {
+  uint8_t bytes[4] = {static_cast<uint8_t>(value), static_cast<uint8_t>(value >> 8),
+                      static_cast<uint8_t>(value >> 16), static_cast<uint8_t>(value >> 24)};
+  return JobId::FromRaw(bytes);
+}
+
+uint32_t JobIdValue(const JobId& id) {
+  const uint8_t* b = id.data();
+  return uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
+}
+
+std::string JobTable::RowKey(uint32_t value) {
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%08x", value);
+  return std::string(kJobPrefix) + hex;
+}
+
+Status JobTable::Load() {
+  AIRT_ASSIGN_OR_RETURN(std::vector<std::string> keys, store_.Keys(kJobPrefix));
+  for (const std::string& key : keys) {
+    AIRT_ASSIGN_OR_RETURN(std::optional<std::string> bytes, store_.Get(key));
+    if (!bytes) continue;  // deleted since Keys
+    Result<JobRecord> job = DecodeJobRow(*bytes);
+    if (job.ok() && key != RowKey(JobIdValue(job->id))) {
+      job = Internal("the row's job id " + job->id.Hex() + " does not match its key");
+    } else if (job.ok() && (JobIdValue(job->id) == 0 || JobIdValue(job->id) > kLastJob)) {
+      job = Internal("job id " + job->id.Hex() + " was never handed out");
+    }
+    if (!job.ok()) {
+      AIRT_LOG(ERROR) << "skipping metadata row '" << key << "': " << job.status().message();
+      continue;
+    }
+    uint32_t value = JobIdValue(job->id);
+    if (value >= next_) next_ = value + 1;  // at most kLastJob + 1: exhausted
+    jobs_[value] = std::move(*job);
+  }
+  if (!jobs_.empty())
+    AIRT_LOG(INFO) << "loaded " << jobs_.size() << " jobs from the metadata store";
+  return Status::Ok();
+}
+
+Result<JobId> JobTable::Register(int32_t driver_pid, std::string driver_address) {
+  if (next_ > kLastJob) return ResourceExhausted("every job id has been handed out");
+  uint32_t value = next_++;
+  JobRecord job;
+  job.id = JobIdOf(value);
+  job.driver_pid = driver_pid;
+  job.driver_address = std::move(driver_address);
+  job.start_ms = static_cast<uint64_t>(clock_.WallMs());
+  job.alive = true;
+  AIRT_RETURN_IF_ERROR(
+      store_.Put(RowKey(value), EncodeJobRow(job)).WithContext("registering job " + job.id.Hex()));
+  AIRT_LOG(INFO) << "job " << job.id.Hex() << " started by driver pid " << driver_pid << " at "
+                 << job.driver_address;
+  jobs_[value] = job;
+  return job.id;
+}
+
+Status JobTable::Finish(const JobId& id) {
+  auto found = jobs_.find(JobIdValue(id));
+  if (found == jobs_.end()) return NotFound("job " + id.Hex() + " is not registered");
+  if (!found->second.alive) return Status::Ok();
+  JobRecord finished = found->second;
+  finished.alive = false;
+  finished.end_ms = static_cast<uint64_t>(clock_.WallMs());
+  AIRT_RETURN_IF_ERROR(store_.Put(RowKey(found->first), EncodeJobRow(finished))
+                           .WithContext("finishing job " + id.Hex()));
+  AIRT_LOG(INFO) << "job " << id.Hex() << " finished";
+  found->second = std::move(finished);
+  return Status::Ok();
+}
+
+std::vector<JobRecord> JobTable::List() const {
+  std::vector<JobRecord> out;
+  out.reserve(jobs_.size());
+  for (const auto& [value, job] : jobs_) out.push_back(job);
+  return out;
+}
+
+}  // namespace airt::head::internal

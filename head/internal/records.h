@@ -1,0 +1,69 @@
+// The head's tables in plain C++: what the RPC edge (wire.h) validates messages into and what the
+// tables keep. Values only; no behaviour.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+
+namespace airt::head::internal {
+
+// "CPU", "GPU", "memory" (bytes) or a custom name, with a finite amount >= 0.
+struct Resource {
+  std::string name;
+  double amount = 0;
+  friend bool operator==(const Resource&, const Resource&) = default;
+};
+
+struct Label {
+  std::string key;
+  std::string value;
+  friend bool operator==(const Label&, const Label&) = default;
+};
+
+// What a node says about itself when it registers (proto::NodeInfo).
+struct NodeInfo {
+  NodeId id;
+  std::string address;
+  uint16_t node_port = 0;
+  uint16_t transfer_port = 0;
+  std::string store_socket;
+  std::vector<Resource> total;
+  std::vector<Label> labels;
+  std::vector<uint32_t> gpu_ids;
+  std::string temp_dir;
+  int32_t pid = 0;
+  friend bool operator==(const NodeInfo&, const NodeInfo&) = default;
+};
+
+// What a node reports with each heartbeat.
+struct NodeLoad {
+  std::vector<Resource> available;
+  std::vector<uint32_t> gpu_ids_in_use;
+  std::vector<uint32_t> quarantined_gpu_ids;
+  friend bool operator==(const NodeLoad&, const NodeLoad&) = default;
+};
+
+// The head's view of one node (proto::NodeStatus).
+struct NodeView {
+  NodeInfo info;
+  bool alive = false;
+  NodeLoad load;
+  uint64_t ms_since_heartbeat = 0;
+};
+
+// One driver's job (proto::JobInfo). Times are wall-clock ms since the epoch; end_ms is 0 while
+// the job runs.
+struct JobRecord {
+  JobId id;
+  int32_t driver_pid = 0;
+  std::string driver_address;
+  uint64_t start_ms = 0;
+  uint64_t end_ms = 0;
+  bool alive = false;
+  friend bool operator==(const JobRecord&, const JobRecord&) = default;
+};
+
+}  // namespace airt::head::internal

@@ -1,0 +1,273 @@
+#include "head/internal/wire.h"
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include "common/rpc_status.h"
+
+namespace airt::head::internal {
+namespace {
+
+std::string Indexed(std::string_view field, size_t i) {
+  return std::string(field) + "[" + std::to_string(i) + "]";
+}
+
+std::string Join(std::string_view field, std::string_view member) {
+  return std::string(field) + "." + std::string(member);
+}
+
+std::string FormatAmount(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+Status CheckListSize(size_t n, std::string_view field) {
+  if (n > kMaxListEntries) {
+    return InvalidArgument(std::string(field) + " has " + std::to_string(n) +
+                           " entries, more than the " + std::to_string(kMaxListEntries) +
+                           " allowed");
+  }
+  return Status::Ok();
+}
+
+template <typename Id>
+Result<Id> ParseId(capnp::Data::Reader bytes, std::string_view field) {
+  if (bytes.size() != Id::kSize) {
+    return InvalidArgument(std::string(field) + " must be " + std::to_string(Id::kSize) +
+                           " bytes, got " + std::to_string(bytes.size()));
+  }
+  return Id::FromRaw(bytes.begin());
+}
+
+capnp::Data::Reader AsData(const uint8_t* data, size_t n) { return capnp::Data::Reader(data, n); }
+
+capnp::Text::Reader AsText(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
+
+std::string FlatBytes(capnp::MessageBuilder& message) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+// Decodes one row with `decode(reader)`; any failure, thrown or returned, is kInternal.
+template <typename Row, typename Message, typename Decode>
+Result<Row> DecodeRow(std::string_view bytes, std::string_view what, Decode&& decode) {
+  auto corrupt = [&](const std::string& why) {
+    return Internal("corrupt " + std::string(what) + " row in the metadata store: " + why);
+  };
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
+    return corrupt(std::to_string(bytes.size()) + " bytes is not a whole message");
+  }
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  std::optional<Result<Row>> row;
+  Status thrown = CatchKj([&] {
+    capnp::FlatArrayMessageReader reader(words);
+    row.emplace(decode(reader.getRoot<Message>()));
+  });
+  if (!thrown.ok()) return corrupt(thrown.message());
+  if (!row->ok()) return corrupt(row->status().message());
+  return std::move(*row);
+}
+
+}  // namespace
+
+Result<NodeId> ParseNodeId(capnp::Data::Reader bytes, std::string_view field) {
+  return ParseId<NodeId>(bytes, field);
+}
+
+Result<JobId> ParseJobId(capnp::Data::Reader bytes, std::string_view field) {
+  return ParseId<JobId>(bytes, field);
+}
+
+Result<std::string> ParseText(capnp::Text::Reader text, std::string_view field, size_t max_bytes,
+                              bool allow_empty) {
+  if (text.size() > max_bytes) {
+    return InvalidArgument(std::string(field) + " is " + std::to_string(text.size()) +
+                           " bytes, more than the " + std::to_string(max_bytes) + " allowed");
+  }
+  if (!allow_empty && text.size() == 0) {
+    return InvalidArgument(std::string(field) + " must not be empty");
+  }
+  if (std::memchr(text.begin(), '\0', text.size()) != nullptr) {
+    return InvalidArgument(std::string(field) + " must not contain a NUL byte");
+  }
+  return std::string(text.begin(), text.size());
+}
+
+Result<std::vector<Resource>> ParseResources(capnp::List<proto::Resource>::Reader list,
+                                             std::string_view field) {
+  AIRT_RETURN_IF_ERROR(CheckListSize(list.size(), field));
+  std::vector<Resource> out;
+  out.reserve(list.size());
+  std::set<std::string, std::less<>> seen;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string at = Indexed(field, i);
+    AIRT_ASSIGN_OR_RETURN(std::string name,
+                          ParseText(list[i].getName(), Join(at, "name"), kMaxNameBytes, false));
+    double amount = list[i].getAmount();
+    if (!std::isfinite(amount) || amount < 0) {
+      return InvalidArgument(Join(at, "amount") + " (" + name + ") must be finite and >= 0, got " +
+                             FormatAmount(amount));
+    }
+    if (!seen.insert(name).second) {
+      return InvalidArgument(std::string(field) + " lists '" + name + "' twice");
+    }
+    out.push_back({std::move(name), amount});
+  }
+  return out;
+}
+
+Result<std::vector<uint32_t>> ParseGpuIds(capnp::List<uint32_t>::Reader list,
+                                          std::string_view field) {
+  AIRT_RETURN_IF_ERROR(CheckListSize(list.size(), field));
+  std::vector<uint32_t> out;
+  out.reserve(list.size());
+  std::set<uint32_t> seen;
+  for (uint32_t id : list) {
+    if (!seen.insert(id).second) {
+      return InvalidArgument(std::string(field) + " lists GPU " + std::to_string(id) + " twice");
+    }
+    out.push_back(id);
+  }
+  return out;
+}
+
+Result<NodeInfo> ParseNodeInfo(proto::NodeInfo::Reader in, std::string_view field) {
+  NodeInfo info;
+  AIRT_ASSIGN_OR_RETURN(info.id, ParseNodeId(in.getNodeId(), Join(field, "nodeId")));
+  AIRT_ASSIGN_OR_RETURN(info.address, ParseText(in.getAddress(), Join(field, "address"),
+                                                kMaxAddressBytes, /*allow_empty=*/false));
+  info.node_port = in.getNodePort();
+  info.transfer_port = in.getTransferPort();
+  AIRT_ASSIGN_OR_RETURN(info.store_socket,
+                        ParseText(in.getStoreSocket(), Join(field, "storeSocket"), kMaxPathBytes,
+                                  /*allow_empty=*/true));
+  AIRT_ASSIGN_OR_RETURN(info.total, ParseResources(in.getTotal(), Join(field, "total")));
+  auto labels = in.getLabels();
+  AIRT_RETURN_IF_ERROR(CheckListSize(labels.size(), Join(field, "labels")));
+  std::set<std::string, std::less<>> keys;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    std::string at = Indexed(Join(field, "labels"), i);
+    Label label;
+    AIRT_ASSIGN_OR_RETURN(label.key,
+                          ParseText(labels[i].getKey(), Join(at, "key"), kMaxNameBytes, false));
+    AIRT_ASSIGN_OR_RETURN(label.value, ParseText(labels[i].getValue(), Join(at, "value"),
+                                                 kMaxLabelValueBytes, /*allow_empty=*/true));
+    if (!keys.insert(label.key).second) {
+      return InvalidArgument(Join(field, "labels") + " lists '" + label.key + "' twice");
+    }
+    info.labels.push_back(std::move(label));
+  }
+  AIRT_ASSIGN_OR_RETURN(info.gpu_ids, ParseGpuIds(in.getGpuIds(), Join(field, "gpuIds")));
+  AIRT_ASSIGN_OR_RETURN(info.temp_dir, ParseText(in.getTempDir(), Join(field, "tempDir"),
+                                                 kMaxPathBytes, /*allow_empty=*/true));
+  info.pid = in.getPid();
+  return info;
+}
+
+Result<NodeLoad> ParseNodeLoad(proto::Head::HeartbeatParams::Reader params) {
+  NodeLoad load;
+  AIRT_ASSIGN_OR_RETURN(load.available, ParseResources(params.getAvailable(), "available"));
+  AIRT_ASSIGN_OR_RETURN(load.gpu_ids_in_use, ParseGpuIds(params.getGpuIdsInUse(), "gpuIdsInUse"));
+  AIRT_ASSIGN_OR_RETURN(load.quarantined_gpu_ids,
+                        ParseGpuIds(params.getQuarantinedGpuIds(), "quarantinedGpuIds"));
+  return load;
+}
+
+namespace {
+
+void FillResources(const std::vector<Resource>& in, capnp::List<proto::Resource>::Builder out) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    out[i].setName(AsText(in[i].name));
+    out[i].setAmount(in[i].amount);
+  }
+}
+
+void FillIds(const std::vector<uint32_t>& in, capnp::List<uint32_t>::Builder out) {
+  for (size_t i = 0; i < in.size(); ++i) out.set(i, in[i]);
+}
+
+}  // namespace
+
+void FillNodeInfo(const NodeInfo& info, proto::NodeInfo::Builder out) {
+  out.setNodeId(AsData(info.id.data(), NodeId::kSize));
+  out.setAddress(AsText(info.address));
+  out.setNodePort(info.node_port);
+  out.setTransferPort(info.transfer_port);
+  out.setStoreSocket(AsText(info.store_socket));
+  FillResources(info.total, out.initTotal(info.total.size()));
+  auto labels = out.initLabels(info.labels.size());
+  for (size_t i = 0; i < info.labels.size(); ++i) {
+    labels[i].setKey(AsText(info.labels[i].key));
+    labels[i].setValue(AsText(info.labels[i].value));
+  }
+  FillIds(info.gpu_ids, out.initGpuIds(info.gpu_ids.size()));
+  out.setTempDir(AsText(info.temp_dir));
+  out.setPid(info.pid);
+}
+
+void FillNodeStatus(const NodeView& view, proto::NodeStatus::Builder out) {
+  FillNodeInfo(view.info, out.initInfo());
+  out.setAlive(view.alive);
+  FillResources(view.load.available, out.initAvailable(view.load.available.size()));
+  FillIds(view.load.gpu_ids_in_use, out.initGpuIdsInUse(view.load.gpu_ids_in_use.size()));
+  FillIds(view.load.quarantined_gpu_ids,
+          out.initQuarantinedGpuIds(view.load.quarantined_gpu_ids.size()));
+  out.setMsSinceHeartbeat(view.ms_since_heartbeat);
+}
+
+void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out) {
+  out.setJobId(AsData(job.id.data(), JobId::kSize));
+  out.setDriverPid(job.driver_pid);
+  out.setDriverAddress(AsText(job.driver_address));
+  out.setStartMs(job.start_ms);
+  out.setEndMs(job.end_ms);
+  out.setAlive(job.alive);
+}
+
+std::string EncodeNodeRow(const NodeInfo& info, bool alive) {
+  capnp::MallocMessageBuilder message;
+  auto row = message.initRoot<proto::NodeStatus>();
+  FillNodeInfo(info, row.initInfo());
+  row.setAlive(alive);
+  return FlatBytes(message);
+}
+
+Result<NodeRow> DecodeNodeRow(std::string_view bytes) {
+  return DecodeRow<NodeRow, proto::NodeStatus>(
+      bytes, "node", [](proto::NodeStatus::Reader row) -> Result<NodeRow> {
+        AIRT_ASSIGN_OR_RETURN(NodeInfo info, ParseNodeInfo(row.getInfo(), "info"));
+        return NodeRow{std::move(info), row.getAlive()};
+      });
+}
+
+std::string EncodeJobRow(const JobRecord& job) {
+  capnp::MallocMessageBuilder message;
+  FillJobInfo(job, message.initRoot<proto::JobInfo>());
+  return FlatBytes(message);
+}
+
+Result<JobRecord> DecodeJobRow(std::string_view bytes) {
+  return DecodeRow<JobRecord, proto::JobInfo>(
+      bytes, "job", [](proto::JobInfo::Reader row) -> Result<JobRecord> {
+        JobRecord job;
+        AIRT_ASSIGN_OR_RETURN(job.id, ParseJobId(row.getJobId(), "jobId"));
+        job.driver_pid = row.getDriverPid();
+        AIRT_ASSIGN_OR_RETURN(job.driver_address, ParseText(row.getDriverAddress(), "driverAddress",
+                                                            kMaxAddressBytes, true));
+        job.start_ms = row.getStartMs();
+        job.end_ms = row.getEndMs();
+        job.alive = row.getAlive();
+        return job;
+      });
+}
+
+}  // namespace airt::head::internal

@@ -1,0 +1,59 @@
+// The head's edge (DESIGN.md "Wires"): every message field is validated here into the plain records
+// of records.h, and records are written back into messages. A bad field is kInvalidArgument naming
+// the field as the schema spells it ("info.total[2].amount"); nothing here throws or aborts.
+// Rows kept in the MetadataStore are Cap'n Proto messages of the same schema, so they decode with
+// the same checks (a corrupt row is kInternal).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "common/proto/cluster.capnp.h"
+#include "common/status.h"
+#include "head/internal/records.h"
+
+namespace airt::head::internal {
+
+// Bounds on what the head accepts.
+inline constexpr size_t kMaxNameBytes = 256;     // resource names, label keys, KV namespaces
+inline constexpr size_t kMaxAddressBytes = 256;  // node and driver addresses
+inline constexpr size_t kMaxLabelValueBytes = 1024;
+inline constexpr size_t kMaxPathBytes = 4096;    // store sockets, temp folders
+inline constexpr size_t kMaxListEntries = 4096;  // resources, labels, GPU ids per message
+inline constexpr size_t kMaxKvKeyBytes = 4096;   // KV keys and key prefixes
+inline constexpr size_t kMaxKvValueBytes = 32u << 20;
+
+Result<NodeId> ParseNodeId(capnp::Data::Reader bytes, std::string_view field);
+Result<JobId> ParseJobId(capnp::Data::Reader bytes, std::string_view field);
+// At most `max_bytes`, no NUL byte (Text is read as a C string downstream); empty only when
+// `allow_empty`.
+Result<std::string> ParseText(capnp::Text::Reader text, std::string_view field, size_t max_bytes,
+                              bool allow_empty);
+// Names non-empty and listed once, amounts finite and >= 0.
+Result<std::vector<Resource>> ParseResources(capnp::List<proto::Resource>::Reader list,
+                                             std::string_view field);
+// Each id listed once.
+Result<std::vector<uint32_t>> ParseGpuIds(capnp::List<uint32_t>::Reader list,
+                                          std::string_view field);
+// `address` must not be empty; label keys non-empty and listed once.
+Result<NodeInfo> ParseNodeInfo(proto::NodeInfo::Reader info, std::string_view field);
+// A heartbeat's load. Whether the GPU ids are the node's own is the node table's check.
+Result<NodeLoad> ParseNodeLoad(proto::Head::HeartbeatParams::Reader params);
+
+void FillNodeInfo(const NodeInfo& info, proto::NodeInfo::Builder out);
+void FillNodeStatus(const NodeView& view, proto::NodeStatus::Builder out);
+void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out);
+
+// A node's row: its NodeInfo and whether it is alive (a proto::NodeStatus message).
+struct NodeRow {
+  NodeInfo info;
+  bool alive = false;
+};
+std::string EncodeNodeRow(const NodeInfo& info, bool alive);
+Result<NodeRow> DecodeNodeRow(std::string_view bytes);
+// A job's row (a proto::JobInfo message).
+std::string EncodeJobRow(const JobRecord& job);
+Result<JobRecord> DecodeJobRow(std::string_view bytes);
+
+}  // namespace airt::head::internal

@@ -1,0 +1,245 @@
+// The Head service over EzRpc on loopback: nodes, liveness, KV, jobs, and a failing store.
+#include <gtest/gtest.h>
+
+#include "tests/head/head_rpc_fixture.h"
+
+namespace airt::head::testing {
+namespace {
+
+NodeId IdOf(capnp::Data::Reader bytes) {
+  return bytes.size() == NodeId::kSize ? NodeId::FromRaw(bytes.begin()) : NodeId::Nil();
+}
+
+using HeadServerTest = HeadRpcTest;
+
+TEST_F(HeadServerTest, RegisterNodeRepliesWithHeartbeatIntervalAndTimeout) {
+  auto request = head().registerNodeRequest();
+  FillNode(request.initInfo(), NodeId::FromRandom(), /*gpus=*/2);
+  auto reply = Send(kj::mv(request));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->getHeartbeatIntervalMs(), kHeartbeatMs);
+  EXPECT_EQ(reply->getNodeTimeoutMs(), kTimeoutMs);
+}
+
+TEST_F(HeadServerTest, ClusterViewShowsEveryFieldOfARegisteredNode) {
+  NodeId id = NodeId::FromRandom();
+  ASSERT_TRUE(RegisterNode(id, /*gpus=*/2).ok());
+  ASSERT_TRUE(*Heartbeat(id, [](proto::Head::HeartbeatParams::Builder hb) {
+    auto in_use = hb.initGpuIdsInUse(1);
+    in_use.set(0, 1);
+    hb.initQuarantinedGpuIds(1).set(0, 0);
+  }));
+  clock_.AdvanceMs(30);
+  auto view = View();
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  ASSERT_EQ(view->getNodes().size(), 1u);
+  auto node = view->getNodes()[0];
+  EXPECT_EQ(IdOf(node.getInfo().getNodeId()), id);
+  EXPECT_EQ(std::string(node.getInfo().getAddress().cStr()), "10.0.0.1");
+  EXPECT_EQ(node.getInfo().getNodePort(), 7000);
+  EXPECT_EQ(node.getInfo().getTransferPort(), 7001);
+  EXPECT_EQ(std::string(node.getInfo().getStoreSocket().cStr()), "/tmp/airt/store.sock");
+  EXPECT_EQ(node.getInfo().getTotal().size(), 2u);
+  EXPECT_EQ(std::string(node.getInfo().getLabels()[0].getValue().cStr()), "A10");
+  EXPECT_EQ(node.getInfo().getGpuIds().size(), 2u);
+  EXPECT_EQ(node.getInfo().getPid(), 4242);
+  EXPECT_TRUE(node.getAlive());
+  ASSERT_EQ(node.getAvailable().size(), 1u);
+  EXPECT_EQ(node.getAvailable()[0].getAmount(), 4);
+  ASSERT_EQ(node.getGpuIdsInUse().size(), 1u);
+  EXPECT_EQ(node.getGpuIdsInUse()[0], 1u);
+  ASSERT_EQ(node.getQuarantinedGpuIds().size(), 1u);
+  EXPECT_EQ(node.getQuarantinedGpuIds()[0], 0u);
+  EXPECT_EQ(node.getMsSinceHeartbeat(), 30u);
+}
+
+TEST_F(HeadServerTest, ClusterViewShowsNodeDeadAfterTheTimeoutAndAliveAfterReRegister) {
+  NodeId a = NodeId::FromRandom(), b = NodeId::FromRandom();
+  ASSERT_TRUE(RegisterNode(a).ok());
+  ASSERT_TRUE(RegisterNode(b).ok());
+  clock_.AdvanceMs(kTimeoutMs / 2);
+  ASSERT_TRUE(*Heartbeat(b));
+  clock_.AdvanceMs(kTimeoutMs / 2);
+  auto view = View();
+  ASSERT_TRUE(view.ok());
+  ASSERT_EQ(view->getNodes().size(), 2u);
+  EXPECT_EQ(IdOf(view->getNodes()[0].getInfo().getNodeId()), a);
+  EXPECT_FALSE(view->getNodes()[0].getAlive());
+  EXPECT_TRUE(view->getNodes()[1].getAlive());
+  EXPECT_EQ(*Heartbeat(a), false) << "a dead node must register again";
+  ASSERT_TRUE(RegisterNode(a).ok());
+  EXPECT_EQ(*Heartbeat(a), true);
+  EXPECT_TRUE(View()->getNodes()[0].getAlive());
+}
+
+TEST_F(HeadServerTest, CheckLivenessReportsDeathsForTheDaemonsTimer) {
+  NodeId a = NodeId::FromRandom();
+  ASSERT_TRUE(RegisterNode(a).ok());
+  clock_.AdvanceMs(kTimeoutMs);
+  EXPECT_EQ(head_->CheckLiveness(), std::vector<NodeId>{a});
+  EXPECT_FALSE(View()->getNodes()[0].getAlive());
+}
+
+TEST_F(HeadServerTest, HeartbeatAnswersUnknownForANodeNeverRegistered) {
+  auto known = Heartbeat(NodeId::FromRandom());
+  ASSERT_TRUE(known.ok()) << known.status().ToString();
+  EXPECT_FALSE(*known);
+  EXPECT_EQ(View()->getNodes().size(), 0u);
+}
+
+TEST_F(HeadServerTest, UnregisteredNodeIsShownDeadAtOnce) {
+  NodeId a = NodeId::FromRandom();
+  ASSERT_TRUE(RegisterNode(a).ok());
+  auto request = head().unregisterNodeRequest();
+  request.setNodeId(capnp::Data::Reader(a.data(), NodeId::kSize));
+  ASSERT_TRUE(Send(kj::mv(request)).ok());
+  EXPECT_FALSE(View()->getNodes()[0].getAlive());
+  EXPECT_FALSE(*Heartbeat(a));
+  auto unknown = head().unregisterNodeRequest();
+  NodeId other = NodeId::FromRandom();
+  unknown.setNodeId(capnp::Data::Reader(other.data(), NodeId::kSize));
+  Status s = Send(kj::mv(unknown)).status();
+  EXPECT_EQ(s.code(), Code::kNotFound);
+  EXPECT_EQ(s.message(), "node " + other.Hex() + " is not registered");
+}
+
+TEST_F(HeadServerTest, KvRoundTripsBinaryValuesAcrossCalls) {
+  std::string value("\0\x01nccl-unique-id\xff", 17);
+  EXPECT_TRUE(*KvPut("collective", "group/0", value, /*overwrite=*/false));
+  EXPECT_FALSE(*KvPut("collective", "group/0", "other", /*overwrite=*/false));
+  EXPECT_EQ(**KvGet("collective", "group/0"), value);
+  EXPECT_FALSE(KvGet("other-namespace", "group/0")->has_value());
+  ASSERT_TRUE(*KvPut("collective", "group/1", "x"));
+
+  auto keys = head().kvKeysRequest();
+  keys.setNamespace("collective");
+  keys.setPrefix("group/");
+  auto listed = Send(kj::mv(keys));
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->getKeys().size(), 2u);
+  EXPECT_EQ(std::string(listed->getKeys()[0].cStr()), "group/0");
+  EXPECT_EQ(std::string(listed->getKeys()[1].cStr()), "group/1");
+
+  auto del = [&] {
+    auto request = head().kvDeleteRequest();
+    request.setNamespace("collective");
+    request.setKey("group/0");
+    return Send(kj::mv(request));
+  };
+  EXPECT_TRUE(del()->getDeleted());
+  EXPECT_FALSE(del()->getDeleted());
+  EXPECT_FALSE(KvGet("collective", "group/0")->has_value());
+}
+
+TEST_F(HeadServerTest, JobsGetFreshIdsAndFinish) {
+  auto reg = [&] {
+    auto request = head().registerJobRequest();
+    request.setDriverPid(1234);
+    request.setDriverAddress("10.0.0.9");
+    return Send(kj::mv(request));
+  };
+  auto first = reg();
+  auto second = reg();
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_EQ(first->getJobId().size(), JobId::kSize);
+  EXPECT_NE(JobId::FromRaw(first->getJobId().begin()), JobId::FromRaw(second->getJobId().begin()));
+
+  clock_.AdvanceMs(250);
+  auto finish = head().finishJobRequest();
+  finish.setJobId(first->getJobId());
+  ASSERT_TRUE(Send(kj::mv(finish)).ok());
+
+  auto jobs = Send(head().listJobsRequest());
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->getJobs().size(), 2u);
+  auto job = jobs->getJobs()[0];
+  EXPECT_EQ(job.getJobId(), first->getJobId());
+  EXPECT_EQ(job.getDriverPid(), 1234);
+  EXPECT_EQ(std::string(job.getDriverAddress().cStr()), "10.0.0.9");
+  EXPECT_FALSE(job.getAlive());
+  EXPECT_EQ(job.getEndMs() - job.getStartMs(), 250u);
+  EXPECT_TRUE(jobs->getJobs()[1].getAlive());
+  EXPECT_EQ(jobs->getJobs()[1].getEndMs(), 0u);
+
+  auto unknown = head().finishJobRequest();
+  unknown.setJobId(capnp::Data::Reader(JobId::Nil().data(), JobId::kSize));
+  EXPECT_EQ(Send(kj::mv(unknown)).status().code(), Code::kNotFound);
+}
+
+TEST_F(HeadServerTest, FailingStorePutIsAClearErrorAndTheHeadStaysUpWithItsData) {
+  NodeId a = NodeId::FromRandom();
+  ASSERT_TRUE(RegisterNode(a).ok());
+  ASSERT_TRUE(*KvPut("actors", "trainer", "v1"));
+
+  store_.put_error = Unavailable("injected: redis went away");
+  NodeId b = NodeId::FromRandom();
+  Status node = RegisterNode(b);
+  EXPECT_EQ(node.code(), Code::kUnavailable);
+  EXPECT_EQ(node.message(), "registering node " + b.Hex() + ": injected: redis went away");
+  Status kv = KvPut("actors", "trainer", "v2").status();
+  EXPECT_EQ(kv.code(), Code::kUnavailable);
+  EXPECT_EQ(kv.message(), "putting key 'trainer' in namespace 'actors': injected: redis went away");
+  EXPECT_EQ(Send(head().registerJobRequest()).status().code(), Code::kUnavailable);
+
+  // Still serving, and what was there before is intact.
+  EXPECT_TRUE(*Heartbeat(a));
+  auto view = View();
+  ASSERT_TRUE(view.ok());
+  ASSERT_EQ(view->getNodes().size(), 1u);
+  EXPECT_EQ(IdOf(view->getNodes()[0].getInfo().getNodeId()), a);
+  EXPECT_EQ(**KvGet("actors", "trainer"), "v1");
+  EXPECT_EQ(Send(head().listJobsRequest())->getJobs().size(), 0u);
+
+  store_.put_error = Status::Ok();
+  EXPECT_TRUE(RegisterNode(b).ok()) << "the head recovers when the store does";
+  EXPECT_FALSE(*KvPut("actors", "trainer", "v2"));
+  EXPECT_EQ(**KvGet("actors", "trainer"), "v2");
+}
+
+TEST_F(HeadServerTest, FailingStoreGetIsAClearError) {
+  store_.get_error = Unavailable("injected: redis went away");
+  Status s = KvGet("actors", "trainer").status();
+  EXPECT_EQ(s.code(), Code::kUnavailable);
+  EXPECT_EQ(s.message(), "getting key 'trainer' in namespace 'actors': injected: redis went away");
+}
+
+TEST_F(HeadServerTest, OpenReturnsTheStoreErrorWhenTheStoreIsUnreachable) {
+  StopHead();
+  store_.keys_error = Unavailable("injected: redis went away");
+  auto opened = HeadServer::Open(HeadOptions(), store_, clock_);
+  EXPECT_EQ(opened.status().code(), Code::kUnavailable);
+  EXPECT_EQ(opened.status().message(), "loading the node table: injected: redis went away");
+  store_.keys_error = Status::Ok();
+  StartHead();
+}
+
+TEST_F(HeadServerTest, RestartedHeadServesTheTablesKeptInTheStore) {
+  NodeId a = NodeId::FromRandom();
+  ASSERT_TRUE(RegisterNode(a).ok());
+  ASSERT_TRUE(*KvPut("fn", "f", "pickled"));
+  std::string job_id;
+  {
+    auto job = Send(head().registerJobRequest());  // a reply must not outlive its connection
+    ASSERT_TRUE(job.ok());
+    job_id.assign(reinterpret_cast<const char*>(job->getJobId().begin()), JobId::kSize);
+  }
+
+  StopHead();
+  StartHead();
+  auto view = View();
+  ASSERT_TRUE(view.ok());
+  ASSERT_EQ(view->getNodes().size(), 1u);
+  EXPECT_TRUE(view->getNodes()[0].getAlive());
+  EXPECT_TRUE(*Heartbeat(a)) << "a node alive before the restart keeps heartbeating";
+  EXPECT_EQ(**KvGet("fn", "f"), "pickled");
+  auto jobs = Send(head().listJobsRequest());
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->getJobs().size(), 1u);
+  auto next = Send(head().registerJobRequest());
+  ASSERT_TRUE(next.ok());
+  EXPECT_NE(std::string(reinterpret_cast<const char*>(next->getJobId().begin()), JobId::kSize),
+            job_id);
+}
+
+}  // namespace
+}  // namespace airt::head::testing

@@ -1,0 +1,164 @@
+// Edge validation over the real RPC stack: every bad field is kInvalidArgument naming it, and the
+// head keeps serving.
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "head/internal/wire.h"
+#include "tests/head/head_rpc_fixture.h"
+
+namespace airt::head::testing {
+namespace {
+
+using Info = proto::NodeInfo::Builder;
+using Beat = proto::Head::HeartbeatParams::Builder;
+
+class HeadValidationTest : public HeadRpcTest {
+ protected:
+  // Expects kInvalidArgument whose message starts with `field`, then checks the head still serves.
+  void ExpectRejected(const Status& s, const std::string& field) {
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_EQ(s.message().rfind(field, 0), 0u)
+        << "message should name " << field << ": " << s.message();
+    EXPECT_TRUE(View().ok()) << "the head stopped serving";
+  }
+  Status RegisterEdited(const std::function<void(Info)>& edit) {
+    return RegisterNode(NodeId::FromRandom(), /*gpus=*/2, edit);
+  }
+};
+
+TEST_F(HeadValidationTest, RegisterNodeRejectsANodeIdOfTheWrongSize) {
+  ExpectRejected(RegisterEdited([](Info i) { i.setNodeId(capnp::Data::Reader(nullptr, 0)); }),
+                 "info.nodeId must be 28 bytes, got 0");
+  std::string long_id(29, 'x');
+  ExpectRejected(RegisterEdited([&](Info i) {
+                   i.setNodeId(capnp::Data::Reader(
+                       reinterpret_cast<const kj::byte*>(long_id.data()), long_id.size()));
+                 }),
+                 "info.nodeId must be 28 bytes, got 29");
+}
+
+TEST_F(HeadValidationTest, RegisterNodeRejectsBadResources) {
+  ExpectRejected(RegisterEdited([](Info i) { i.getTotal()[1].setName(""); }),
+                 "info.total[1].name must not be empty");
+  ExpectRejected(RegisterEdited([](Info i) { i.getTotal()[0].setAmount(-1); }),
+                 "info.total[0].amount (CPU) must be finite and >= 0, got -1");
+  ExpectRejected(RegisterEdited([](Info i) {
+                   i.getTotal()[0].setAmount(std::numeric_limits<double>::quiet_NaN());
+                 }),
+                 "info.total[0].amount (CPU) must be finite and >= 0, got nan");
+  ExpectRejected(RegisterEdited([](Info i) {
+                   i.getTotal()[1].setAmount(std::numeric_limits<double>::infinity());
+                 }),
+                 "info.total[1].amount (GPU) must be finite and >= 0, got inf");
+  ExpectRejected(RegisterEdited([](Info i) { i.getTotal()[1].setName("CPU"); }),
+                 "info.total lists 'CPU' twice");
+  ExpectRejected(RegisterEdited([](Info i) {
+                   i.getTotal()[0].setName(std::string(internal::kMaxNameBytes + 1, 'r'));
+                 }),
+                 "info.total[0].name is 257 bytes, more than the 256 allowed");
+  ExpectRejected(RegisterEdited([](Info i) { i.initTotal(internal::kMaxListEntries + 1); }),
+                 "info.total has 4097 entries, more than the 4096 allowed");
+}
+
+TEST_F(HeadValidationTest, RegisterNodeRejectsBadTextFields) {
+  ExpectRejected(RegisterEdited([](Info i) { i.setAddress(""); }),
+                 "info.address must not be empty");
+  ExpectRejected(RegisterEdited([](Info i) { i.setAddress(std::string(300, 'a')); }),
+                 "info.address is 300 bytes");
+  ExpectRejected(
+      RegisterEdited([](Info i) { i.setAddress(capnp::Text::Reader("10.0.0.1\0evil", 13)); }),
+      "info.address must not contain a NUL byte");
+  ExpectRejected(RegisterEdited([](Info i) { i.setStoreSocket(std::string(5000, 's')); }),
+                 "info.storeSocket is 5000 bytes");
+  ExpectRejected(RegisterEdited([](Info i) { i.setTempDir(std::string(5000, 't')); }),
+                 "info.tempDir is 5000 bytes");
+  ExpectRejected(RegisterEdited([](Info i) { i.getLabels()[0].setKey(""); }),
+                 "info.labels[0].key must not be empty");
+  ExpectRejected(RegisterEdited([](Info i) { i.getLabels()[0].setValue(std::string(2000, 'v')); }),
+                 "info.labels[0].value is 2000 bytes");
+  ExpectRejected(RegisterEdited([](Info i) {
+                   auto labels = i.initLabels(2);
+                   labels[0].setKey("zone");
+                   labels[1].setKey("zone");
+                 }),
+                 "info.labels lists 'zone' twice");
+}
+
+TEST_F(HeadValidationTest, RegisterNodeRejectsAGpuIdListedTwice) {
+  ExpectRejected(RegisterEdited([](Info i) { i.getGpuIds().set(1, 0); }),
+                 "info.gpuIds lists GPU 0 twice");
+}
+
+TEST_F(HeadValidationTest, RejectedRegistrationLeavesNoNode) {
+  ExpectRejected(RegisterEdited([](Info i) { i.setAddress(""); }), "info.address");
+  EXPECT_EQ(View()->getNodes().size(), 0u);
+}
+
+TEST_F(HeadValidationTest, HeartbeatRejectsBadFields) {
+  NodeId id = NodeId::FromRandom();
+  ASSERT_TRUE(RegisterNode(id, /*gpus=*/2).ok());
+  ExpectRejected(
+      Heartbeat(id, [](Beat b) { b.setNodeId(capnp::Data::Reader(nullptr, 0)); }).status(),
+      "nodeId must be 28 bytes, got 0");
+  ExpectRejected(
+      Heartbeat(
+          id,
+          [](Beat b) { b.getAvailable()[0].setAmount(std::numeric_limits<double>::quiet_NaN()); })
+          .status(),
+      "available[0].amount (CPU) must be finite and >= 0, got nan");
+  ExpectRejected(Heartbeat(id, [](Beat b) { b.getAvailable()[0].setName(""); }).status(),
+                 "available[0].name must not be empty");
+  ExpectRejected(Heartbeat(id,
+                           [](Beat b) {
+                             auto ids = b.initGpuIdsInUse(2);
+                             ids.set(0, 1);
+                             ids.set(1, 1);
+                           })
+                     .status(),
+                 "gpuIdsInUse lists GPU 1 twice");
+  ExpectRejected(Heartbeat(id, [](Beat b) { b.initGpuIdsInUse(1).set(0, 7); }).status(),
+                 "gpuIdsInUse: GPU 7 is not one of node " + id.Hex() + "'s GPUs");
+  ExpectRejected(Heartbeat(id, [](Beat b) { b.initQuarantinedGpuIds(1).set(0, 9); }).status(),
+                 "quarantinedGpuIds: GPU 9 is not one of node");
+  auto known = Heartbeat(id);
+  ASSERT_TRUE(known.ok());
+  EXPECT_TRUE(*known);
+}
+
+TEST_F(HeadValidationTest, UnregisterNodeRejectsANodeIdOfTheWrongSize) {
+  auto request = head().unregisterNodeRequest();
+  request.setNodeId(capnp::Data::Reader(reinterpret_cast<const kj::byte*>("short"), 5));
+  ExpectRejected(Send(kj::mv(request)).status(), "nodeId must be 28 bytes, got 5");
+}
+
+TEST_F(HeadValidationTest, KvCallsRejectBadNamespacesKeysAndValues) {
+  ExpectRejected(KvPut("ns", "", "v").status(), "key must not be empty");
+  ExpectRejected(KvPut(std::string(257, 'n'), "k", "v").status(), "namespace is 257 bytes");
+  ExpectRejected(KvPut("ns", std::string(4097, 'k'), "v").status(), "key is 4097 bytes");
+  ExpectRejected(KvPut("ns", "k", std::string(internal::kMaxKvValueBytes + 1, 'v')).status(),
+                 "value is 33554433 bytes, more than the 33554432 allowed");
+  ExpectRejected(KvGet("ns", std::string("a\0b", 3)).status(), "key must not contain a NUL byte");
+  auto del = head().kvDeleteRequest();
+  del.setNamespace("ns");
+  ExpectRejected(Send(kj::mv(del)).status(), "key must not be empty");
+  auto keys = head().kvKeysRequest();
+  keys.setNamespace("ns");
+  keys.setPrefix(std::string(4097, 'p'));
+  ExpectRejected(Send(kj::mv(keys)).status(), "prefix is 4097 bytes");
+  EXPECT_TRUE(*KvPut("ns", "k", std::string(internal::kMaxKvValueBytes, 'v')))
+      << "a value at the limit is accepted";
+}
+
+TEST_F(HeadValidationTest, JobCallsRejectBadJobIdsAndAddresses) {
+  auto finish = head().finishJobRequest();
+  finish.setJobId(capnp::Data::Reader(reinterpret_cast<const kj::byte*>("12345678"), 8));
+  ExpectRejected(Send(kj::mv(finish)).status(), "jobId must be 4 bytes, got 8");
+  auto reg = head().registerJobRequest();
+  reg.setDriverAddress(std::string(300, 'a'));
+  ExpectRejected(Send(kj::mv(reg)).status(), "driverAddress is 300 bytes");
+}
+
+}  // namespace
+}  // namespace airt::head::testing

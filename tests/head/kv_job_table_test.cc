@@ -1,0 +1,158 @@
+// The internal KV and the job table over an in-memory and a fault-injecting MetadataStore.
+#include <gtest/gtest.h>
+
+#include "head/internal/job_table.h"
+#include "head/internal/kv_table.h"
+#include "tests/head/head_doubles.h"
+
+namespace airt::head::internal {
+namespace {
+
+using Keys = std::vector<std::string>;
+
+class KvTableTest : public ::testing::Test {
+ protected:
+  InMemoryMetadataStore backing_;
+  testing::FaultInjectingMetadataStore store_{backing_};
+  KvTable kv_{store_};
+};
+
+TEST_F(KvTableTest, PutReportsAddedOnlyForANewKey) {
+  EXPECT_TRUE(*kv_.Put("fn", "f1", "v1", /*overwrite=*/false));
+  EXPECT_FALSE(*kv_.Put("fn", "f1", "v2", /*overwrite=*/true));
+  EXPECT_EQ(**kv_.Get("fn", "f1"), "v2");
+}
+
+TEST_F(KvTableTest, PutKeepsTheValueWhenNotOverwriting) {
+  ASSERT_TRUE(kv_.Put("actors", "a", "first", false).ok());
+  EXPECT_FALSE(*kv_.Put("actors", "a", "second", false));
+  EXPECT_EQ(**kv_.Get("actors", "a"), "first");
+}
+
+TEST_F(KvTableTest, GetReturnsNothingWhenKeyMissing) {
+  auto value = kv_.Get("actors", "nobody");
+  ASSERT_TRUE(value.ok());
+  EXPECT_FALSE(value->has_value());
+}
+
+TEST_F(KvTableTest, NamespacesNeverCollide) {
+  ASSERT_TRUE(*kv_.Put("a", "bc", "1", false));
+  ASSERT_TRUE(*kv_.Put("ab", "c", "2", false));
+  ASSERT_TRUE(*kv_.Put("", "abc", "3", false));
+  EXPECT_EQ(**kv_.Get("a", "bc"), "1");
+  EXPECT_EQ(**kv_.Get("ab", "c"), "2");
+  EXPECT_EQ(**kv_.Get("", "abc"), "3");
+  EXPECT_EQ(*kv_.Keys("a", ""), Keys{"bc"});
+  EXPECT_EQ(*kv_.Keys("", ""), Keys{"abc"});
+}
+
+TEST_F(KvTableTest, KeysListsThePrefixWithinTheNamespaceInOrder) {
+  for (const char* k : {"nccl/group1/rank1", "nccl/group1/rank0", "nccl/group2/rank0", "other"}) {
+    ASSERT_TRUE(kv_.Put("collective", k, std::string(128, 'x'), false).ok());
+  }
+  ASSERT_TRUE(kv_.Put("elsewhere", "nccl/group1/rank9", "", false).ok());
+  EXPECT_EQ(*kv_.Keys("collective", "nccl/group1/"),
+            (Keys{"nccl/group1/rank0", "nccl/group1/rank1"}));
+  EXPECT_EQ(kv_.Keys("collective", "")->size(), 4u);
+  EXPECT_EQ(*kv_.Keys("collective", "zzz"), Keys{});
+}
+
+TEST_F(KvTableTest, DeleteReportsWhetherTheKeyWasThere) {
+  ASSERT_TRUE(kv_.Put("ns", "k", "v", false).ok());
+  EXPECT_TRUE(*kv_.Delete("ns", "k"));
+  EXPECT_FALSE(*kv_.Delete("ns", "k"));
+  EXPECT_FALSE(kv_.Get("ns", "k")->has_value());
+}
+
+TEST_F(KvTableTest, FailedPutNamesTheKeyAndKeepsTheEarlierValue) {
+  ASSERT_TRUE(kv_.Put("actors", "a", "first", false).ok());
+  store_.put_error = Unavailable("injected: redis went away");
+  auto put = kv_.Put("actors", "a", "second", true);
+  EXPECT_EQ(put.status().code(), Code::kUnavailable);
+  EXPECT_EQ(put.status().message(),
+            "putting key 'a' in namespace 'actors': injected: redis went away");
+  store_.put_error = Status::Ok();
+  EXPECT_EQ(**kv_.Get("actors", "a"), "first");
+}
+
+TEST_F(KvTableTest, EveryCallReturnsTheStoreErrorWhenTheStoreFails) {
+  store_.FailAll(Unavailable("injected"));
+  EXPECT_EQ(kv_.Get("n", "k").status().code(), Code::kUnavailable);
+  EXPECT_EQ(kv_.Put("n", "k", "v", true).status().code(), Code::kUnavailable);
+  EXPECT_EQ(kv_.Delete("n", "k").status().code(), Code::kUnavailable);
+  EXPECT_EQ(kv_.Keys("n", "").status().code(), Code::kUnavailable);
+}
+
+class JobTableTest : public ::testing::Test {
+ protected:
+  InMemoryMetadataStore backing_;
+  testing::FaultInjectingMetadataStore store_{backing_};
+  testing::ManualClock clock_;
+  JobTable jobs_{store_, clock_};
+};
+
+TEST_F(JobTableTest, RegisterHandsOutIncreasingIdsAsRayDoes) {
+  auto first = jobs_.Register(100, "10.0.0.1");
+  auto second = jobs_.Register(101, "10.0.0.2");
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->Hex(), "01000000");
+  EXPECT_EQ(second->Hex(), "02000000");
+  EXPECT_EQ(JobIdValue(*second), 2u);
+  auto list = jobs_.List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].id, *first);
+  EXPECT_EQ(list[0].driver_pid, 100);
+  EXPECT_EQ(list[0].driver_address, "10.0.0.1");
+  EXPECT_EQ(list[0].start_ms, static_cast<uint64_t>(clock_.WallMs()));
+  EXPECT_EQ(list[0].end_ms, 0u);
+  EXPECT_TRUE(list[0].alive);
+}
+
+TEST_F(JobTableTest, FinishRecordsTheEndTimeOnce) {
+  JobId id = *jobs_.Register(100, "10.0.0.1");
+  clock_.AdvanceMs(5000);
+  ASSERT_TRUE(jobs_.Finish(id).ok());
+  uint64_t end = static_cast<uint64_t>(clock_.WallMs());
+  clock_.AdvanceMs(5000);
+  ASSERT_TRUE(jobs_.Finish(id).ok()) << "finishing twice is harmless";
+  auto job = jobs_.List().at(0);
+  EXPECT_FALSE(job.alive);
+  EXPECT_EQ(job.end_ms, end);
+  EXPECT_EQ(job.end_ms - job.start_ms, 5000u);
+}
+
+TEST_F(JobTableTest, FinishReturnsNotFoundForAnUnknownJob) {
+  Status s = jobs_.Finish(JobIdOf(7));
+  EXPECT_EQ(s.code(), Code::kNotFound);
+  EXPECT_EQ(s.message(), "job 07000000 is not registered");
+}
+
+TEST_F(JobTableTest, LoadRestoresJobsAndContinuesIdsAfterTheHighest) {
+  JobId a = *jobs_.Register(1, "a");
+  JobId b = *jobs_.Register(2, "b");
+  ASSERT_TRUE(jobs_.Finish(a).ok());
+  JobTable restarted(store_, clock_);
+  ASSERT_TRUE(restarted.Load().ok());
+  EXPECT_EQ(restarted.List(), jobs_.List());
+  JobId c = *restarted.Register(3, "c");
+  EXPECT_EQ(JobIdValue(c), JobIdValue(b) + 1);
+}
+
+TEST_F(JobTableTest, FailedRegisterListsNoJobAndNeverReusesTheId) {
+  store_.put_error = Unavailable("injected: redis went away");
+  auto failed = jobs_.Register(1, "a");
+  EXPECT_EQ(failed.status().code(), Code::kUnavailable);
+  EXPECT_TRUE(jobs_.List().empty());
+  store_.put_error = Status::Ok();
+  EXPECT_EQ(JobIdValue(*jobs_.Register(1, "a")), 2u);
+}
+
+TEST_F(JobTableTest, FailedFinishLeavesTheJobRunning) {
+  JobId id = *jobs_.Register(1, "a");
+  store_.put_error = Unavailable("injected");
+  EXPECT_EQ(jobs_.Finish(id).code(), Code::kUnavailable);
+  EXPECT_TRUE(jobs_.List().at(0).alive);
+}
+
+}  // namespace
+}  // namespace airt::head::internal
