@@ -1,0 +1,202 @@
+#include "tests/worker/fake_head.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <condition_variable>
+
+#include <kj/async-io.h>
+
+#include "common/rpc_status.h"
+
+namespace airt::testing {
+namespace {
+
+std::map<std::string, double> ToMap(capnp::List<proto::Resource>::Reader list) {
+  std::map<std::string, double> out;
+  for (auto r : list) out[r.getName().cStr()] = r.getAmount();
+  return out;
+}
+
+std::vector<uint32_t> ToVector(capnp::List<uint32_t>::Reader list) {
+  std::vector<uint32_t> out;
+  for (uint32_t v : list) out.push_back(v);
+  return out;
+}
+
+// The id, or an error reply: the edge validates what it receives.
+NodeId IdOrThrow(capnp::Data::Reader data) {
+  auto id = NodeId::FromBinary(
+      std::string_view(reinterpret_cast<const char*>(data.begin()), data.size()));
+  if (!id.ok()) throw ToKjException(id.status().WithContext("nodeId"));
+  return *id;
+}
+
+}  // namespace
+
+std::vector<RecordedNode> FakeHeadState::Registrations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registrations_;
+}
+std::vector<RecordedHeartbeat> FakeHeadState::Heartbeats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return heartbeats_;
+}
+std::vector<NodeId> FakeHeadState::Unregistrations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unregistrations_;
+}
+size_t FakeHeadState::NumRegistrations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registrations_.size();
+}
+size_t FakeHeadState::NumRegisterCalls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return register_calls_;
+}
+size_t FakeHeadState::NumKnownHeartbeats(const NodeId& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const RecordedHeartbeat& h : heartbeats_) n += (h.id == id && h.known) ? 1 : 0;
+  return n;
+}
+size_t FakeHeadState::NumUnknownHeartbeats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const RecordedHeartbeat& h : heartbeats_) n += h.known ? 0 : 1;
+  return n;
+}
+void FakeHeadState::ForgetAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  known_.clear();
+}
+void FakeHeadState::SetHangRegister(bool hang) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hang_register_ = hang;
+}
+void FakeHeadState::SetHangUnregister(bool hang) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hang_unregister_ = hang;
+}
+
+kj::Promise<void> FakeHead::registerNode(RegisterNodeContext context) {
+  auto info = context.getParams().getInfo();
+  RecordedNode node;
+  node.id = IdOrThrow(info.getNodeId());
+  node.address = info.getAddress();
+  node.node_port = info.getNodePort();
+  node.transfer_port = info.getTransferPort();
+  node.store_socket = info.getStoreSocket();
+  node.total = ToMap(info.getTotal());
+  for (auto label : info.getLabels()) node.labels[label.getKey()] = label.getValue();
+  node.gpu_ids = ToVector(info.getGpuIds());
+  node.temp_dir = info.getTempDir();
+  node.pid = info.getPid();
+  std::lock_guard<std::mutex> lock(state_->mu_);
+  state_->register_calls_++;
+  if (state_->hang_register_) return kj::NEVER_DONE;
+  state_->known_[node.id] = true;
+  state_->registrations_.push_back(std::move(node));
+  context.getResults().setHeartbeatIntervalMs(state_->heartbeat_interval_ms);
+  context.getResults().setNodeTimeoutMs(state_->node_timeout_ms);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> FakeHead::heartbeat(HeartbeatContext context) {
+  auto params = context.getParams();
+  RecordedHeartbeat beat;
+  beat.id = IdOrThrow(params.getNodeId());
+  beat.available = ToMap(params.getAvailable());
+  beat.gpu_ids_in_use = ToVector(params.getGpuIdsInUse());
+  beat.quarantined_gpu_ids = ToVector(params.getQuarantinedGpuIds());
+  std::lock_guard<std::mutex> lock(state_->mu_);
+  beat.known = state_->known_.count(beat.id) > 0;
+  context.getResults().setKnown(beat.known);
+  state_->heartbeats_.push_back(std::move(beat));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> FakeHead::unregisterNode(UnregisterNodeContext context) {
+  NodeId id = IdOrThrow(context.getParams().getNodeId());
+  std::lock_guard<std::mutex> lock(state_->mu_);
+  if (state_->hang_unregister_) return kj::NEVER_DONE;
+  state_->known_.erase(id);
+  state_->unregistrations_.push_back(id);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> FakeHead::clusterView(ClusterViewContext context) {
+  std::lock_guard<std::mutex> lock(state_->mu_);
+  auto nodes = context.getResults().initNodes(state_->registrations_.size());
+  for (size_t i = 0; i < state_->registrations_.size(); ++i) {
+    const RecordedNode& r = state_->registrations_[i];
+    auto info = nodes[i].initInfo();
+    info.setNodeId(capnp::Data::Reader(r.id.data(), NodeId::kSize));
+    info.setAddress(r.address);
+    info.setNodePort(r.node_port);
+    info.setTransferPort(r.transfer_port);
+    auto total = info.initTotal(r.total.size());
+    size_t j = 0;
+    for (const auto& [name, amount] : r.total) {
+      total[j].setName(name);
+      total[j++].setAmount(amount);
+    }
+    nodes[i].setAlive(state_->known_.count(r.id) > 0);
+  }
+  return kj::READY_NOW;
+}
+
+FakeHeadThread::FakeHeadThread(std::shared_ptr<FakeHeadState> state, uint16_t port) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return;
+  stop_fd_ = fds[1];
+  int read_fd = fds[0];
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ready = false;
+  // Announces the outcome once, notifying under the lock: the constructor (and these locals)
+  // may be gone as soon as the lock is released.
+  auto announce = [&mu, &cv, &ready, this](uint16_t bound) {
+    std::lock_guard<std::mutex> lock(mu);
+    port_ = bound;
+    ready = true;
+    cv.notify_one();
+  };
+  thread_ = std::thread([announce, state, port, read_fd] {
+    bool announced = false;
+    bool owned = false;
+    kj::Maybe<kj::Exception> failed = kj::runCatchingExceptions([&] {
+      capnp::EzRpcServer server(kj::heap<FakeHead>(state), "127.0.0.1", port);
+      auto& wait = server.getWaitScope();
+      auto bound = static_cast<uint16_t>(server.getPort().wait(wait));
+      using Flags = kj::LowLevelAsyncIoProvider;
+      auto stop = server.getLowLevelIoProvider().wrapInputFd(read_fd, Flags::TAKE_OWNERSHIP);
+      owned = true;
+      announced = true;
+      announce(bound);
+      char byte;
+      stop->tryRead(&byte, 1, 1).wait(wait);
+    });
+    if (!owned) ::close(read_fd);
+    if (failed != nullptr && !announced) announce(0);
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return ready; });
+}
+
+FakeHeadThread::~FakeHeadThread() {
+  if (stop_fd_ >= 0 && port_ != 0) {  // port_ 0: the server thread is gone already
+    char byte = 'x';
+    (void)!::write(stop_fd_, &byte, 1);
+  }
+  if (thread_.joinable()) thread_.join();
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+}
+
+uint16_t UnusedPort() {
+  auto state = std::make_shared<FakeHeadState>();
+  FakeHeadThread probe(state, 0);
+  return probe.port();
+}
+
+}  // namespace airt::testing

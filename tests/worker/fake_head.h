@@ -1,0 +1,115 @@
+// A fake head for the node's tests: proto::Head::Server over EzRpc on loopback, recording what
+// nodes send (registrations, heartbeats, unregistrations) and answering as the real head would,
+// with switches for the failure paths (forget a node, never answer). Serve it on the test's own
+// thread (EzRpcServer + FakeHead) or on a thread of its own (FakeHeadThread) when the test's
+// thread waits on processes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <capnp/ez-rpc.h>
+#include <kj/async.h>
+
+#include "common/ids.h"
+#include "common/proto/cluster.capnp.h"
+
+namespace airt::testing {
+
+// A NodeInfo as the fake head received it.
+struct RecordedNode {
+  NodeId id;
+  std::string address;
+  uint16_t node_port = 0;
+  uint16_t transfer_port = 0;
+  std::string store_socket;
+  std::map<std::string, double> total;
+  std::map<std::string, std::string> labels;
+  std::vector<uint32_t> gpu_ids;
+  std::string temp_dir;
+  int32_t pid = 0;
+};
+
+struct RecordedHeartbeat {
+  NodeId id;
+  std::map<std::string, double> available;
+  std::vector<uint32_t> gpu_ids_in_use;
+  std::vector<uint32_t> quarantined_gpu_ids;
+  bool known = false;  // what the fake answered
+};
+
+// What a FakeHead saw, and how it answers. Thread-safe: the test reads it from any thread.
+class FakeHeadState {
+ public:
+  uint32_t heartbeat_interval_ms = 50;  // set before serving
+  uint32_t node_timeout_ms = 1000;
+
+  std::vector<RecordedNode> Registrations() const;
+  std::vector<RecordedHeartbeat> Heartbeats() const;
+  std::vector<NodeId> Unregistrations() const;
+  size_t NumRegistrations() const;
+  size_t NumRegisterCalls() const;  // answered or not
+  // Heartbeats answered known=true for `id`.
+  size_t NumKnownHeartbeats(const NodeId& id) const;
+  size_t NumUnknownHeartbeats() const;
+
+  // Forgets every node, as a head that declared them dead: their heartbeats get known=false.
+  void ForgetAll();
+  // registerNode / unregisterNode calls are left unanswered while set.
+  void SetHangRegister(bool hang);
+  void SetHangUnregister(bool hang);
+
+ private:
+  friend class FakeHead;
+  mutable std::mutex mu_;
+  std::vector<RecordedNode> registrations_;
+  std::vector<RecordedHeartbeat> heartbeats_;
+  std::vector<NodeId> unregistrations_;
+  std::map<NodeId, bool> known_;  // registered and not forgotten or unregistered
+  size_t register_calls_ = 0;
+  bool hang_register_ = false;
+  bool hang_unregister_ = false;
+};
+
+class FakeHead final : public proto::Head::Server {
+ public:
+  explicit FakeHead(std::shared_ptr<FakeHeadState> state) : state_(std::move(state)) {}
+
+ protected:
+  kj::Promise<void> registerNode(RegisterNodeContext context) override;
+  kj::Promise<void> heartbeat(HeartbeatContext context) override;
+  kj::Promise<void> unregisterNode(UnregisterNodeContext context) override;
+  kj::Promise<void> clusterView(ClusterViewContext context) override;
+
+ private:
+  std::shared_ptr<FakeHeadState> state_;
+};
+
+// A FakeHead served on 127.0.0.1 by an EzRpcServer on a thread of its own. Destruction stops it
+// and closes every connection, as a head going down.
+class FakeHeadThread {
+ public:
+  // port 0: any free port. port() is 0 when the port could not be bound.
+  explicit FakeHeadThread(std::shared_ptr<FakeHeadState> state, uint16_t port = 0);
+  ~FakeHeadThread();
+  FakeHeadThread(const FakeHeadThread&) = delete;
+  FakeHeadThread& operator=(const FakeHeadThread&) = delete;
+
+  uint16_t port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::thread thread_;
+  uint16_t port_ = 0;
+  int stop_fd_ = -1;  // the write end of a pipe the server's loop reads; a byte stops it
+};
+
+// A port on 127.0.0.1 that was free a moment ago (bound, then closed).
+uint16_t UnusedPort();
+
+}  // namespace airt::testing

@@ -1,0 +1,219 @@
+#include "worker/internal/node_config.h"
+
+#include <filesystem>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "worker/internal/host.h"
+
+namespace airt::node {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+HostFacts Host(int gpus = 0) {
+  HostFacts host;
+  host.cpu_count = 16;
+  host.physical_memory = 64 * kGiB;
+  host.count_gpus = [gpus](const std::string&) { return gpus; };
+  return host;
+}
+
+Result<NodeConfig> Parse(std::vector<std::string> args, const HostFacts& host = Host()) {
+  args.insert(args.begin(), "airt-node");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return ParseNodeConfig(static_cast<int>(argv.size()), argv.data(), host);
+}
+
+std::map<std::string, double> Totals(const NodeConfig& config) {
+  std::map<std::string, double> out;
+  for (const ResourceAmount& r : config.total) out[r.name] = r.amount;
+  return out;
+}
+
+std::string ErrorOf(std::vector<std::string> args, const HostFacts& host = Host()) {
+  auto config = Parse(std::move(args), host);
+  if (config.ok()) return "parsed";
+  EXPECT_EQ(config.status().code(), Code::kInvalidArgument);
+  return config.status().message();
+}
+
+TEST(NodeConfig, DeclaresGpuIdsZeroToNWhenNumGpusGiven) {
+  bool asked = false;
+  HostFacts host = Host();
+  host.count_gpus = [&](const std::string&) {
+    asked = true;
+    return 0;
+  };
+  auto config = Parse({"--head-address", "127.0.0.1:6379", "--num-gpus", "4"}, host);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->gpu_ids, (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(Totals(*config)["GPU"], 4.0);
+  EXPECT_FALSE(asked) << "an explicit --num-gpus needs no plugin";
+}
+
+TEST(NodeConfig, DefaultsComeFromTheHost) {
+  std::string plugin_asked = "unset";
+  HostFacts host = Host();
+  host.count_gpus = [&](const std::string& path) {
+    plugin_asked = path;
+    return 2;
+  };
+  auto config = Parse({"--head-address=head.example:6379", "--gpu-plugin=/opt/p.so"}, host);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(plugin_asked, "/opt/p.so");
+  std::map<std::string, double> totals = Totals(*config);
+  EXPECT_EQ(totals["CPU"], 16.0);
+  EXPECT_EQ(totals["GPU"], 2.0);
+  EXPECT_EQ(config->gpu_ids, (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(config->object_store_memory, kGiB);
+  EXPECT_EQ(totals["object_store_memory"], static_cast<double>(kGiB));
+  EXPECT_EQ(totals["memory"], static_cast<double>(64 * kGiB / 10 * 7 - kGiB));
+  EXPECT_EQ(totals["node:127.0.0.1"], 1.0);
+  EXPECT_EQ(config->node_address, "127.0.0.1");
+  EXPECT_EQ(config->temp_dir, "/tmp/airt");
+  EXPECT_EQ(config->port, 0);
+  EXPECT_EQ(config->head_address, "head.example:6379");
+  // Built-ins first, in Ray's order.
+  ASSERT_GE(config->total.size(), 5u);
+  EXPECT_EQ(config->total[0].name, "CPU");
+  EXPECT_EQ(config->total[1].name, "GPU");
+}
+
+TEST(NodeConfig, ZeroAmountsAreLeftOutAsRayDoes) {
+  auto config = Parse({"--head-address=h:1", "--num-cpus=0", "--num-gpus=0", "--memory=0",
+                       "--resources={\"spare\": 0, \"TPU\": 1}"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  std::map<std::string, double> totals = Totals(*config);
+  EXPECT_EQ(totals.count("CPU"), 0u);
+  EXPECT_EQ(totals.count("GPU"), 0u);
+  EXPECT_EQ(totals.count("memory"), 0u);
+  EXPECT_EQ(totals.count("spare"), 0u);
+  EXPECT_EQ(totals["TPU"], 1.0);
+  EXPECT_TRUE(config->gpu_ids.empty());
+}
+
+TEST(NodeConfig, CustomResourcesAndLabelsFromJsonInOrder) {
+  auto config = Parse({"--head-address=10.0.0.1:6379", "--num-cpus=8", "--memory=8G",
+                       "--object-store-memory=256M", "--node-address=10.0.0.2", "--resources",
+                       R"({"custom": 2, "TPU": 0.5})", "--labels",
+                       R"({"accelerator_type": "A10", "zone": "us-east-1a"})"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  std::vector<ResourceAmount> expected = {
+      {"CPU", 8},           {"memory", 8.0 * kGiB}, {"object_store_memory", 256.0 * (1 << 20)},
+      {"node:10.0.0.2", 1}, {"custom", 2},          {"TPU", 0.5}};
+  EXPECT_EQ(config->total, expected);
+  std::vector<std::pair<std::string, std::string>> labels = {{"accelerator_type", "A10"},
+                                                             {"zone", "us-east-1a"}};
+  EXPECT_EQ(config->labels, labels);
+}
+
+TEST(NodeConfig, GpuIdsFollowCudaVisibleDevicesAsRay) {
+  HostFacts host = Host(2);
+  host.cuda_visible_devices = "2,3";
+  auto detected = Parse({"--head-address=h:1"}, host);
+  ASSERT_TRUE(detected.ok()) << detected.status().ToString();
+  EXPECT_EQ(detected->gpu_ids, (std::vector<uint32_t>{2, 3}));
+  auto fewer = Parse({"--head-address=h:1", "--num-gpus=1"}, host);
+  ASSERT_TRUE(fewer.ok());
+  EXPECT_EQ(fewer->gpu_ids, (std::vector<uint32_t>{2}));
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--num-gpus=4"}, host),
+            "--num-gpus: 4 GPUs asked for, but CUDA_VISIBLE_DEVICES='2,3' lists 2");
+  host.cuda_visible_devices = "GPU-8d3c5f2a";
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--num-gpus=1"}, host),
+            "CUDA_VISIBLE_DEVICES='GPU-8d3c5f2a' is not a list of device indices (e.g. 0,1); "
+            "airt-node needs indices: unset it or list indices");
+}
+
+TEST(NodeConfig, RejectsMissingOrMalformedHeadAddress) {
+  EXPECT_EQ(ErrorOf({}), "--head-address: required (HOST:PORT)");
+  for (std::string bad :
+       {"localhost", ":6379", "h:", "h:0", "h:65536", "h:12x", "::1:5", "[::1:5"}) {
+    EXPECT_EQ(ErrorOf({"--head-address", bad}),
+              "--head-address: '" + bad + "' is not HOST:PORT (e.g. 10.0.0.1:6379)");
+  }
+  EXPECT_TRUE(Parse({"--head-address", "[::1]:6379"}).ok());
+}
+
+TEST(NodeConfig, InvalidJsonNamesTheFlagAndTheColumn) {
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--resources", R"({"custom": 2,})"}),
+            "--resources: expected a string key at column 14, got '}'");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--labels", R"({"accelerator_type": A10})"}),
+            "--labels: expected a number or a string for key \"accelerator_type\" at column 22, "
+            "got 'A10'");
+}
+
+TEST(NodeConfig, RejectsResourcesThatAreNotCustom) {
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--resources", R"({"GPU": 2})"}),
+            "--resources: 'GPU' is a built-in resource: use --num-gpus instead");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--resources", R"({"memory": 2})"}),
+            "--resources: 'memory' is a built-in resource: use --memory instead");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--resources", R"({"accelerator_type": 1})"}),
+            "--resources: 'accelerator_type' is a label: use --labels "
+            "'{\"accelerator_type\": ...}'");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--resources", R"({"node:1.2.3.4": 1})"}),
+            "--resources: 'node:1.2.3.4' is reserved: the node adds node:<address> itself");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--resources", R"({"my res": 1})"}),
+            "--resources: resource name 'my res' must be non-empty, without spaces, control "
+            "characters or ,{}");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--resources", R"({"TPU": "two"})"}),
+            "--resources: the amount of 'TPU' must be a number, got the string \"two\"");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--resources", R"({"TPU": -1})"}),
+            "--resources: the amount of 'TPU' must be 0, or between 0.0001 and 1e14, got -1");
+}
+
+TEST(NodeConfig, RejectsLabelsThatAreNotStrings) {
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--labels", R"({"rack": 7})"}),
+            "--labels: the value of 'rack' must be a string, e.g. \"A10\"");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--labels", R"({"accelerator_type": "A 10"})"}),
+            "--labels: accelerator_type 'A 10' must be letters, digits and -_.: (e.g. A10, H100)");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--labels", R"({"": "x"})"}),
+            "--labels: label key '' must be non-empty, without spaces, control characters or ,{}");
+}
+
+TEST(NodeConfig, BadCountsSizesAndPortsNameTheFlag) {
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--num-gpus=two"}),
+            "--num-gpus: 'two' is not a non-negative integer");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--num-cpus=-1"}),
+            "--num-cpus: '-1' is not a non-negative integer");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--num-cpus=1.5"}),
+            "--num-cpus: '1.5' is not a non-negative integer");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--memory=8X"}),
+            "--memory: '8X' has an unknown size suffix (bytes, or a number with K, M, G or T)");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--object-store-memory=0"}),
+            "--object-store-memory: must not be 0");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--port=70000"}),
+            "--port: 70000 is not a port (0-65535)");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--num-gpu=1"}), "unknown flag --num-gpu");
+}
+
+TEST(NodeConfig, HelpReturnsTheUsage) {
+  auto config = Parse({"--help"});
+  ASSERT_EQ(config.status().code(), Code::kCancelled);
+  EXPECT_NE(config.status().message().find("--head-address"), std::string::npos);
+  EXPECT_NE(config.status().message().find("--num-gpus"), std::string::npos);
+}
+
+TEST(NodeHost, LooksForThePluginBesideTheBinaryNeverInACheckout) {
+  std::vector<std::string> paths = DefaultGpuPluginPaths();
+  ASSERT_EQ(paths.size(), 3u);
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  EXPECT_EQ(paths[0], (self.parent_path() / "libairt_gpu_plugin.so").string());
+  EXPECT_EQ(paths[1],
+            (self.parent_path().parent_path() / "gpu" / "libairt_gpu_plugin.so").string());
+  EXPECT_EQ(paths[2],
+            (self.parent_path().parent_path() / "lib" / "libairt_gpu_plugin.so").string());
+  EXPECT_EQ(CountGpus("/nonexistent/libairt_gpu_plugin.so"), 0);
+}
+
+TEST(NodeHost, DetectsThisMachine) {
+  HostFacts host = DetectHost();
+  EXPECT_GE(host.cpu_count, 1u);
+  EXPECT_GT(host.physical_memory, 0u);
+  EXPECT_TRUE(static_cast<bool>(host.count_gpus));
+}
+
+}  // namespace
+}  // namespace airt::node

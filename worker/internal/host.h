@@ -1,0 +1,25 @@
+// What this machine offers a node: hardware threads, physical memory and GPUs (through the
+// dlopen'ed GPU plugin, so that airt-node starts where CUDA is absent).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "worker/internal/node_config.h"
+
+namespace airt::node {
+
+// Where the GPU plugin is looked for when --gpu-plugin is not given, relative to the running
+// binary (never a checkout path): beside it, the build tree's gpu/ folder beside its own
+// (build/worker/airt-node -> build/gpu/), and an install's lib/ (bin/airt-node -> lib/).
+std::vector<std::string> DefaultGpuPluginPaths();
+
+// The devices the plugin at `path` sees ("": the first of DefaultGpuPluginPaths that exists).
+// 0, and a log line saying why, when no plugin is found, it cannot be loaded, or it finds none.
+int CountGpus(const std::string& path);
+
+// The machine's facts: CPUs this process may run on (its affinity mask), physical memory,
+// CountGpus, and CUDA_VISIBLE_DEVICES when set.
+HostFacts DetectHost();
+
+}  // namespace airt::node

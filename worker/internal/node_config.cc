@@ -1,0 +1,290 @@
+#include "worker/internal/node_config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+
+#include "common/flags.h"
+#include "common/flat_json.h"
+
+namespace airt::node {
+namespace {
+
+constexpr double kMaxAmount = 1e14;         // as scheduling::Amount::kMaxWhole
+constexpr double kSmallestAmount = 0.0001;  // Ray's resource granularity
+constexpr uint64_t kDefaultStoreBytes = 1ull << 30;
+
+Status FlagError(std::string_view flag, const std::string& message) {
+  return InvalidArgument("--" + std::string(flag) + ": " + message);
+}
+
+Result<uint64_t> ParseCount(std::string_view flag, const std::string& text) {
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    return FlagError(flag, "'" + text + "' is not a non-negative integer");
+  }
+  return n;
+}
+
+Result<uint16_t> ParsePort(std::string_view flag, uint64_t port) {
+  if (port > 65535) return FlagError(flag, std::to_string(port) + " is not a port (0-65535)");
+  return static_cast<uint16_t>(port);
+}
+
+Result<uint64_t> ParseBytesFlag(std::string_view flag, const std::string& text) {
+  Result<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok()) {
+    return FlagError(flag, bytes.status().message() + " (bytes, or a number with K, M, G or T)");
+  }
+  return *bytes;
+}
+
+// HOST:PORT with a non-empty host (an IPv6 host in brackets) and a port 1-65535.
+Status CheckHeadAddress(const std::string& address) {
+  auto bad = [&] {
+    return FlagError("head-address", "'" + address + "' is not HOST:PORT (e.g. 10.0.0.1:6379)");
+  };
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return bad();
+  std::string_view host(address.data(), colon);
+  if (host.front() == '[' ? host.back() != ']' || host.size() < 3
+                          : host.find(':') != std::string_view::npos) {
+    return bad();
+  }
+  uint64_t port = 0;
+  std::string_view digits(address.data() + colon + 1, address.size() - colon - 1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || port == 0 ||
+      port > 65535) {
+    return bad();
+  }
+  return Status::Ok();
+}
+
+std::string FormatAmount(double amount) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", amount);
+  return text;
+}
+
+// Scheduling's rules for a name: not empty, no whitespace, control characters or ",{}".
+bool PlainName(std::string_view name) {
+  if (name.empty()) return false;
+  for (unsigned char c : name) {
+    if (c <= 0x20 || c == 0x7F || c == ',' || c == '{' || c == '}') return false;
+  }
+  return true;
+}
+
+Status AddCustomResources(const std::string& json, std::vector<ResourceAmount>* total) {
+  if (json.empty()) return Status::Ok();
+  Result<std::vector<FlatJsonMember>> members = ParseFlatJson(json);
+  if (!members.ok()) return FlagError("resources", members.status().message());
+  for (FlatJsonMember& m : *members) {
+    const std::string q = "'" + m.key + "'";
+    if (m.key == kCpu || m.key == kGpu || m.key == kMemory || m.key == kObjectStoreMemory) {
+      const char* instead = m.key == kCpu      ? "--num-cpus"
+                            : m.key == kGpu    ? "--num-gpus"
+                            : m.key == kMemory ? "--memory"
+                                               : "--object-store-memory";
+      std::string message = q + " is a built-in resource: use ";
+      message += instead;
+      message += " instead";
+      return FlagError("resources", message);
+    }
+    if (m.key == kAcceleratorType) {
+      return FlagError("resources", q + " is a label: use --labels '{\"accelerator_type\": ...}'");
+    }
+    if (m.key.rfind(kNodeResourcePrefix, 0) == 0) {
+      return FlagError("resources", q + " is reserved: the node adds node:<address> itself");
+    }
+    if (!PlainName(m.key)) {
+      return FlagError("resources", "resource name " + q +
+                                        " must be non-empty, without spaces, control characters "
+                                        "or ,{}");
+    }
+    const double* amount = std::get_if<double>(&m.value);
+    if (amount == nullptr) {
+      return FlagError("resources", "the amount of " + q + " must be a number, got the string \"" +
+                                        std::get<std::string>(m.value) + "\"");
+    }
+    if (*amount < 0 || *amount > kMaxAmount || (*amount > 0 && *amount < kSmallestAmount)) {
+      return FlagError("resources", "the amount of " + q + " must be 0, or between 0.0001 and " +
+                                        "1e14, got " + FormatAmount(*amount));
+    }
+    if (*amount > 0) total->push_back({std::move(m.key), *amount});
+  }
+  return Status::Ok();
+}
+
+// A plain accelerator name, as scheduling::ResourceShape wants it: letters, digits, "-_.:".
+bool AcceleratorName(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.' || c == ':';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> ParseLabels(const std::string& json) {
+  std::vector<std::pair<std::string, std::string>> labels;
+  if (json.empty()) return labels;
+  Result<std::vector<FlatJsonMember>> members = ParseFlatJson(json);
+  if (!members.ok()) return FlagError("labels", members.status().message());
+  for (FlatJsonMember& m : *members) {
+    if (!PlainName(m.key)) {
+      return FlagError("labels", "label key '" + m.key +
+                                     "' must be non-empty, without spaces, control characters "
+                                     "or ,{}");
+    }
+    std::string* value = std::get_if<std::string>(&m.value);
+    if (value == nullptr) {
+      return FlagError("labels", "the value of '" + m.key + "' must be a string, e.g. \"A10\"");
+    }
+    if (m.key == kAcceleratorType && !AcceleratorName(*value)) {
+      return FlagError("labels", "accelerator_type '" + *value +
+                                     "' must be letters, digits and -_.: (e.g. A10, H100)");
+    }
+    labels.emplace_back(std::move(m.key), std::move(*value));
+  }
+  return labels;
+}
+
+// Ids for `count` GPUs: 0..count-1, or the first `count` indices of CUDA_VISIBLE_DEVICES.
+Result<std::vector<uint32_t>> GpuIds(uint64_t count, bool explicit_count,
+                                     const std::optional<std::string>& visible) {
+  std::vector<uint32_t> ids;
+  if (!visible.has_value()) {
+    for (uint64_t i = 0; i < count; ++i) ids.push_back(static_cast<uint32_t>(i));
+    return ids;
+  }
+  std::vector<uint32_t> listed;
+  std::string_view rest = *visible;
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    uint32_t id = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size()) {
+      return InvalidArgument("CUDA_VISIBLE_DEVICES='" + *visible +
+                             "' is not a list of device indices (e.g. 0,1); airt-node needs "
+                             "indices: unset it or list indices");
+    }
+    listed.push_back(id);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  if (count > listed.size()) {
+    if (explicit_count) {
+      return FlagError("num-gpus", std::to_string(count) + " GPUs asked for, but " +
+                                       "CUDA_VISIBLE_DEVICES='" + *visible + "' lists " +
+                                       std::to_string(listed.size()));
+    }
+    count = listed.size();
+  }
+  ids.assign(listed.begin(), listed.begin() + static_cast<ptrdiff_t>(count));
+  return ids;
+}
+
+struct RawFlags {
+  std::string head_address, node_address = "127.0.0.1", temp_dir = "/tmp/airt";
+  std::string num_cpus, num_gpus, memory, object_store_memory, resources, labels, gpu_plugin;
+  uint64_t port = 0, transfer_port = 0, head_timeout_ms = 5000, head_retry_max_ms = 5000;
+};
+
+}  // namespace
+
+Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host) {
+  RawFlags raw;
+  FlagSet flags("airt-node");
+  flags.AddString("head-address", &raw.head_address, "the head, HOST:PORT (required)");
+  flags.AddString("num-cpus", &raw.num_cpus, "CPUs this node offers; empty: the hardware threads");
+  flags.AddString("num-gpus", &raw.num_gpus,
+                  "GPUs this node offers (ids 0..N-1); empty: what the GPU plugin detects");
+  flags.AddString("memory", &raw.memory,
+                  "bytes for tasks (K, M, G suffixes); empty: 70% of RAM less the store");
+  flags.AddString("object-store-memory", &raw.object_store_memory,
+                  "bytes of the object store; empty: 1G, at most 30% of RAM");
+  flags.AddString("resources", &raw.resources, "custom resources, JSON: '{\"TPU\": 2}'");
+  flags.AddString("labels", &raw.labels, "labels, JSON: '{\"accelerator_type\": \"A10\"}'");
+  flags.AddString("node-address", &raw.node_address, "address the node's services bind");
+  flags.AddUint64("port", &raw.port, "the node's Cap'n Proto service port; 0: any");
+  flags.AddUint64("transfer-port", &raw.transfer_port, "the object transfer port; 0: any");
+  flags.AddString("temp-dir", &raw.temp_dir, "the node makes its folder node-<id>/ here");
+  flags.AddString("gpu-plugin", &raw.gpu_plugin,
+                  "path of libairt_gpu_plugin.so; empty: beside the binary's build or install");
+  flags.AddUint64("head-timeout-ms", &raw.head_timeout_ms, "deadline of one call to the head");
+  flags.AddUint64("head-retry-max-ms", &raw.head_retry_max_ms,
+                  "longest wait between retries while the head is unreachable");
+  Status parsed = flags.Parse(argc, argv);
+  if (parsed.code() == Code::kCancelled) return Cancelled(flags.Usage());
+  AIRT_RETURN_IF_ERROR(parsed);
+
+  NodeConfig config;
+  if (raw.head_address.empty()) return FlagError("head-address", "required (HOST:PORT)");
+  AIRT_RETURN_IF_ERROR(CheckHeadAddress(raw.head_address));
+  config.head_address = raw.head_address;
+  if (raw.node_address.empty()) return FlagError("node-address", "must not be empty");
+  config.node_address = raw.node_address;
+  if (raw.temp_dir.empty()) return FlagError("temp-dir", "must not be empty");
+  config.temp_dir = raw.temp_dir;
+  AIRT_ASSIGN_OR_RETURN(config.port, ParsePort("port", raw.port));
+  AIRT_ASSIGN_OR_RETURN(config.transfer_port, ParsePort("transfer-port", raw.transfer_port));
+  if (raw.head_timeout_ms == 0 || raw.head_timeout_ms > 3'600'000) {
+    return FlagError("head-timeout-ms", "must be 1 to 3600000");
+  }
+  if (raw.head_retry_max_ms == 0 || raw.head_retry_max_ms > 3'600'000) {
+    return FlagError("head-retry-max-ms", "must be 1 to 3600000");
+  }
+  config.head_call_timeout_ms = static_cast<uint32_t>(raw.head_timeout_ms);
+  config.head_retry_max_ms = static_cast<uint32_t>(raw.head_retry_max_ms);
+
+  uint64_t cpus = host.cpu_count;
+  if (!raw.num_cpus.empty()) {
+    AIRT_ASSIGN_OR_RETURN(cpus, ParseCount("num-cpus", raw.num_cpus));
+  }
+  bool explicit_gpus = !raw.num_gpus.empty();
+  uint64_t gpus = 0;
+  if (explicit_gpus) {
+    AIRT_ASSIGN_OR_RETURN(gpus, ParseCount("num-gpus", raw.num_gpus));
+  } else if (host.count_gpus) {
+    int detected = host.count_gpus(raw.gpu_plugin);
+    gpus = detected > 0 ? static_cast<uint64_t>(detected) : 0;
+  }
+  if (gpus > 1024) return FlagError("num-gpus", std::to_string(gpus) + " is more than 1024");
+  AIRT_ASSIGN_OR_RETURN(config.gpu_ids, GpuIds(gpus, explicit_gpus, host.cuda_visible_devices));
+
+  config.object_store_memory = std::min(kDefaultStoreBytes, host.physical_memory / 10 * 3);
+  if (config.object_store_memory == 0) config.object_store_memory = kDefaultStoreBytes;
+  if (!raw.object_store_memory.empty()) {
+    AIRT_ASSIGN_OR_RETURN(config.object_store_memory,
+                          ParseBytesFlag("object-store-memory", raw.object_store_memory));
+    if (config.object_store_memory == 0) return FlagError("object-store-memory", "must not be 0");
+  }
+  uint64_t memory = host.physical_memory / 10 * 7;
+  memory = memory > config.object_store_memory ? memory - config.object_store_memory : 0;
+  if (!raw.memory.empty()) {
+    AIRT_ASSIGN_OR_RETURN(memory, ParseBytesFlag("memory", raw.memory));
+  }
+  if (static_cast<double>(memory) > kMaxAmount) {
+    return FlagError("memory", std::to_string(memory) + " bytes is more than 1e14");
+  }
+
+  auto add = [&](std::string name, double amount) {
+    if (amount > 0) config.total.push_back({std::move(name), amount});
+  };
+  add(kCpu, static_cast<double>(cpus));
+  add(kGpu, static_cast<double>(config.gpu_ids.size()));
+  add(kMemory, static_cast<double>(memory));
+  add(kObjectStoreMemory, static_cast<double>(config.object_store_memory));
+  add(kNodeResourcePrefix + config.node_address, 1);
+  AIRT_RETURN_IF_ERROR(AddCustomResources(raw.resources, &config.total));
+  AIRT_ASSIGN_OR_RETURN(config.labels, ParseLabels(raw.labels));
+  return config;
+}
+
+}  // namespace airt::node

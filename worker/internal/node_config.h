@@ -1,0 +1,71 @@
+// airt-node's command line, and the resources it resolves to with what the host offers.
+//   airt-node --head-address 10.0.0.1:6379 --num-gpus 4 --resources '{"TPU": 2}'
+//             --labels '{"accelerator_type": "A10"}' --object-store-memory 2G
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace airt::node {
+
+// The names Ray gives a node's built-in resources.
+inline constexpr char kCpu[] = "CPU";
+inline constexpr char kGpu[] = "GPU";
+inline constexpr char kMemory[] = "memory";                          // bytes for tasks
+inline constexpr char kObjectStoreMemory[] = "object_store_memory";  // bytes of the store
+inline constexpr char kNodeResourcePrefix[] = "node:";               // "node:<address>": 1
+inline constexpr char kAcceleratorType[] = "accelerator_type";       // a label, never a resource
+
+// A named amount, as the head sees it.
+struct ResourceAmount {
+  std::string name;
+  double amount = 0;
+  friend bool operator==(const ResourceAmount&, const ResourceAmount&) = default;
+};
+
+// What the machine offers when the flags do not say. DetectHost() (host.h) fills it from the
+// machine; tests fill it by hand.
+struct HostFacts {
+  uint64_t cpu_count = 1;        // hardware threads this process may run on
+  uint64_t physical_memory = 0;  // bytes
+  // The GPUs the plugin at the given path sees ("": the default places); 0 when it is absent
+  // or finds none. Called only when --num-gpus is not given. Null: 0.
+  std::function<int(const std::string& plugin_path)> count_gpus;
+  // CUDA_VISIBLE_DEVICES when set. A list of indices makes the GPU ids those indices, as Ray.
+  std::optional<std::string> cuda_visible_devices;
+};
+
+// Everything airt-node runs with.
+struct NodeConfig {
+  std::string head_address;  // HOST:PORT
+  std::string node_address = "127.0.0.1";
+  uint16_t port = 0;           // the node's Cap'n Proto service; 0: any
+  uint16_t transfer_port = 0;  // the object transfer service; 0: any
+  std::string temp_dir = "/tmp/airt";
+  uint64_t object_store_memory = 0;  // bytes
+  // CPU, GPU, memory, object_store_memory, node:<address>, then custom resources in the order
+  // given. Zero amounts are left out, as Ray does.
+  std::vector<ResourceAmount> total;
+  std::vector<std::pair<std::string, std::string>> labels;  // in the order given
+  std::vector<uint32_t> gpu_ids;                            // one per GPU
+  uint32_t head_call_timeout_ms = 5000;                     // a registerNode or heartbeat call
+  uint32_t head_retry_max_ms = 5000;                        // the longest wait between retries
+};
+
+// Parses argv (Ray's `ray start` flags where they exist) and fills the gaps from `host`:
+//   --num-cpus   default host.cpu_count
+//   --num-gpus   default host.count_gpus(--gpu-plugin); N GPUs get ids 0..N-1, or the first N
+//                indices of CUDA_VISIBLE_DEVICES when it is set
+//   --memory     default 70% of physical memory less the object store
+//   --object-store-memory  default 1 GiB, at most 30% of physical memory
+// kInvalidArgument naming the flag for a missing, unknown or bad one ("--resources: expected a
+// string key at column 14, got '}'"). kCancelled for --help, the message then being the usage.
+Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host);
+
+}  // namespace airt::node

@@ -1,0 +1,190 @@
+#include "worker/internal/node_daemon.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <capnp/ez-rpc.h>
+#include <kj/async-io.h>
+#include <sys/signalfd.h>
+#include <sys/un.h>
+
+#include "common/ids.h"
+#include "common/logging.h"
+#include "common/rpc_status.h"
+#include "objectstore/object_store.h"
+#include "objectstore/transfer.h"
+#include "worker/internal/head_session.h"
+#include "worker/internal/resource_report.h"
+
+namespace airt::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kNodeDirIdChars = 12;
+constexpr auto kMaxUnregisterWait = 2 * kj::SECONDS;
+
+struct NodeDirs {
+  std::string root, store_socket, spill, logs;
+};
+
+Result<NodeDirs> MakeNodeDirs(const std::string& temp_dir, const NodeId& id) {
+  NodeDirs dirs;
+  dirs.root = (fs::path(temp_dir) / ("node-" + id.Hex().substr(0, kNodeDirIdChars))).string();
+  dirs.store_socket = dirs.root + "/store.sock";
+  dirs.spill = dirs.root + "/spill";
+  dirs.logs = dirs.root + "/logs";
+  if (dirs.store_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return InvalidArgument("--temp-dir '" + temp_dir + "' is too long: the store socket " +
+                           dirs.store_socket + " exceeds " +
+                           std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes");
+  }
+  for (const std::string& dir : {dirs.root, dirs.logs}) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return ErrnoStatus("cannot create the node folder " + dir, ec.value());
+  }
+  return dirs;
+}
+
+std::string Describe(const NodeRegistration& node) {
+  std::ostringstream out;
+  out << "node " << node.id.Hex() << " at " << node.address << " (service port " << node.node_port
+      << ", transfer port " << node.transfer_port << ", store " << node.store_socket << "): {";
+  for (size_t i = 0; i < node.total.size(); ++i) {
+    double amount = node.total[i].amount;
+    out << (i ? ", " : "") << node.total[i].name << ": ";
+    if (amount == static_cast<double>(static_cast<int64_t>(amount))) {
+      out << static_cast<int64_t>(amount);
+    } else {
+      out << amount;
+    }
+  }
+  out << "}";
+  if (!node.gpu_ids.empty()) {
+    out << " GPU ids";
+    for (uint32_t id : node.gpu_ids) out << " " << id;
+  }
+  for (const auto& [key, value] : node.labels) out << " " << key << "=" << value;
+  return out.str();
+}
+
+// Resolves when one of `signals` (blocked in every thread) arrives; reads it through a signalfd.
+class StopSignal {
+ public:
+  static Result<StopSignal> Open(const sigset_t& signals, kj::LowLevelAsyncIoProvider& io) {
+    int fd = ::signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("signalfd", errno);
+    using Flags = kj::LowLevelAsyncIoProvider;
+    return StopSignal(io.wrapInputFd(
+        fd, Flags::TAKE_OWNERSHIP | Flags::ALREADY_CLOEXEC | Flags::ALREADY_NONBLOCK));
+  }
+  kj::Promise<int> Next() {
+    return stream_->tryRead(&info_, sizeof info_, sizeof info_).then([this](size_t n) {
+      return n == sizeof info_ ? static_cast<int>(info_.ssi_signo) : 0;
+    });
+  }
+
+ private:
+  explicit StopSignal(kj::Own<kj::AsyncInputStream> stream) : stream_(kj::mv(stream)) {}
+  kj::Own<kj::AsyncInputStream> stream_;
+  signalfd_siginfo info_{};
+};
+
+}  // namespace
+
+int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
+  NodeRegistration node;
+  node.id = NodeId::FromRandom();
+  node.address = config.node_address;
+  node.total = config.total;
+  node.labels = config.labels;
+  node.gpu_ids = config.gpu_ids;
+  node.pid = static_cast<int32_t>(::getpid());
+
+  Result<NodeDirs> dirs = MakeNodeDirs(config.temp_dir, node.id);
+  if (!dirs.ok()) {
+    AIRT_LOG(ERROR) << dirs.status().ToString();
+    return 1;
+  }
+  node.temp_dir = dirs->root;
+  node.store_socket = dirs->store_socket;
+
+  objectstore::StoreOptions store_options;
+  store_options.socket_path = dirs->store_socket;
+  store_options.capacity_bytes = config.object_store_memory;
+  store_options.spill_dir = dirs->spill;
+  auto store = objectstore::StoreServer::Start(store_options);
+  if (!store.ok()) {
+    AIRT_LOG(ERROR) << "cannot start the object store: " << store.status().ToString();
+    return 1;
+  }
+  auto transfer = objectstore::TransferServer::Start(
+      {dirs->store_socket, config.node_address, config.transfer_port});
+  if (!transfer.ok()) {
+    AIRT_LOG(ERROR) << "cannot start the transfer service: " << transfer.status().ToString();
+    return 1;
+  }
+  node.transfer_port = (*transfer)->port();
+
+  int exit_code = 0;
+  Status served = CatchKj([&] {
+    // The node's own Cap'n Proto service: nothing served yet, but its port is the node's address
+    // for the head, and this server keeps the thread's EzRpc event loop alive.
+    capnp::EzRpcServer service(
+        capnp::Capability::Client(KJ_EXCEPTION(UNIMPLEMENTED, "airt-node serves no interface yet")),
+        config.node_address, config.port);
+    kj::WaitScope& wait = service.getWaitScope();
+    Status bound =
+        CatchKj([&] { node.node_port = static_cast<uint16_t>(service.getPort().wait(wait)); });
+    if (!bound.ok()) {
+      AIRT_LOG(ERROR) << "cannot serve on " << config.node_address << ":" << config.port << ": "
+                      << bound.ToString();
+      exit_code = 1;
+      return;
+    }
+    Result<StopSignal> stop = StopSignal::Open(stop_signals, service.getLowLevelIoProvider());
+    if (!stop.ok()) {
+      AIRT_LOG(ERROR) << stop.status().ToString();
+      exit_code = 1;
+      return;
+    }
+    AIRT_LOG(INFO) << Describe(node) << "; head " << config.head_address;
+
+    StaticResources resources(config.total);
+    EzRpcHeadConnector connector(config.head_address);
+    HeadSessionOptions options;
+    options.call_timeout = config.head_call_timeout_ms * kj::MILLISECONDS;
+    options.max_retry_delay = config.head_retry_max_ms * kj::MILLISECONDS;
+    options.min_retry_delay = std::min(options.min_retry_delay, options.max_retry_delay);
+    kj::Timer& timer = service.getIoProvider().getTimer();
+    std::string hex = node.id.Hex();
+    HeadSession session(connector, timer, node, resources, options, [hex] {
+      std::printf("node ready %s\n", hex.c_str());
+      std::fflush(stdout);
+    });
+    session.Start();
+
+    int sig = stop->Next().wait(wait);
+    AIRT_LOG(INFO) << "stopping on signal " << sig;
+    session.Unregister(std::min(options.call_timeout, kMaxUnregisterWait)).wait(wait);
+  });
+  if (!served.ok()) {
+    AIRT_LOG(ERROR) << "node event loop failed: " << served.ToString();
+    exit_code = 1;
+  }
+  transfer->reset();  // before the store it reads from
+  store->reset();
+  std::error_code ec;
+  fs::remove_all(dirs->spill, ec);
+  return exit_code;
+}
+
+}  // namespace airt::node

@@ -1,0 +1,20 @@
+// airt-node's life: its folder, object store, transfer service, Cap'n Proto service and head
+// session, from start to SIGTERM.
+#pragma once
+
+#include <signal.h>
+
+#include "worker/internal/node_config.h"
+
+namespace airt::node {
+
+// Runs a node on the calling thread until one of `stop_signals` arrives, which the caller has
+// blocked in every thread (before starting any). Makes <temp_dir>/node-<id prefix>/ with
+// store.sock, spill/ and logs/; serves the store and the transfer service on their own threads
+// and registers with the head on this thread's event loop, retrying while the head is down.
+// Prints "node ready <node id hex>" to stdout once the head first answers. On a stop signal:
+// unregisters (best effort, a short timeout), stops the services, returns 0. Returns 1, having
+// logged why, when a service cannot start (folder, memory, ports).
+int RunNode(const NodeConfig& config, const sigset_t& stop_signals);
+
+}  // namespace airt::node

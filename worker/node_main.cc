@@ -1,0 +1,36 @@
+// airt-node: the node daemon, one per machine (DESIGN.md "Processes"). For now: hosts the node's
+// object store and transfer service, registers with the head and heartbeats; leases and the
+// worker pool come next. Exit status: 0 after SIGTERM or SIGINT, 1 when a service cannot start,
+// 2 for bad flags.
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "common/process.h"
+#include "worker/internal/host.h"
+#include "worker/internal/node_config.h"
+#include "worker/internal/node_daemon.h"
+
+int main(int argc, char** argv) {
+  airt::InitProcess("airt-node");
+  // Block the stop signals before any thread starts (the plugin's, the store's), so that only
+  // the node's event loop receives them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  auto config = airt::node::ParseNodeConfig(argc, argv, airt::node::DetectHost());
+  if (!config.ok()) {
+    if (config.status().code() == airt::Code::kCancelled) {
+      std::cout << config.status().message();
+      return 0;
+    }
+    std::cerr << "airt-node: " << config.status().message() << "\n"
+              << "run airt-node --help for the flags\n";
+    return 2;
+  }
+  return airt::node::RunNode(*config, stop);
+}
