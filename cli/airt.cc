@@ -129,7 +129,11 @@ std::string FormatAmount(const std::string& name, double v) {
   std::ostringstream out;
   if (name == "memory" || name == "object_store_memory") {
     out.precision(3);
-    out << v / (1 << 30) << "GiB";
+    if (v >= (1 << 30)) {
+      out << v / (1 << 30) << "GiB";
+    } else {
+      out << v / (1 << 20) << "MiB";
+    }
   } else {
     out << v;
   }

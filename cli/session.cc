@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <sys/wait.h>
@@ -29,6 +30,20 @@ bool IsRunning(const Daemon& d) {
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The last `n` non-empty lines of `text`, each indented, for an error message.
+std::string LastLines(const std::string& text, size_t n) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  std::string out;
+  for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) {
+    out += "\n  | " + lines[i];
+  }
+  return out;
 }
 
 }  // namespace
@@ -71,7 +86,8 @@ Result<std::string> Session::Launch(const std::string& name, const std::vector<s
     int status;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
       ::unlink((dir_ + "/pids/" + name + ".pid").c_str());
-      return Unavailable(argv[0] + " exited before it was ready; see " + log_path);
+      return Unavailable(argv[0] + " exited before it was ready; from " + log_path + ":" +
+                         LastLines(ReadAll(log_path), 5));
     }
     if (Clock::now() >= deadline) {
       return DeadlineExceeded(argv[0] + " was not ready after " + std::to_string(timeout.count()) +
