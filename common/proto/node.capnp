@@ -1,0 +1,104 @@
+# The node's contract: what submitters ask a node (worker leases), what the node's workers tell
+# it, and what a submitter asks a leased worker (tasks). Validated at every edge; errors travel
+# as kj::Exceptions carrying a Status (common/rpc_status.h).
+@0xff98bd0271597677;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("airt::proto");
+
+using Cluster = import "cluster.capnp";
+
+enum Language {
+  cpp @0;
+  python @1;
+}
+
+# A resource shape, e.g. {CPU: 1, GPU: 0.5}, optionally requiring an accelerator_type label.
+struct ResourceShape {
+  resources @0 :List(Cluster.Resource);
+  acceleratorType @1 :Text;   # "" when any
+}
+
+# Where a worker's service listens.
+struct WorkerAddress {
+  workerId @0 :Data;          # 28 bytes (WorkerId)
+  host @1 :Text;
+  port @2 :UInt16;
+  pid @3 :Int32;
+}
+
+struct LeaseGrant {
+  leaseId @0 :UInt64;
+  worker @1 :WorkerAddress;
+  gpuIds @2 :List(UInt32);    # the worker's CUDA_VISIBLE_DEVICES, set before user code runs
+}
+
+struct LeaseReply {
+  union {
+    granted @0 :LeaseGrant;
+    spillback @1 :Text;       # "host:port" of a node to ask instead (it has room now)
+    infeasible @2 :Text;      # no node can ever hold the shape: names the shape and the totals
+  }
+}
+
+interface Node {
+  # Returns when a worker of `language` holding `shape` is ready for tasks of `jobId`, or when
+  # the request is spilled back or found infeasible. A request that fits no node now waits in the
+  # node's queue. Dropping the call cancels the request.
+  requestWorkerLease @0 (shape :ResourceShape, jobId :Data, language :Language)
+      -> (reply :LeaseReply);
+  # Gives the lease back. `disconnectWorker` true: the worker is unusable (its task crashed it,
+  # or it was blocked too long); the node stops it instead of reusing it.
+  returnWorkerLease @1 (leaseId :UInt64, disconnectWorker :Bool) -> ();
+  # A worker the node started says where it serves. `workerId` is the one the node gave it.
+  registerWorker @2 (worker :WorkerAddress) -> ();
+}
+
+# An argument: a value inline, or an object in some node's store.
+struct TaskArg {
+  union {
+    inline @0 :Data;           # msgpack (C++) or pickle (Python) bytes
+    object @1 :ObjectLocation;
+  }
+}
+
+struct ObjectLocation {
+  objectId @0 :Data;           # 28 bytes
+  transferAddress @1 :Text;    # "host:port" of the node holding it (pull from there)
+  size @2 :UInt64;
+}
+
+struct TaskSpec {
+  taskId @0 :Data;             # 24 bytes
+  jobId @1 :Data;              # 4 bytes
+  functionName @2 :Text;       # as registered with AIRT_REMOTE
+  args @3 :List(TaskArg);
+  numReturns @4 :UInt32;
+  name @5 :Text;               # the user's SetName, for logs and errors
+}
+
+struct TaskReturn {
+  union {
+    inline @0 :Data;           # small: the serialized value itself
+    object @1 :ObjectLocation; # large: put in the worker node's store as ObjectId(task, i + 1)
+  }
+}
+
+struct TaskError {
+  functionName @0 :Text;
+  message @1 :Text;            # the exception's what(), or why the function could not run
+  kind @2 :Kind;
+  enum Kind {
+    userException @0;          # the function threw
+    functionNotFound @1;       # no such function registered in the worker
+    badArguments @2;           # the arguments did not deserialize to the function's types
+  }
+}
+
+interface Worker {
+  # Runs one task and answers with its returns or the error it raised. Calls on one connection
+  # run in order.
+  pushTask @0 (task :TaskSpec) -> (returns :List(TaskReturn), error :TaskError, failed :Bool);
+  # Finishes the current task, then exits the process.
+  exit @1 () -> ();
+}
