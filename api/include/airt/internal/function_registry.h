@@ -1,0 +1,76 @@
+// The registry of remote functions: name -> invoker, filled by AIRT_REMOTE at static
+// initialization and read by the worker when a task names a function. Not part of the user-facing
+// API; include airt/remote.h instead.
+//
+// An invoker takes the serialized arguments and gives back the serialized returns or why it could
+// not. Actors will fit the same table: a class factory is an invoker whose return is an instance
+// handle, and a method is an invoker that also takes the instance; both keyed by name
+// ("Counter::Increment").
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <typeinfo>
+#include <vector>
+
+namespace airt::internal {
+
+// What invoking a function gave.
+struct InvokeOutcome {
+  enum class Kind {
+    kOk,
+    kBadArguments,   // the arguments did not deserialize to the parameter types (or their count)
+    kUserException,  // the function threw
+  };
+  Kind kind = Kind::kOk;
+  std::string error;                 // when not kOk: what went wrong, naming the function
+  std::vector<std::string> returns;  // when kOk: the serialized return values (none for void)
+};
+
+// Runs a function on serialized arguments (each one msgpack value). Runs user code on the calling
+// thread; never throws.
+using Invoker = std::function<InvokeOutcome(std::span<const std::string_view> args)>;
+
+// Thread-safe. Entries are never removed, so a found invoker stays valid for the registry's life.
+class FunctionRegistry {
+ public:
+  FunctionRegistry() = default;
+  FunctionRegistry(const FunctionRegistry&) = delete;
+  FunctionRegistry& operator=(const FunctionRegistry&) = delete;
+
+  // The process's registry, which AIRT_REMOTE fills. It lives in libairt_api.so, so the worker and
+  // every library it loads share it.
+  static FunctionRegistry& Global();
+
+  // Adds `name`. False when the name is taken: the first registration stays, and the clash is
+  // recorded (TakeProblems).
+  bool Register(std::string name, Invoker invoker);
+  // Records a registration that could not be made (static initialization cannot return errors).
+  void RecordProblem(std::string problem);
+
+  // The invoker registered as `name`, or null.
+  const Invoker* Find(std::string_view name) const;
+  // Every registered name, sorted.
+  std::vector<std::string> Names() const;
+  // The problems recorded since the last call, oldest first.
+  std::vector<std::string> TakeProblems();
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, Invoker, std::less<>> invokers_;  // guarded by mu_
+  std::vector<std::string> problems_;                     // guarded by mu_
+};
+
+// The names in an AIRT_REMOTE list as written ("f, ns::g, AIRT_FUNC(h, int)" -> f, ns::g, h):
+// blanks and a leading '&' dropped. Empty when an entry is empty or cannot be read.
+std::vector<std::string> ParseRemoteNames(std::string_view list);
+
+// A readable name of a C++ type ("int", "std::string", "std::vector<int>").
+std::string TypeName(const std::type_info& type);
+
+}  // namespace airt::internal

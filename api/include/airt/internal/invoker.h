@@ -1,0 +1,104 @@
+// Invokers for free functions: deserialize each argument to its parameter's type, call, serialize
+// the return. Part of airt/remote.h.
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "airt/internal/function_registry.h"
+#include "airt/internal/serialization.h"
+
+namespace airt::internal {
+
+// AIRT_FUNC: `f` converted to the pointer type of its overload taking exactly Args.
+template <typename... Args, typename R>
+constexpr auto PickOverload(R (*f)(Args...)) -> R (*)(Args...) {
+  return f;
+}
+
+InvokeOutcome BadArguments(const std::string& function, std::string why);
+InvokeOutcome UserException(std::string what);
+
+template <typename T>
+using ParameterValue = std::remove_cvref_t<T>;
+
+// Deserializes argument I into values[I]; false (with `outcome` set) when it does not convert.
+template <size_t I, typename T>
+bool DeserializeArgument(const std::string& function, size_t count, std::string_view bytes,
+                         std::optional<T>& value, InvokeOutcome& outcome) {
+  try {
+    value.emplace(Deserialize<T>(bytes));
+    return true;
+  } catch (const std::exception& e) {
+    outcome = BadArguments(function, "argument " + std::to_string(I) + " (0-based, of " +
+                                         std::to_string(count) + "): " + e.what());
+    return false;
+  }
+}
+
+template <typename R, typename... Args, size_t... I>
+InvokeOutcome Invoke(const std::string& function, R (*fn)(Args...),
+                     std::span<const std::string_view> args, std::index_sequence<I...>) {
+  constexpr size_t kCount = sizeof...(Args);
+  if (args.size() != kCount) {
+    return BadArguments(function, "takes " + std::to_string(kCount) + " argument" +
+                                      (kCount == 1 ? "" : "s") + ", got " +
+                                      std::to_string(args.size()));
+  }
+  std::tuple<std::optional<ParameterValue<Args>>...> values;
+  InvokeOutcome outcome;
+  // Stops at the first argument that does not convert.
+  bool converted =
+      (DeserializeArgument<I>(function, kCount, args[I], std::get<I>(values), outcome) && ...);
+  if (!converted) return outcome;
+  try {
+    if constexpr (std::is_void_v<R>) {
+      fn(std::forward<Args>(*std::get<I>(values))...);
+    } else {
+      outcome.returns.push_back(Serialize(fn(std::forward<Args>(*std::get<I>(values))...)));
+    }
+  } catch (const std::exception& e) {
+    return UserException(e.what());
+  } catch (...) {
+    return UserException("an exception not derived from std::exception");
+  }
+  return outcome;
+}
+
+template <typename R, typename... Args>
+Invoker MakeInvoker(std::string function, R (*fn)(Args...)) {
+  static_assert((!std::is_pointer_v<ParameterValue<Args>> && ...),
+                "remote functions cannot take pointers: take values or references");
+  static_assert(!std::is_pointer_v<std::remove_cvref_t<R>>,
+                "remote functions cannot return pointers");
+  return [function = std::move(function), fn](std::span<const std::string_view> args) {
+    return Invoke(function, fn, args, std::index_sequence_for<Args...>{});
+  };
+}
+
+// AIRT_REMOTE: registers each of `fns` under its name in the `list` text. Problems (a clash, a
+// list it cannot read) are recorded in the registry, to be logged by whoever loaded the code.
+template <typename... Fns>
+bool RegisterRemoteFunctions(FunctionRegistry& registry, const char* list, Fns... fns) {
+  std::vector<std::string> names = ParseRemoteNames(list);
+  if (names.size() != sizeof...(Fns)) {
+    registry.RecordProblem(std::string("AIRT_REMOTE(") + list +
+                           "): cannot read the function names; list plain or qualified names and "
+                           "AIRT_FUNC(f, Args...) picks");
+    return false;
+  }
+  size_t i = 0;
+  bool all = true;
+  ((all = registry.Register(names[i], MakeInvoker(names[i], fns)) && all, ++i), ...);
+  return all;
+}
+
+}  // namespace airt::internal

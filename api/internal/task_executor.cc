@@ -1,0 +1,202 @@
+#include "api/internal/task_executor.h"
+
+#include <span>
+#include <string_view>
+#include <utility>
+
+#include "common/logging.h"
+#include "objectstore/transfer.h"
+
+namespace airt::worker {
+namespace {
+
+// What a void function's single return holds when the submitter asks for one (Ray's
+// ObjectRef<void>): msgpack nil.
+constexpr std::string_view kMsgpackNil = "\xc0";
+constexpr size_t kMaxNamesListed = 20;
+
+std::string Describe(const TaskToRun& task) {
+  std::string out = "task " + task.task_id.Hex() + " (" + task.function_name;
+  if (!task.name.empty() && task.name != task.function_name) out += ", \"" + task.name + "\"";
+  return out + ")";
+}
+
+std::string NotFoundMessage(const std::string& function, const std::vector<std::string>& names,
+                            const std::string& search_path) {
+  std::string message = "function '" + function + "' is not registered in this worker (code " +
+                        "search path: " + (search_path.empty() ? "none" : "'" + search_path + "'") +
+                        "; registered: ";
+  if (names.empty()) message += "none";
+  for (size_t i = 0; i < names.size() && i < kMaxNamesListed; ++i) {
+    message += (i ? ", " : "") + names[i];
+  }
+  if (names.size() > kMaxNamesListed) {
+    message += " and " + std::to_string(names.size() - kMaxNamesListed) + " more";
+  }
+  return message + "). Is its library on the code search path, with AIRT_REMOTE(" + function + ")?";
+}
+
+}  // namespace
+
+TaskExecutor::TaskExecutor(const internal::FunctionRegistry& registry,
+                           objectstore::StoreClient* store, Options options)
+    : registry_(registry), store_(store), options_(std::move(options)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+TaskExecutor::~TaskExecutor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void TaskExecutor::Submit(TaskToRun task, std::function<void(TaskOutcome)> done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Item{std::move(task), std::move(done), nullptr});
+  }
+  wake_.notify_one();
+}
+
+void TaskExecutor::AfterQueued(std::function<void()> done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Item{std::nullopt, nullptr, std::move(done)});
+  }
+  wake_.notify_one();
+}
+
+void TaskExecutor::Loop() {
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) {
+        std::deque<Item> dropped;
+        dropped.swap(queue_);
+        lock.unlock();
+        return;  // `dropped` goes with its callbacks, none called
+      }
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (item.task) {
+      TaskOutcome outcome = Run(*item.task);
+      item.done(std::move(outcome));
+    } else {
+      item.marker();
+    }
+  }
+}
+
+TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
+  TaskOutcome outcome;
+  const internal::Invoker* invoker = registry_.Find(task.function_name);
+  if (invoker == nullptr) {
+    outcome.failure = TaskFailure{
+        TaskFailure::Kind::kFunctionNotFound,
+        NotFoundMessage(task.function_name, registry_.Names(), options_.code_search_path)};
+    AIRT_LOG(WARNING) << Describe(task) << ": " << outcome.failure->message;
+    return outcome;
+  }
+
+  // Resolve the arguments: inline bytes as they are, objects pinned in the local store.
+  std::vector<objectstore::ObjectPin> pins;
+  std::vector<std::string_view> args;
+  args.reserve(task.args.size());
+  for (size_t i = 0; i < task.args.size(); ++i) {
+    const TaskArgument& arg = task.args[i];
+    if (!arg.is_object) {
+      args.push_back(arg.inline_bytes);
+      continue;
+    }
+    Result<objectstore::ObjectPin> pin = Fetch(arg);
+    if (!pin.ok()) {
+      outcome.status = pin.status().WithContext("argument " + std::to_string(i) + " of " +
+                                                Describe(task) + ", object " + arg.object_id.Hex());
+      AIRT_LOG(WARNING) << outcome.status.ToString();
+      return outcome;
+    }
+    const auto data = pin->data();
+    args.emplace_back(reinterpret_cast<const char*>(data.data()), data.size());
+    pins.push_back(std::move(*pin));
+  }
+
+  AIRT_LOG(DEBUG) << "running " << Describe(task);
+  internal::InvokeOutcome invoked = (*invoker)(std::span<const std::string_view>(args));
+  pins.clear();  // the arguments are no longer read
+
+  switch (invoked.kind) {
+    case internal::InvokeOutcome::Kind::kOk: break;
+    case internal::InvokeOutcome::Kind::kBadArguments:
+      outcome.failure = TaskFailure{TaskFailure::Kind::kBadArguments, std::move(invoked.error)};
+      AIRT_LOG(WARNING) << Describe(task) << ": " << outcome.failure->message;
+      return outcome;
+    case internal::InvokeOutcome::Kind::kUserException:
+      outcome.failure = TaskFailure{TaskFailure::Kind::kUserException, std::move(invoked.error)};
+      AIRT_LOG(INFO) << Describe(task) << " raised: " << outcome.failure->message;
+      return outcome;
+  }
+
+  std::vector<std::string>& values = invoked.returns;
+  if (values.size() != task.num_returns) {
+    if (values.empty() && task.num_returns == 1) {
+      values.emplace_back(kMsgpackNil);  // a void function's "done"
+    } else if (task.num_returns == 0) {
+      values.clear();  // nobody asked for the value
+    } else {
+      outcome.failure =
+          TaskFailure{TaskFailure::Kind::kBadArguments,
+                      "'" + task.function_name + "' returns " + std::to_string(values.size()) +
+                          " value(s), the task asks for " + std::to_string(task.num_returns)};
+      return outcome;
+    }
+  }
+  outcome.status = StoreReturns(task, std::move(values), &outcome.returns);
+  if (!outcome.status.ok()) {
+    outcome.returns.clear();
+    AIRT_LOG(WARNING) << outcome.status.ToString();
+  }
+  return outcome;
+}
+
+Result<objectstore::ObjectPin> TaskExecutor::Fetch(const TaskArgument& arg) {
+  if (!store_->Contains(arg.object_id) && !arg.transfer_address.empty()) {
+    objectstore::ObjectPuller puller(store_);
+    Status pulled = puller.Pull(arg.transfer_address, arg.object_id, options_.fetch_timeout_ms);
+    if (!pulled.ok()) return pulled.WithContext("pulling from " + arg.transfer_address);
+  }
+  // Local (or just pulled): pin it. With no address, wait for it to be sealed here.
+  return store_->Get(arg.object_id, options_.fetch_timeout_ms);
+}
+
+Status TaskExecutor::StoreReturns(const TaskToRun& task, std::vector<std::string> values,
+                                  std::vector<TaskReturnValue>* out) {
+  out->reserve(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    TaskReturnValue value;
+    value.size = values[i].size();
+    if (values[i].size() <= options_.inline_threshold) {
+      value.inline_bytes = std::move(values[i]);
+    } else {
+      value.in_store = true;
+      value.object_id = ObjectId::ForReturn(task.task_id, static_cast<uint32_t>(i + 1));
+      const auto* bytes = reinterpret_cast<const uint8_t*>(values[i].data());
+      Status put = store_->Put(value.object_id, std::span<const uint8_t>(bytes, values[i].size()));
+      // A re-run of the task (a retry, lineage) finds its return there already: same bytes.
+      if (!put.ok() && put.code() != Code::kAlreadyExists) {
+        return put.WithContext("return " + std::to_string(i) + " of " + Describe(task) +
+                               " (object " + value.object_id.Hex() + ", " +
+                               std::to_string(value.size) + " bytes)");
+      }
+    }
+    out->push_back(std::move(value));
+  }
+  return Status::Ok();
+}
+
+}  // namespace airt::worker

@@ -1,0 +1,106 @@
+// Runs tasks on a thread of its own, one at a time, in the order they were submitted: resolves
+// object arguments (pulling them from other nodes), calls the function, stores large returns in
+// the node's store. Knows nothing of RPC; the worker service hands tasks in and results out.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "airt/internal/function_registry.h"
+#include "common/ids.h"
+#include "common/status.h"
+#include "objectstore/object_store.h"
+
+namespace airt::worker {
+
+struct TaskArgument {
+  bool is_object = false;
+  std::string inline_bytes;      // !is_object: the serialized value
+  ObjectId object_id;            // is_object
+  std::string transfer_address;  // is_object: "host:port" to pull it from; "" when local
+};
+
+struct TaskToRun {
+  TaskId task_id;
+  std::string function_name;
+  std::string name;  // the user's name for the task, for logs
+  std::vector<TaskArgument> args;
+  uint32_t num_returns = 0;
+};
+
+struct TaskFailure {
+  enum class Kind { kUserException, kFunctionNotFound, kBadArguments };
+  Kind kind;
+  std::string message;
+};
+
+struct TaskReturnValue {
+  bool in_store = false;
+  std::string inline_bytes;  // !in_store
+  ObjectId object_id;        // in_store: ObjectId::ForReturn(task, i + 1), in the node's store
+  uint64_t size = 0;         // the serialized size
+};
+
+struct TaskOutcome {
+  // Not ok: the task could not be run or its returns not kept (an object argument that could not
+  // be fetched, a full store); the call fails with this status instead of answering.
+  Status status;
+  std::optional<TaskFailure> failure;    // the task ran, or was refused, and failed
+  std::vector<TaskReturnValue> returns;  // num_returns of them when it succeeded
+};
+
+class TaskExecutor {
+ public:
+  struct Options {
+    uint64_t inline_threshold = 100 << 10;
+    int64_t fetch_timeout_ms = 60'000;
+    std::string code_search_path;  // named in "function not found" errors
+  };
+
+  // `registry` and `store` must outlive the executor. Starts the executor's thread.
+  TaskExecutor(const internal::FunctionRegistry& registry, objectstore::StoreClient* store,
+               Options options);
+  // Lets the running task finish, drops the queued ones (their callbacks are destroyed, never
+  // called), joins the thread. Blocks while user code runs.
+  ~TaskExecutor();
+  TaskExecutor(const TaskExecutor&) = delete;
+  TaskExecutor& operator=(const TaskExecutor&) = delete;
+
+  // Queues `task`; `done` is called with its outcome on the executor's thread. Thread-safe.
+  void Submit(TaskToRun task, std::function<void(TaskOutcome)> done);
+  // Calls `done` on the executor's thread once every task submitted before it has finished.
+  void AfterQueued(std::function<void()> done);
+
+  // Runs `task` on the calling thread (the executor's thread does this for each queued task).
+  TaskOutcome Run(const TaskToRun& task);
+
+ private:
+  struct Item {
+    std::optional<TaskToRun> task;  // none: a marker from AfterQueued
+    std::function<void(TaskOutcome)> done;
+    std::function<void()> marker;
+  };
+  void Loop();
+  Result<objectstore::ObjectPin> Fetch(const TaskArgument& arg);
+  Status StoreReturns(const TaskToRun& task, std::vector<std::string> values,
+                      std::vector<TaskReturnValue>* out);
+
+  const internal::FunctionRegistry& registry_;
+  objectstore::StoreClient* store_;
+  Options options_;
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Item> queue_;  // guarded by mu_
+  bool stopping_ = false;   // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace airt::worker

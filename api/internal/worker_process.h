@@ -1,0 +1,21 @@
+// airt-worker's life: connect to the node's store, load the user's code, serve proto::Worker,
+// register with the node, run tasks until told to exit or until the node goes away.
+#pragma once
+
+#include "api/internal/worker_options.h"
+
+namespace airt::worker {
+
+// Exit codes of airt-worker.
+inline constexpr int kExitOk = 0;           // exit() was called
+inline constexpr int kExitStartFailed = 1;  // the store, the port or the node registration failed
+inline constexpr int kExitBadFlags = 2;
+inline constexpr int kExitNodeLost = 3;  // the connection to the node dropped
+
+// Runs the worker on the calling thread (its event loop) with user code on a thread of its own.
+// Returns kExitOk after exit() has been answered and its callers have disconnected (or
+// options.exit_grace_ms passed); kExitStartFailed, having logged why. When the node's connection
+// drops it ends the process at once with kExitNodeLost, not waiting for a running task.
+int RunWorker(const WorkerOptions& options);
+
+}  // namespace airt::worker

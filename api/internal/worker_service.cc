@@ -1,0 +1,154 @@
+#include "api/internal/worker_service.h"
+
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "common/logging.h"
+#include "common/rpc_status.h"
+
+namespace airt::worker {
+namespace {
+
+std::string_view AsStringView(capnp::Data::Reader data) {
+  return std::string_view(reinterpret_cast<const char*>(data.begin()), data.size());
+}
+
+capnp::Data::Reader AsData(std::string_view bytes) {
+  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
+}
+
+proto::TaskError::Kind ToProto(TaskFailure::Kind kind) {
+  switch (kind) {
+    case TaskFailure::Kind::kUserException: return proto::TaskError::Kind::USER_EXCEPTION;
+    case TaskFailure::Kind::kFunctionNotFound: return proto::TaskError::Kind::FUNCTION_NOT_FOUND;
+    case TaskFailure::Kind::kBadArguments: return proto::TaskError::Kind::BAD_ARGUMENTS;
+  }
+  return proto::TaskError::Kind::USER_EXCEPTION;
+}
+
+}  // namespace
+
+Result<TaskToRun> ParseTaskSpec(proto::TaskSpec::Reader spec, const JobId& job) {
+  TaskToRun task;
+  Result<TaskId::BaseId> task_id = TaskId::FromBinary(AsStringView(spec.getTaskId()));
+  if (!task_id.ok()) return task_id.status().WithContext("taskId");
+  task.task_id = *task_id;
+  Result<JobId> task_job = JobId::FromBinary(AsStringView(spec.getJobId()));
+  if (!task_job.ok()) return task_job.status().WithContext("jobId");
+  auto function = spec.getFunctionName();
+  if (function.size() == 0 || function.size() > kMaxFunctionNameBytes) {
+    return InvalidArgument("functionName must be 1.." + std::to_string(kMaxFunctionNameBytes) +
+                           " bytes, got " + std::to_string(function.size()));
+  }
+  task.function_name = std::string(function.cStr(), function.size());
+  task.name = spec.getName().cStr();
+  if (!job.IsNil() && *task_job != job) {
+    return FailedPrecondition("task " + task.task_id.Hex() + " (" + task.function_name +
+                              ") is of job " + task_job->Hex() + ", this worker runs job " +
+                              job.Hex());
+  }
+  auto args = spec.getArgs();
+  if (args.size() > kMaxTaskArgs) {
+    return InvalidArgument("a task takes at most " + std::to_string(kMaxTaskArgs) +
+                           " arguments, got " + std::to_string(args.size()));
+  }
+  if (spec.getNumReturns() > kMaxTaskReturns) {
+    return InvalidArgument("numReturns must be at most " + std::to_string(kMaxTaskReturns) +
+                           ", got " + std::to_string(spec.getNumReturns()));
+  }
+  task.num_returns = spec.getNumReturns();
+  task.args.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    TaskArgument arg;
+    switch (args[i].which()) {
+      case proto::TaskArg::INLINE:
+        arg.inline_bytes = std::string(AsStringView(args[i].getInline()));
+        break;
+      case proto::TaskArg::OBJECT: {
+        auto object = args[i].getObject();
+        Result<ObjectId::BaseId> id = ObjectId::FromBinary(AsStringView(object.getObjectId()));
+        if (!id.ok()) return id.status().WithContext("args[" + std::to_string(i) + "].objectId");
+        arg.is_object = true;
+        arg.object_id = *id;
+        arg.transfer_address = object.getTransferAddress().cStr();
+        break;
+      }
+      default:
+        return InvalidArgument("args[" + std::to_string(i) + "] is neither inline nor object");
+    }
+    task.args.push_back(std::move(arg));
+  }
+  return task;
+}
+
+void FillTaskResults(const TaskOutcome& outcome, const std::string& function_name,
+                     const std::string& transfer_address,
+                     proto::Worker::PushTaskResults::Builder results) {
+  if (outcome.failure) {
+    results.setFailed(true);
+    auto error = results.initError();
+    error.setFunctionName(function_name);
+    error.setMessage(outcome.failure->message);
+    error.setKind(ToProto(outcome.failure->kind));
+    results.initReturns(0);
+    return;
+  }
+  results.setFailed(false);
+  auto returns = results.initReturns(static_cast<unsigned>(outcome.returns.size()));
+  for (size_t i = 0; i < outcome.returns.size(); ++i) {
+    const TaskReturnValue& value = outcome.returns[i];
+    if (!value.in_store) {
+      returns[i].setInline(AsData(value.inline_bytes));
+      continue;
+    }
+    auto object = returns[i].initObject();
+    object.setObjectId(capnp::Data::Reader(value.object_id.data(), ObjectId::kSize));
+    object.setTransferAddress(transfer_address);
+    object.setSize(value.size);
+  }
+}
+
+WorkerService::WorkerService(TaskExecutor& executor, JobId job, std::string transfer_address,
+                             kj::Own<kj::PromiseFulfiller<void>> on_exit)
+    : executor_(executor),
+      job_(job),
+      transfer_address_(std::move(transfer_address)),
+      on_exit_(kj::mv(on_exit)) {}
+
+kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
+  if (exiting_) throw ToKjException(Unavailable("the worker is exiting"));
+  Result<TaskToRun> task = ParseTaskSpec(context.getParams().getTask(), job_);
+  if (!task.ok()) throw ToKjException(task.status().WithContext("pushTask"));
+  std::string function_name = task->function_name;
+
+  // The executor's thread writes the outcome and fulfills; the continuation runs on this loop.
+  // (A void promise: kj's ExceptionOr of a value type trips GCC's -Wmaybe-uninitialized.)
+  auto outcome = std::make_shared<TaskOutcome>();
+  auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+  auto fulfiller =
+      std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(kj::mv(paf.fulfiller));
+  executor_.Submit(std::move(*task), [outcome, fulfiller](TaskOutcome done) {
+    *outcome = std::move(done);
+    (*fulfiller)->fulfill();
+  });
+  return paf.promise.then(
+      [this, context, outcome, function_name = std::move(function_name)]() mutable {
+        if (!outcome->status.ok()) throw ToKjException(outcome->status);
+        FillTaskResults(*outcome, function_name, transfer_address_, context.getResults());
+      });
+}
+
+kj::Promise<void> WorkerService::exit(ExitContext) {
+  exiting_ = true;
+  AIRT_LOG(INFO) << "exit requested: finishing the tasks pushed before it";
+  auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+  auto fulfiller =
+      std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(kj::mv(paf.fulfiller));
+  executor_.AfterQueued([fulfiller] { (*fulfiller)->fulfill(); });
+  return paf.promise.then([this] {
+    if (on_exit_->isWaiting()) on_exit_->fulfill();
+  });
+}
+
+}  // namespace airt::worker

@@ -1,0 +1,56 @@
+// proto::Worker served by airt-worker: validates each pushed task at the edge, hands it to the
+// TaskExecutor's thread, and answers from the event loop once it is done. The loop never runs
+// user code and never waits for it.
+#pragma once
+
+#include <string>
+
+#include <kj/async.h>
+
+#include "api/internal/task_executor.h"
+#include "common/ids.h"
+#include "common/proto/node.capnp.h"
+#include "common/status.h"
+
+namespace airt::worker {
+
+// Limits on what a pushed task may carry.
+inline constexpr size_t kMaxFunctionNameBytes = 4096;
+inline constexpr size_t kMaxTaskArgs = 1 << 16;
+inline constexpr uint32_t kMaxTaskReturns = 1 << 10;
+
+// A TaskSpec off the wire as a TaskToRun. kInvalidArgument naming the field for a malformed one
+// (id sizes, an empty or overlong function name, too many arguments or returns).
+// kFailedPrecondition when it belongs to another job than `job` (Nil: any job).
+Result<TaskToRun> ParseTaskSpec(proto::TaskSpec::Reader spec, const JobId& job);
+
+// Writes `outcome` (ok status) into pushTask's results.
+void FillTaskResults(const TaskOutcome& outcome, const std::string& function_name,
+                     const std::string& transfer_address,
+                     proto::Worker::PushTaskResults::Builder results);
+
+// Lives on the event loop's thread; `executor` must outlive it.
+class WorkerService final : public proto::Worker::Server {
+ public:
+  // `on_exit` is fulfilled as an exit() call answers (every task pushed before it has finished);
+  // its owner then stops serving, leaving the event loop running until the answer is written.
+  WorkerService(TaskExecutor& executor, JobId job, std::string transfer_address,
+                kj::Own<kj::PromiseFulfiller<void>> on_exit);
+
+ protected:
+  // An RPC error (not a TaskError) for a malformed spec, a task of another job, a task pushed
+  // after exit, an object argument that cannot be fetched, or returns that cannot be stored.
+  kj::Promise<void> pushTask(PushTaskContext context) override;
+  // Answers once the tasks pushed before it have finished; then fulfills `on_exit`. Tasks pushed
+  // after it fail with kUnavailable.
+  kj::Promise<void> exit(ExitContext context) override;
+
+ private:
+  TaskExecutor& executor_;
+  JobId job_;
+  std::string transfer_address_;
+  kj::Own<kj::PromiseFulfiller<void>> on_exit_;
+  bool exiting_ = false;
+};
+
+}  // namespace airt::worker
