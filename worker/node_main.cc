@@ -1,7 +1,7 @@
-// airt-node: the node daemon, one per machine (DESIGN.md "Processes"). For now: hosts the node's
-// object store and transfer service, registers with the head and heartbeats; leases and the
-// worker pool come next. Exit status: 0 after SIGTERM or SIGINT, 1 when a service cannot start,
-// 2 for bad flags.
+// airt-node: the node daemon, one per machine (DESIGN.md "Processes"): hosts the node's object
+// store and transfer service, registers with the head and heartbeats, grants worker leases and
+// keeps the pool of worker processes. Exit status: 0 after SIGTERM or SIGINT, 1 when a service
+// cannot start, 2 for bad flags.
 #include <signal.h>
 
 #include <cstdio>
@@ -14,13 +14,15 @@
 
 int main(int argc, char** argv) {
   airt::InitProcess("airt-node");
-  // Block the stop signals before any thread starts (the plugin's, the store's), so that only
-  // the node's event loop receives them.
+  // Block the stop signals and SIGCHLD before any thread starts (the plugin's, the store's), so
+  // that only the node's event loop receives them (through signalfds). Workers get an empty mask.
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  sigset_t blocked = stop;
+  sigaddset(&blocked, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
 
   auto config = airt::node::ParseNodeConfig(argc, argv, airt::node::DetectHost());
   if (!config.ok()) {

@@ -70,6 +70,20 @@ void FakeHeadState::ForgetAll() {
   std::lock_guard<std::mutex> lock(mu_);
   known_.clear();
 }
+void FakeHeadState::AddViewNode(ViewNode node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (ViewNode& n : view_nodes_) {
+    if (n.info.id == node.info.id) {
+      n = std::move(node);
+      return;
+    }
+  }
+  view_nodes_.push_back(std::move(node));
+}
+size_t FakeHeadState::NumClusterViewCalls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cluster_view_calls_;
+}
 void FakeHeadState::SetHangRegister(bool hang) {
   std::lock_guard<std::mutex> lock(mu_);
   hang_register_ = hang;
@@ -125,24 +139,61 @@ kj::Promise<void> FakeHead::unregisterNode(UnregisterNodeContext context) {
   return kj::READY_NOW;
 }
 
+namespace {
+
+void FillResources(const std::map<std::string, double>& from,
+                   capnp::List<proto::Resource>::Builder to) {
+  size_t j = 0;
+  for (const auto& [name, amount] : from) {
+    to[j].setName(name);
+    to[j++].setAmount(amount);
+  }
+}
+
+void FillViewNode(const ViewNode& node, proto::NodeStatus::Builder out) {
+  const RecordedNode& r = node.info;
+  auto info = out.initInfo();
+  info.setNodeId(capnp::Data::Reader(r.id.data(), NodeId::kSize));
+  info.setAddress(r.address);
+  info.setNodePort(r.node_port);
+  info.setTransferPort(r.transfer_port);
+  FillResources(r.total, info.initTotal(r.total.size()));
+  auto labels = info.initLabels(r.labels.size());
+  size_t j = 0;
+  for (const auto& [key, value] : r.labels) {
+    labels[j].setKey(key);
+    labels[j++].setValue(value);
+  }
+  auto gpus = info.initGpuIds(r.gpu_ids.size());
+  for (size_t i = 0; i < r.gpu_ids.size(); ++i) gpus.set(i, r.gpu_ids[i]);
+  FillResources(node.available, out.initAvailable(node.available.size()));
+  out.setAlive(node.alive);
+}
+
+}  // namespace
+
 kj::Promise<void> FakeHead::clusterView(ClusterViewContext context) {
   std::lock_guard<std::mutex> lock(state_->mu_);
-  auto nodes = context.getResults().initNodes(state_->registrations_.size());
-  for (size_t i = 0; i < state_->registrations_.size(); ++i) {
-    const RecordedNode& r = state_->registrations_[i];
-    auto info = nodes[i].initInfo();
-    info.setNodeId(capnp::Data::Reader(r.id.data(), NodeId::kSize));
-    info.setAddress(r.address);
-    info.setNodePort(r.node_port);
-    info.setTransferPort(r.transfer_port);
-    auto total = info.initTotal(r.total.size());
-    size_t j = 0;
-    for (const auto& [name, amount] : r.total) {
-      total[j].setName(name);
-      total[j++].setAmount(amount);
+  state_->cluster_view_calls_++;
+  // Registered nodes, each once (its last registration), in registration order.
+  std::vector<ViewNode> view;
+  for (const RecordedNode& r : state_->registrations_) {
+    ViewNode node{r, r.total, state_->known_.count(r.id) > 0};
+    for (const RecordedHeartbeat& h : state_->heartbeats_) {
+      if (h.id == r.id) node.available = h.available;
     }
-    nodes[i].setAlive(state_->known_.count(r.id) > 0);
+    bool replaced = false;
+    for (ViewNode& v : view) {
+      if (v.info.id == r.id) {
+        v = node;
+        replaced = true;
+      }
+    }
+    if (!replaced) view.push_back(std::move(node));
   }
+  view.insert(view.end(), state_->view_nodes_.begin(), state_->view_nodes_.end());
+  auto nodes = context.getResults().initNodes(view.size());
+  for (size_t i = 0; i < view.size(); ++i) FillViewNode(view[i], nodes[i]);
   return kj::READY_NOW;
 }
 

@@ -43,7 +43,17 @@ struct RecordedHeartbeat {
   bool known = false;  // what the fake answered
 };
 
+// A node the fake head lists in its cluster view without it ever registering: another node of
+// the cluster, for spillback tests.
+struct ViewNode {
+  RecordedNode info;  // id, address, node_port, total, labels, gpu_ids
+  std::map<std::string, double> available;
+  bool alive = true;
+};
+
 // What a FakeHead saw, and how it answers. Thread-safe: the test reads it from any thread.
+// Its cluster view lists each registered node (last registration, with the available amounts of
+// its last heartbeat, its totals before one), then the nodes added with AddViewNode.
 class FakeHeadState {
  public:
   uint32_t heartbeat_interval_ms = 50;  // set before serving
@@ -60,6 +70,10 @@ class FakeHeadState {
 
   // Forgets every node, as a head that declared them dead: their heartbeats get known=false.
   void ForgetAll();
+  // Adds `node` to the cluster view, or replaces the one with its id.
+  void AddViewNode(ViewNode node);
+  size_t NumClusterViewCalls() const;
+
   // registerNode / unregisterNode calls are left unanswered while set.
   void SetHangRegister(bool hang);
   void SetHangUnregister(bool hang);
@@ -71,7 +85,9 @@ class FakeHeadState {
   std::vector<RecordedHeartbeat> heartbeats_;
   std::vector<NodeId> unregistrations_;
   std::map<NodeId, bool> known_;  // registered and not forgotten or unregistered
+  std::vector<ViewNode> view_nodes_;
   size_t register_calls_ = 0;
+  size_t cluster_view_calls_ = 0;
   bool hang_register_ = false;
   bool hang_unregister_ = false;
 };

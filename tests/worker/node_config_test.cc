@@ -196,6 +196,46 @@ TEST(NodeConfig, HelpReturnsTheUsage) {
   EXPECT_NE(config.status().message().find("--num-gpus"), std::string::npos);
 }
 
+TEST(NodeConfig, LeaseAndWorkerFlagsHaveDefaultsAndBounds) {
+  auto defaults = Parse({"--head-address", "127.0.0.1:6379"});
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->worker_binary, "");
+  EXPECT_EQ(defaults->worker_code_search_path, "");
+  EXPECT_EQ(defaults->infeasible_grace_ms, 10000u);
+  EXPECT_EQ(defaults->worker_register_timeout_ms, 30000u);
+  EXPECT_EQ(defaults->idle_worker_timeout_ms, 60000u);
+  EXPECT_EQ(defaults->worker_stop_grace_ms, 2000u);
+  EXPECT_EQ(defaults->cluster_view_interval_ms, 1000u);
+
+  auto set = Parse({"--head-address", "127.0.0.1:6379", "--worker-binary", "/opt/w",
+                    "--worker-code-search-path", "/opt/lib:/srv/lib", "--infeasible-grace-ms", "0",
+                    "--worker-register-timeout-ms", "500", "--idle-worker-timeout-ms", "700",
+                    "--worker-stop-grace-ms", "0", "--cluster-view-interval-ms", "50"});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->worker_binary, "/opt/w");
+  EXPECT_EQ(set->worker_code_search_path, "/opt/lib:/srv/lib");
+  EXPECT_EQ(set->infeasible_grace_ms, 0u);
+  EXPECT_EQ(set->worker_register_timeout_ms, 500u);
+  EXPECT_EQ(set->idle_worker_timeout_ms, 700u);
+  EXPECT_EQ(set->worker_stop_grace_ms, 0u);
+  EXPECT_EQ(set->cluster_view_interval_ms, 50u);
+
+  EXPECT_EQ(ErrorOf({"--head-address", "h:1", "--worker-register-timeout-ms", "0"}),
+            "--worker-register-timeout-ms: must be 1 to 3600000, got 0");
+  EXPECT_EQ(ErrorOf({"--head-address", "h:1", "--infeasible-grace-ms", "3600001"}),
+            "--infeasible-grace-ms: must be 0 to 3600000, got 3600001");
+  EXPECT_EQ(ErrorOf({"--head-address", "h:1", "--cluster-view-interval-ms", "0"}),
+            "--cluster-view-interval-ms: must be 1 to 3600000, got 0");
+}
+
+TEST(NodeHost, LooksForTheWorkerBesideTheBinaryNeverInACheckout) {
+  std::vector<std::string> paths = DefaultWorkerBinaryPaths();
+  ASSERT_EQ(paths.size(), 2u);
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  EXPECT_EQ(paths[0], (self.parent_path() / "airt-worker").string());
+  EXPECT_EQ(paths[1], (self.parent_path().parent_path() / "api" / "airt-worker").string());
+}
+
 TEST(NodeHost, LooksForThePluginBesideTheBinaryNeverInACheckout) {
   std::vector<std::string> paths = DefaultGpuPluginPaths();
   ASSERT_EQ(paths.size(), 3u);

@@ -15,6 +15,7 @@ namespace airt::node {
 namespace {
 
 constexpr char kPluginFile[] = "libairt_gpu_plugin.so";
+constexpr char kWorkerFile[] = "airt-worker";
 
 uint64_t CpuCount() {
   cpu_set_t set;
@@ -43,6 +44,28 @@ std::vector<std::string> DefaultGpuPluginPaths() {
   fs::path dir = self.parent_path();
   return {(dir / kPluginFile).string(), (dir.parent_path() / "gpu" / kPluginFile).string(),
           (dir.parent_path() / "lib" / kPluginFile).string()};
+}
+
+std::vector<std::string> DefaultWorkerBinaryPaths() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  fs::path dir = self.parent_path();
+  return {(dir / kWorkerFile).string(), (dir.parent_path() / "api" / kWorkerFile).string()};
+}
+
+std::string DefaultWorkerBinary() {
+  std::vector<std::string> candidates = DefaultWorkerBinaryPaths();
+  for (const std::string& candidate : candidates) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(candidate, ec)) return candidate;
+  }
+  std::string looked;
+  for (const std::string& c : candidates) looked += (looked.empty() ? "" : ", ") + c;
+  AIRT_LOG(WARNING) << "no " << kWorkerFile << " found (looked at " << looked
+                    << "): leases will fail until --worker-binary names one";
+  return candidates.empty() ? std::string(kWorkerFile) : candidates.front();
 }
 
 int CountGpus(const std::string& path) {

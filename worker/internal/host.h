@@ -14,6 +14,14 @@ namespace airt::node {
 // (build/worker/airt-node -> build/gpu/), and an install's lib/ (bin/airt-node -> lib/).
 std::vector<std::string> DefaultGpuPluginPaths();
 
+// Where the C++ worker (airt-worker) is looked for when --worker-binary is not given, relative to
+// the running binary: beside it (an install's bin/), and the build tree's api/ folder beside its
+// own (build/worker/airt-node -> build/api/airt-worker).
+std::vector<std::string> DefaultWorkerBinaryPaths();
+// The first of DefaultWorkerBinaryPaths that exists; else the first of them (starting a worker
+// then fails naming it), with a log line saying where it looked.
+std::string DefaultWorkerBinary();
+
 // The devices the plugin at `path` sees ("": the first of DefaultGpuPluginPaths that exists).
 // 0, and a log line saying why, when no plugin is found, it cannot be loaded, or it finds none.
 int CountGpus(const std::string& path);

@@ -194,7 +194,20 @@ struct RawFlags {
   std::string head_address, node_address = "127.0.0.1", temp_dir = "/tmp/airt";
   std::string num_cpus, num_gpus, memory, object_store_memory, resources, labels, gpu_plugin;
   uint64_t port = 0, transfer_port = 0, head_timeout_ms = 5000, head_retry_max_ms = 5000;
+  std::string worker_binary, worker_code_search_path;
+  uint64_t infeasible_grace_ms = 10000, worker_register_timeout_ms = 30000;
+  uint64_t idle_worker_timeout_ms = 60000, worker_stop_grace_ms = 2000;
+  uint64_t cluster_view_interval_ms = 1000;
 };
+
+// A duration flag in milliseconds: `min` to one hour.
+Result<uint32_t> ParseMs(std::string_view flag, uint64_t ms, uint64_t min) {
+  if (ms < min || ms > 3'600'000) {
+    return FlagError(flag,
+                     "must be " + std::to_string(min) + " to 3600000, got " + std::to_string(ms));
+  }
+  return static_cast<uint32_t>(ms);
+}
 
 }  // namespace
 
@@ -220,6 +233,21 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   flags.AddUint64("head-timeout-ms", &raw.head_timeout_ms, "deadline of one call to the head");
   flags.AddUint64("head-retry-max-ms", &raw.head_retry_max_ms,
                   "longest wait between retries while the head is unreachable");
+  flags.AddString("worker-binary", &raw.worker_binary,
+                  "the C++ worker the node starts; empty: airt-worker beside airt-node's build or "
+                  "install");
+  flags.AddString("worker-code-search-path", &raw.worker_code_search_path,
+                  "DIR[:DIR...] given to C++ workers: the libraries of their remote functions");
+  flags.AddUint64("infeasible-grace-ms", &raw.infeasible_grace_ms,
+                  "how long a lease no node can hold waits for a node that can, then fails");
+  flags.AddUint64("worker-register-timeout-ms", &raw.worker_register_timeout_ms,
+                  "a started worker that has not registered by then is killed");
+  flags.AddUint64("idle-worker-timeout-ms", &raw.idle_worker_timeout_ms,
+                  "an idle worker is stopped after this");
+  flags.AddUint64("worker-stop-grace-ms", &raw.worker_stop_grace_ms,
+                  "a worker told to stop (SIGTERM) is killed (SIGKILL) after this");
+  flags.AddUint64("cluster-view-interval-ms", &raw.cluster_view_interval_ms,
+                  "how often the head's cluster view is fetched (for spillback)");
   Status parsed = flags.Parse(argc, argv);
   if (parsed.code() == Code::kCancelled) return Cancelled(flags.Usage());
   AIRT_RETURN_IF_ERROR(parsed);
@@ -242,6 +270,18 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   }
   config.head_call_timeout_ms = static_cast<uint32_t>(raw.head_timeout_ms);
   config.head_retry_max_ms = static_cast<uint32_t>(raw.head_retry_max_ms);
+  config.worker_binary = raw.worker_binary;
+  config.worker_code_search_path = raw.worker_code_search_path;
+  AIRT_ASSIGN_OR_RETURN(config.infeasible_grace_ms,
+                        ParseMs("infeasible-grace-ms", raw.infeasible_grace_ms, 0));
+  AIRT_ASSIGN_OR_RETURN(config.worker_register_timeout_ms,
+                        ParseMs("worker-register-timeout-ms", raw.worker_register_timeout_ms, 1));
+  AIRT_ASSIGN_OR_RETURN(config.idle_worker_timeout_ms,
+                        ParseMs("idle-worker-timeout-ms", raw.idle_worker_timeout_ms, 1));
+  AIRT_ASSIGN_OR_RETURN(config.worker_stop_grace_ms,
+                        ParseMs("worker-stop-grace-ms", raw.worker_stop_grace_ms, 0));
+  AIRT_ASSIGN_OR_RETURN(config.cluster_view_interval_ms,
+                        ParseMs("cluster-view-interval-ms", raw.cluster_view_interval_ms, 1));
 
   uint64_t cpus = host.cpu_count;
   if (!raw.num_cpus.empty()) {

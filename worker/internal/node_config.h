@@ -56,6 +56,15 @@ struct NodeConfig {
   std::vector<uint32_t> gpu_ids;                            // one per GPU
   uint32_t head_call_timeout_ms = 5000;                     // a registerNode or heartbeat call
   uint32_t head_retry_max_ms = 5000;                        // the longest wait between retries
+  // Leases and workers.
+  std::string worker_binary;  // "": airt-worker found beside the node's binary (host.h)
+  // Given to C++ workers as --code-search-path: where their remote functions' libraries are.
+  std::string worker_code_search_path;
+  uint32_t infeasible_grace_ms = 10000;  // how long a shape no node can run waits for one
+  uint32_t worker_register_timeout_ms = 30000;
+  uint32_t idle_worker_timeout_ms = 60000;   // an idle worker is stopped after this
+  uint32_t worker_stop_grace_ms = 2000;      // SIGTERM, then SIGKILL after this
+  uint32_t cluster_view_interval_ms = 1000;  // how often the head's view is fetched
 };
 
 // Parses argv (Ray's `ray start` flags where they exist) and fills the gaps from `host`:
@@ -64,6 +73,9 @@ struct NodeConfig {
 //                indices of CUDA_VISIBLE_DEVICES when it is set
 //   --memory     default 70% of physical memory less the object store
 //   --object-store-memory  default 1 GiB, at most 30% of physical memory
+//   --worker-binary, --worker-code-search-path, --infeasible-grace-ms,
+//   --worker-register-timeout-ms, --idle-worker-timeout-ms, --worker-stop-grace-ms,
+//   --cluster-view-interval-ms: see NodeConfig
 // kInvalidArgument naming the flag for a missing, unknown or bad one ("--resources: expected a
 // string key at column 14, got '}'"). kCancelled for --help, the message then being the usage.
 Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host);

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -20,8 +21,14 @@
 #include "common/rpc_status.h"
 #include "objectstore/object_store.h"
 #include "objectstore/transfer.h"
+#include "worker/internal/child_processes.h"
+#include "worker/internal/cluster_view_poller.h"
 #include "worker/internal/head_session.h"
-#include "worker/internal/resource_report.h"
+#include "worker/internal/host.h"
+#include "worker/internal/lease_manager.h"
+#include "worker/internal/node_service.h"
+#include "worker/internal/worker_pool.h"
+#include "worker/scheduling/scheduling.h"
 
 namespace airt::node {
 namespace {
@@ -98,6 +105,26 @@ class StopSignal {
   signalfd_siginfo info_{};
 };
 
+// The node's totals, labels and GPU ids as the scheduling library keeps them.
+Result<scheduling::NodeResources> MakeNodeResources(const NodeConfig& config) {
+  std::map<std::string, double> totals;
+  for (const ResourceAmount& r : config.total) totals[r.name] = r.amount;
+  Result<scheduling::ResourceSet> set = scheduling::ResourceSet::FromDoubles(totals);
+  if (!set.ok()) return set.status().WithContext("the node's resources");
+  scheduling::Labels labels(config.labels.begin(), config.labels.end());
+  Result<scheduling::NodeResources> resources =
+      scheduling::NodeResources::Create(std::move(*set), config.gpu_ids, std::move(labels));
+  if (!resources.ok()) return resources.status().WithContext("the node's resources");
+  return resources;
+}
+
+// Workers connect to the node's service: a wildcard bind address is reached on loopback.
+std::string AddressForWorkers(const std::string& bind_address) {
+  if (bind_address == "0.0.0.0" || bind_address == "*") return "127.0.0.1";
+  if (bind_address == "::" || bind_address == "[::]") return "::1";
+  return bind_address;
+}
+
 }  // namespace
 
 int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
@@ -134,13 +161,19 @@ int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
   }
   node.transfer_port = (*transfer)->port();
 
+  Result<scheduling::NodeResources> resources = MakeNodeResources(config);
+  if (!resources.ok()) {
+    AIRT_LOG(ERROR) << resources.status().ToString();
+    return 1;
+  }
+
   int exit_code = 0;
   Status served = CatchKj([&] {
-    // The node's own Cap'n Proto service: nothing served yet, but its port is the node's address
-    // for the head, and this server keeps the thread's EzRpc event loop alive.
-    capnp::EzRpcServer service(
-        capnp::Capability::Client(KJ_EXCEPTION(UNIMPLEMENTED, "airt-node serves no interface yet")),
-        config.node_address, config.port);
+    // The node's own Cap'n Proto service (the Node interface); its port is the node's address for
+    // the head and for workers, and this server keeps the thread's EzRpc event loop alive. It
+    // forwards to the lease manager once that exists (it needs the port).
+    auto target = std::make_shared<NodeServiceTarget>();
+    capnp::EzRpcServer service(kj::heap<NodeService>(target), config.node_address, config.port);
     kj::WaitScope& wait = service.getWaitScope();
     Status bound =
         CatchKj([&] { node.node_port = static_cast<uint16_t>(service.getPort().wait(wait)); });
@@ -157,23 +190,58 @@ int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
       return;
     }
     AIRT_LOG(INFO) << Describe(node) << "; head " << config.head_address;
+    kj::Timer& timer = service.getIoProvider().getTimer();
 
-    StaticResources resources(config.total);
+    Result<std::unique_ptr<ChildReaper>> reaper =
+        ChildReaper::Open(service.getLowLevelIoProvider(), timer);
+    if (!reaper.ok()) {
+      AIRT_LOG(ERROR) << reaper.status().ToString();
+      exit_code = 1;
+      return;
+    }
+    ForkExecLauncher launcher;
+    WorkerPoolOptions pool_options;
+    pool_options.cpp_worker_binary =
+        config.worker_binary.empty() ? DefaultWorkerBinary() : config.worker_binary;
+    pool_options.node_address = AddressForWorkers(config.node_address);
+    pool_options.node_port = node.node_port;
+    pool_options.store_socket = dirs->store_socket;
+    pool_options.transfer_address = config.node_address + ":" + std::to_string(node.transfer_port);
+    pool_options.code_search_path = config.worker_code_search_path;
+    pool_options.log_dir = dirs->logs;
+    pool_options.register_timeout = config.worker_register_timeout_ms * kj::MILLISECONDS;
+    pool_options.idle_timeout = config.idle_worker_timeout_ms * kj::MILLISECONDS;
+    pool_options.stop_grace = config.worker_stop_grace_ms * kj::MILLISECONDS;
+    AIRT_LOG(INFO) << "workers: " << pool_options.cpp_worker_binary;
+    WorkerPool pool(pool_options, launcher, **reaper, timer);
+    LeaseManager leases({node.id, config.infeasible_grace_ms * kj::MILLISECONDS},
+                        std::move(*resources), pool, timer);
+    target->leases = &leases;
+    KJ_DEFER(target->leases = nullptr);
+
     EzRpcHeadConnector connector(config.head_address);
     HeadSessionOptions options;
     options.call_timeout = config.head_call_timeout_ms * kj::MILLISECONDS;
     options.max_retry_delay = config.head_retry_max_ms * kj::MILLISECONDS;
     options.min_retry_delay = std::min(options.min_retry_delay, options.max_retry_delay);
-    kj::Timer& timer = service.getIoProvider().getTimer();
     std::string hex = node.id.Hex();
-    HeadSession session(connector, timer, node, resources, options, [hex] {
+    HeadSession session(connector, timer, node, leases, options, [hex] {
       std::printf("node ready %s\n", hex.c_str());
       std::fflush(stdout);
     });
     session.Start();
 
+    EzRpcHeadConnector view_connector(config.head_address);
+    ClusterViewPoller poller(
+        view_connector, timer,
+        {config.cluster_view_interval_ms * kj::MILLISECONDS, options.call_timeout},
+        [&leases](RemoteNodes nodes) { leases.UpdateView(std::move(nodes)); });
+    poller.Start();
+
     int sig = stop->Next().wait(wait);
     AIRT_LOG(INFO) << "stopping on signal " << sig;
+    target->leases = nullptr;  // new calls fail with kUnavailable from here on
+    pool.StopAll().wait(wait);
     session.Unregister(std::min(options.call_timeout, kMaxUnregisterWait)).wait(wait);
   });
   if (!served.ok()) {

@@ -1,6 +1,6 @@
-// The seam between the node's resource bookkeeping and what it tells the head. Until leases
-// exist the node's bookkeeping is StaticResources: everything it owns is available. The
-// scheduling library's NodeResources takes its place behind ResourceReporter.
+// The seam between the node's resource bookkeeping and what it tells the head. The node's
+// LeaseManager (lease_manager.h) reports what its leases leave available; StaticResources, all of
+// it available, serves tests of the head session.
 #pragma once
 
 #include <cstdint>

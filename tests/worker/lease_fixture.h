@@ -1,0 +1,111 @@
+// A node's lease service assembled in the test process: the Node service (NodeService over a
+// LeaseManager and a WorkerPool) served by EzRpc on loopback, a FakeHead on the same thread that
+// the node heartbeats to and fetches its cluster view from, and real worker processes
+// (airt_fake_worker, fake_worker.cc) that register over TCP. The test drives it through a
+// proto::Node client on its own event loop; every wait has a deadline.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <capnp/ez-rpc.h>
+#include <gtest/gtest.h>
+#include <kj/async.h>
+
+#include "common/ids.h"
+#include "common/proto/node.capnp.h"
+#include "common/status.h"
+#include "tests/testing/test_support.h"
+#include "tests/worker/fake_head.h"
+#include "worker/internal/child_processes.h"
+#include "worker/internal/cluster_view_poller.h"
+#include "worker/internal/head_session.h"
+#include "worker/internal/lease_manager.h"
+#include "worker/internal/node_service.h"
+#include "worker/internal/worker_pool.h"
+
+namespace airt::testing {
+
+// The node under test.
+struct NodeSetup {
+  std::map<std::string, double> total = {{"CPU", 4}};  // GPU ids 0..GPU-1
+  kj::Duration infeasible_grace = 10 * kj::SECONDS;
+  kj::Duration register_timeout = 10 * kj::SECONDS;
+  kj::Duration idle_timeout = 60 * kj::SECONDS;
+  kj::Duration stop_grace = 2 * kj::SECONDS;
+};
+
+// A requestWorkerLease answer, or the error of the call.
+struct LeaseReply {
+  enum class Kind { kNone, kGranted, kSpillback, kInfeasible };
+  Status status;  // not ok: the call failed (kind kNone)
+  Kind kind = Kind::kNone;
+  uint64_t lease_id = 0;
+  node::WorkerAddress worker;
+  std::vector<uint32_t> gpu_ids;
+  std::string text;  // the spillback address or the infeasible message
+};
+
+class LeaseFixture : public ::testing::Test {
+ protected:
+  LeaseFixture();
+  ~LeaseFixture() override;
+
+  // Builds the node (pool, lease manager, head session, view poller) and a client to it.
+  void StartNode(const NodeSetup& setup);
+
+  kj::WaitScope& wait() { return loop_->getWaitScope(); }
+  kj::Timer& timer() { return loop_->getIoProvider().getTimer(); }
+  proto::Node::Client& node() { return *node_; }
+
+  // requestWorkerLease for `shape` as job_ (C++); resolves with the answer or the call's error.
+  kj::Promise<LeaseReply> Request(const std::map<std::string, double>& shape,
+                                  const JobId& job = JobId());
+  // Waits for `pending` for at most `timeout` (kDeadlineExceeded after).
+  LeaseReply Await(kj::Promise<LeaseReply>& pending,
+                   std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  LeaseReply Lease(const std::map<std::string, double>& shape, const JobId& job = JobId());
+  Status Return(uint64_t lease_id, bool disconnect_worker = false);
+  // Runs the event loop until `condition` holds or `timeout` passes.
+  bool PumpUntil(const std::function<bool()>& condition,
+                 std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // Waits until the node has fetched a view after this call (so it has seen recent changes).
+  bool WaitForFreshView();
+  // Waits for a heartbeat after this call whose `name` amount is `amount`.
+  bool WaitForHeartbeatAvailable(const std::string& name, double amount);
+
+  node::LeaseManagerSnapshot Snap() const { return leases_->Snapshot(); }
+  node::WorkerPool& pool() { return *pool_; }
+  std::string LogPath(const WorkerId& worker) const;
+  std::string WorkerLog(const WorkerId& worker) const { return ReadFile(LogPath(worker)); }
+
+  TempDir dir_;
+  JobId job_ = JobId::FromRandom();
+  NodeId node_id_ = NodeId::FromRandom();
+  std::shared_ptr<FakeHeadState> head_state_ = std::make_shared<FakeHeadState>();
+  std::shared_ptr<node::NodeServiceTarget> target_ = std::make_shared<node::NodeServiceTarget>();
+
+ private:
+  // Destroyed in reverse: the client and the node's parts first, the thread's loop last.
+  std::unique_ptr<capnp::EzRpcServer> loop_;  // serves the NodeService
+  uint16_t node_port_ = 0;
+  std::unique_ptr<capnp::EzRpcServer> head_;
+  uint16_t head_port_ = 0;
+  std::unique_ptr<node::ChildReaper> reaper_;
+  node::ForkExecLauncher launcher_;
+  std::unique_ptr<node::WorkerPool> pool_;
+  std::unique_ptr<node::LeaseManager> leases_;
+  std::unique_ptr<node::EzRpcHeadConnector> connector_;
+  std::unique_ptr<node::HeadSession> session_;
+  std::unique_ptr<node::EzRpcHeadConnector> view_connector_;
+  std::unique_ptr<node::ClusterViewPoller> poller_;
+  std::unique_ptr<capnp::EzRpcClient> client_;
+  std::unique_ptr<proto::Node::Client> node_;
+};
+
+}  // namespace airt::testing

@@ -1,0 +1,301 @@
+#include "worker/internal/lease_manager.h"
+
+#include <chrono>
+#include <utility>
+
+#include <kj/function.h>
+
+#include "common/logging.h"
+#include "common/rpc_status.h"
+
+namespace airt::node {
+namespace {
+
+using scheduling::TimePoint;
+
+scheduling::Duration ToChrono(kj::Duration d) {
+  return std::chrono::nanoseconds(d / kj::NANOSECONDS);
+}
+
+kj::TimePoint ToKj(TimePoint t) {
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  return kj::origin<kj::TimePoint>() + ns * kj::NANOSECONDS;
+}
+
+}  // namespace
+
+// A request the queue holds, or one granted here whose worker is starting.
+struct LeaseManager::Request {
+  LeaseAsk ask;
+  // Own<>: GCC 12 sees a std::variant in a fulfiller's storage as maybe-uninitialized.
+  kj::Own<kj::PromiseFulfiller<kj::Own<LeaseOutcome>>> reply;
+  std::optional<scheduling::Allocation> allocation;  // held while granting
+  bool granting = false;
+};
+
+LeaseManager::LeaseManager(LeaseManagerOptions options, scheduling::NodeResources resources,
+                           WorkerPool& pool, kj::Timer& timer)
+    : options_(options),
+      resources_(std::move(resources)),
+      queue_(scheduling::LeasePolicy({options.local_node, ToChrono(options.infeasible_grace)})),
+      pool_(pool),
+      timer_(timer),
+      self_(std::make_shared<LeaseManager*>(this)),
+      tasks_(*this) {
+  pool_.SetOnLeasedExit(
+      [this](const WorkerId& worker, const std::string& why) { OnLeasedWorkerExit(worker, why); });
+}
+
+LeaseManager::~LeaseManager() noexcept {
+  *self_ = nullptr;
+  pool_.SetOnLeasedExit(nullptr);
+  for (auto& [id, request] : requests_) {
+    if (request->reply->isWaiting()) {
+      request->reply->reject(ToKjException(Unavailable("the node is stopping")));
+    }
+  }
+}
+
+TimePoint LeaseManager::Now() const {
+  return TimePoint(ToChrono(timer_.now() - kj::origin<kj::TimePoint>()));
+}
+
+kj::Promise<LeaseOutcome> LeaseManager::RequestLease(LeaseAsk ask) {
+  if (ask.language != WorkerLanguage::kCpp) {
+    return ToKjException(Unimplemented("language " + std::string(LanguageName(ask.language)) +
+                                       ": this node starts only C++ workers for now"));
+  }
+  uint64_t id = next_request_id_++;
+  TimePoint now = Now();
+  Result<scheduling::LeaseDecision> decision =
+      queue_.Submit(scheduling::LeaseRequest{id, ask.shape, now}, resources_, remote_.view, now);
+  if (!decision.ok()) return ToKjException(Internal(decision.status().ToString()));
+  AIRT_LOG(DEBUG) << "lease request " << id << " for " << ask.shape.ToString() << ": "
+                  << scheduling::ToString(*decision);
+  if (const auto* spill = std::get_if<scheduling::SpillBack>(&*decision)) {
+    return LeaseOutcome(SpillTarget(spill->node));
+  }
+  if (const auto* infeasible = std::get_if<scheduling::Infeasible>(&*decision)) {
+    AIRT_LOG(WARNING) << "lease request " << id << " is infeasible: " << infeasible->message;
+    return LeaseOutcome(LeaseInfeasible{infeasible->message});
+  }
+  auto paf = kj::newPromiseAndFulfiller<kj::Own<LeaseOutcome>>();
+  auto request = std::make_unique<Request>();
+  request->ask = std::move(ask);
+  request->reply = kj::mv(paf.fulfiller);
+  Request& r = *request;
+  requests_.emplace(id, std::move(request));
+  if (std::holds_alternative<scheduling::GrantLocally>(*decision)) {
+    StartGrant(id, r);
+  } else {
+    ArmGraceTimer();
+  }
+  return paf.promise.then([](kj::Own<LeaseOutcome> outcome) { return kj::mv(*outcome); })
+      .attach(kj::defer([self = self_, id] {
+        if (*self != nullptr) (*self)->OnRequestDropped(id);
+      }));
+}
+
+void LeaseManager::StartGrant(uint64_t id, Request& request) {
+  Result<scheduling::Allocation> allocation = resources_.Acquire(request.ask.shape);
+  if (!allocation.ok()) {
+    // The queue decided on the same state: our own bug.
+    request.reply->reject(ToKjException(Internal("granted " + request.ask.shape.ToString() +
+                                                 " yet: " + allocation.status().ToString())));
+    requests_.erase(id);
+    return;
+  }
+  request.granting = true;
+  std::string cuda = allocation->CudaVisibleDevices();
+  request.allocation = std::move(*allocation);
+  tasks_.add(pool_.Acquire(request.ask.job, request.ask.language, cuda)
+                 .then([this, id](WorkerAddress&& worker) { OnWorkerReady(id, worker); },
+                       [this, id](kj::Exception&& e) { OnWorkerFailed(id, kj::mv(e)); }));
+}
+
+void LeaseManager::OnWorkerReady(uint64_t id, const WorkerAddress& worker) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    pool_.Release(worker.id, /*stop=*/false);
+    return;
+  }
+  std::unique_ptr<Request> request = std::move(it->second);
+  requests_.erase(it);
+  if (!request->allocation.has_value() || !request->reply->isWaiting()) {
+    // The caller went away while the worker started (its resources are released already).
+    if (request->allocation.has_value()) Release(*request->allocation);
+    pool_.Release(worker.id, /*stop=*/false);
+    ScheduleDispatch();
+    return;
+  }
+  if (!pool_.Running(worker.id)) {
+    // It exited between registering and this turn: no lease for a dead worker.
+    Release(*request->allocation);
+    request->reply->reject(ToKjException(Unavailable(
+        "worker " + worker.id.Hex() + " exited right after it registered; see its log")));
+    ScheduleDispatch();
+    return;
+  }
+  uint64_t lease_id = next_lease_id_++;
+  LeaseGranted granted{lease_id, worker, request->allocation->gpu_ids};
+  leases_.emplace(lease_id, Lease{worker.id, std::move(*request->allocation)});
+  lease_of_worker_[worker.id] = lease_id;
+  AIRT_LOG(DEBUG) << "lease " << lease_id << " of " << request->ask.shape.ToString()
+                  << " granted: worker " << worker.id.Hex().substr(0, 8) << " at " << worker.host
+                  << ":" << worker.port;
+  request->reply->fulfill(kj::heap<LeaseOutcome>(std::move(granted)));
+}
+
+void LeaseManager::OnWorkerFailed(uint64_t id, kj::Exception&& exception) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  std::unique_ptr<Request> request = std::move(it->second);
+  requests_.erase(it);
+  if (request->allocation.has_value()) Release(*request->allocation);
+  if (request->reply->isWaiting()) request->reply->reject(kj::mv(exception));
+  ScheduleDispatch();
+}
+
+void LeaseManager::OnRequestDropped(uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;  // answered
+  Request& request = *it->second;
+  if (!request.granting) {
+    (void)queue_.Cancel(id);
+    requests_.erase(it);
+    AIRT_LOG(DEBUG) << "lease request " << id << " cancelled by its caller while queued";
+    return;
+  }
+  // Its worker is starting: free the resources now, keep the worker when it registers.
+  if (request.allocation.has_value()) {
+    Release(*request.allocation);
+    request.allocation.reset();
+    ScheduleDispatch();
+  }
+  AIRT_LOG(DEBUG) << "lease request " << id << " cancelled by its caller while its worker starts";
+}
+
+Status LeaseManager::ReturnLease(uint64_t lease_id, bool disconnect_worker) {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) {
+    return NotFound("lease " + std::to_string(lease_id) +
+                    " is not held on this node (returned already, or its worker exited)");
+  }
+  Lease lease = std::move(it->second);
+  leases_.erase(it);
+  lease_of_worker_.erase(lease.worker);
+  Release(lease.allocation);
+  pool_.Release(lease.worker, disconnect_worker);
+  Dispatch();
+  return Status::Ok();
+}
+
+Status LeaseManager::RegisterWorker(const WorkerAddress& address) {
+  return pool_.Register(address);
+}
+
+void LeaseManager::OnLeasedWorkerExit(const WorkerId& worker, const std::string& why) {
+  auto found = lease_of_worker_.find(worker);
+  if (found == lease_of_worker_.end()) return;
+  uint64_t lease_id = found->second;
+  lease_of_worker_.erase(found);
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return;
+  AIRT_LOG(WARNING) << "lease " << lease_id << " ends: " << why;
+  Release(it->second.allocation);
+  leases_.erase(it);
+  ScheduleDispatch();
+}
+
+void LeaseManager::Release(const scheduling::Allocation& allocation) {
+  Status released = resources_.Release(allocation);
+  if (!released.ok()) AIRT_LOG(ERROR) << "releasing a lease: " << released.ToString();
+}
+
+void LeaseManager::UpdateView(RemoteNodes nodes) {
+  remote_ = std::move(nodes);
+  Dispatch();
+}
+
+LeaseSpilled LeaseManager::SpillTarget(const NodeId& node) const {
+  auto it = remote_.addresses.find(node);
+  // The policy picks only nodes of the view, which all have addresses.
+  return LeaseSpilled{node, it == remote_.addresses.end() ? "" : it->second};
+}
+
+void LeaseManager::Dispatch() {
+  TimePoint now = Now();
+  std::vector<scheduling::DispatchedLease> out = queue_.Dispatch(resources_, remote_.view, now);
+  for (scheduling::DispatchedLease& d : out) {
+    uint64_t id = d.request.id;
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;  // cancelled requests leave the queue at once
+    Request& request = *it->second;
+    AIRT_LOG(DEBUG) << "queued lease request " << id << " for " << d.request.shape.ToString()
+                    << ": " << scheduling::ToString(d.decision);
+    if (std::holds_alternative<scheduling::GrantLocally>(d.decision)) {
+      StartGrant(id, request);
+      continue;
+    }
+    if (const auto* spill = std::get_if<scheduling::SpillBack>(&d.decision)) {
+      request.reply->fulfill(kj::heap<LeaseOutcome>(SpillTarget(spill->node)));
+    } else if (const auto* infeasible = std::get_if<scheduling::Infeasible>(&d.decision)) {
+      AIRT_LOG(WARNING) << "lease request " << id << " is infeasible: " << infeasible->message;
+      request.reply->fulfill(kj::heap<LeaseOutcome>(LeaseInfeasible{infeasible->message}));
+    }
+    requests_.erase(it);
+  }
+  ArmGraceTimer();
+}
+
+void LeaseManager::ScheduleDispatch() {
+  if (dispatch_scheduled_) return;
+  dispatch_scheduled_ = true;
+  tasks_.add(kj::evalLater([this] {
+    dispatch_scheduled_ = false;
+    Dispatch();
+  }));
+}
+
+void LeaseManager::ArmGraceTimer() {
+  std::optional<TimePoint> next = queue_.NextGraceEnd(Now());
+  if (!next.has_value()) return;
+  if (grace_timer_at_.has_value() && *grace_timer_at_ <= *next && *grace_timer_at_ > Now()) return;
+  grace_timer_at_ = *next;
+  TimePoint at = *next;
+  tasks_.add(timer_.atTime(ToKj(at)).then([this, at] {
+    if (grace_timer_at_ == at) grace_timer_at_.reset();
+    Dispatch();
+  }));
+}
+
+ResourceReport LeaseManager::Report() const {
+  scheduling::NodeResourcesSnapshot snapshot = resources_.Snapshot();
+  ResourceReport report;
+  for (const auto& [name, amount] : snapshot.total.amounts()) {
+    report.available.push_back({name, snapshot.available.Get(name).ToDouble()});
+  }
+  for (const scheduling::GpuIdUsage& gpu : snapshot.gpus_in_use) {
+    report.gpu_ids_in_use.push_back(gpu.id);
+  }
+  report.quarantined_gpu_ids = snapshot.quarantined_gpus;
+  return report;
+}
+
+LeaseManagerSnapshot LeaseManager::Snapshot() const {
+  LeaseManagerSnapshot snapshot;
+  snapshot.resources = resources_.Snapshot();
+  snapshot.queued = queue_.Snapshot();
+  snapshot.num_queued = queue_.size();
+  for (const auto& [id, request] : requests_) snapshot.num_granting += request->granting ? 1 : 0;
+  snapshot.num_leases = leases_.size();
+  snapshot.view_nodes = remote_.view.nodes.size();
+  snapshot.pool = pool_.Snapshot();
+  return snapshot;
+}
+
+void LeaseManager::taskFailed(kj::Exception&& exception) {
+  AIRT_LOG(ERROR) << "lease manager task failed: " << FromKjException(exception).ToString();
+}
+
+}  // namespace airt::node

@@ -1,0 +1,141 @@
+// The node's worker leases (DESIGN.md "Scheduling", level 1): each request is decided by the
+// scheduling library's LeaseQueue (grant here, spill back to the node the head's view says has
+// room, queue, or infeasible after the grace period), a grant takes the shape's resources and GPU
+// ids from the node's NodeResources and a worker from the WorkerPool, and every release, view
+// change and grace period's end dispatches the queue again. It is also what the node's heartbeat
+// reports as available (a ResourceReporter).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "worker/internal/resource_report.h"
+#include "worker/internal/worker_pool.h"
+#include "worker/scheduling/scheduling.h"
+
+namespace airt::node {
+
+// What a lease request asks for, validated at the edge.
+struct LeaseAsk {
+  scheduling::ResourceShape shape;
+  JobId job;
+  WorkerLanguage language = WorkerLanguage::kCpp;
+};
+
+struct LeaseGranted {
+  uint64_t lease_id = 0;
+  WorkerAddress worker;
+  std::vector<uint32_t> gpu_ids;  // the worker's CUDA_VISIBLE_DEVICES
+};
+struct LeaseSpilled {
+  NodeId node;
+  std::string node_address;  // "host:nodePort"
+};
+struct LeaseInfeasible {
+  std::string message;  // names the shape and the nodes' totals
+};
+using LeaseOutcome = std::variant<LeaseGranted, LeaseSpilled, LeaseInfeasible>;
+
+// The head's cluster view as the lease manager uses it.
+struct RemoteNodes {
+  scheduling::ClusterView view;
+  std::map<NodeId, std::string> addresses;  // "host:nodePort" of each node in the view
+};
+
+struct LeaseManagerOptions {
+  NodeId local_node;
+  kj::Duration infeasible_grace = 10 * kj::SECONDS;
+};
+
+struct LeaseManagerSnapshot {
+  scheduling::NodeResourcesSnapshot resources;
+  std::vector<scheduling::QueuedShape> queued;
+  size_t num_queued = 0;
+  size_t num_granting = 0;  // granted here, waiting for a worker
+  size_t num_leases = 0;
+  size_t view_nodes = 0;
+  WorkerPoolSnapshot pool;
+};
+
+// Event-loop confined. `pool` and `timer` must outlive it; it sets the pool's OnLeasedExit.
+class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHandler {
+ public:
+  LeaseManager(LeaseManagerOptions options, scheduling::NodeResources resources, WorkerPool& pool,
+               kj::Timer& timer);
+  // Rejects every waiting request with kUnavailable.
+  ~LeaseManager() noexcept override;
+  LeaseManager(const LeaseManager&) = delete;
+  LeaseManager& operator=(const LeaseManager&) = delete;
+
+  // Resolves once the request is granted (a worker registered), spilled back or found
+  // infeasible. Rejects with kUnavailable naming the worker's log when its worker fails to start
+  // or register; kUnimplemented for Python (no Python worker yet). Dropping the promise cancels
+  // the request: out of the queue, or its resources released while its worker starts (the
+  // worker then goes idle).
+  kj::Promise<LeaseOutcome> RequestLease(LeaseAsk ask);
+  // Releases the lease's resources; its worker goes idle for reuse, or is stopped when
+  // `disconnect_worker`; then dispatches the queue. kNotFound: no such lease (returned already,
+  // or its worker died).
+  Status ReturnLease(uint64_t lease_id, bool disconnect_worker);
+  // See WorkerPool::Register.
+  Status RegisterWorker(const WorkerAddress& address);
+  // A new view from the head; dispatches the queue.
+  void UpdateView(RemoteNodes nodes);
+
+  // Available amounts of every resource the node has, GPU ids in use and quarantined.
+  ResourceReport Report() const override;
+  LeaseManagerSnapshot Snapshot() const;
+
+ private:
+  struct Request;
+
+  void Dispatch();
+  void ScheduleDispatch();
+  void ArmGraceTimer();
+  // Takes the resources and asks the pool for a worker.
+  void StartGrant(uint64_t id, Request& request);
+  void OnWorkerReady(uint64_t id, const WorkerAddress& worker);
+  void OnWorkerFailed(uint64_t id, kj::Exception&& exception);
+  void OnRequestDropped(uint64_t id);
+  void OnLeasedWorkerExit(const WorkerId& worker, const std::string& why);
+  void Release(const scheduling::Allocation& allocation);
+  LeaseSpilled SpillTarget(const NodeId& node) const;
+  scheduling::TimePoint Now() const;
+  void taskFailed(kj::Exception&& exception) override;
+
+  struct Lease {
+    WorkerId worker;
+    scheduling::Allocation allocation;
+  };
+
+  LeaseManagerOptions options_;
+  scheduling::NodeResources resources_;
+  scheduling::LeaseQueue queue_;
+  WorkerPool& pool_;
+  kj::Timer& timer_;
+
+  // Event-loop confined.
+  RemoteNodes remote_;
+  std::map<uint64_t, std::unique_ptr<Request>> requests_;  // queued or granting, by request id
+  std::map<uint64_t, Lease> leases_;
+  std::map<WorkerId, uint64_t> lease_of_worker_;
+  uint64_t next_request_id_ = 1;
+  uint64_t next_lease_id_ = 1;
+  bool dispatch_scheduled_ = false;
+  std::optional<scheduling::TimePoint> grace_timer_at_;
+  // Null once this is destroyed: the cancel hooks attached to callers' promises check it.
+  std::shared_ptr<LeaseManager*> self_;
+  kj::TaskSet tasks_;  // last: cancelled first
+};
+
+}  // namespace airt::node

@@ -1,0 +1,148 @@
+#include "worker/internal/node_service.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "common/rpc_status.h"
+
+namespace airt::node {
+namespace {
+
+Status FieldError(std::string_view field, const std::string& why) {
+  return InvalidArgument(std::string(field) + ": " + why);
+}
+
+std::string_view View(capnp::Text::Reader text) { return {text.cStr(), text.size()}; }
+
+kj::Promise<void> Fail(const Status& status) { return ToKjException(status); }
+
+}  // namespace
+
+Result<LeaseAsk> ParseLeaseAsk(proto::Node::RequestWorkerLeaseParams::Reader params) {
+  LeaseAsk ask;
+  auto shape = params.getShape();
+  auto resources = shape.getResources();
+  if (resources.size() > kMaxShapeResources) {
+    return FieldError("shape.resources", std::to_string(resources.size()) +
+                                             " entries, more than the " +
+                                             std::to_string(kMaxShapeResources) + " allowed");
+  }
+  std::map<std::string, double> amounts;
+  for (size_t i = 0; i < resources.size(); ++i) {
+    std::string field = "shape.resources[" + std::to_string(i) + "]";
+    std::string_view name = View(resources[i].getName());
+    if (name.find('\0') != std::string_view::npos) {
+      return FieldError(field + ".name", "holds a NUL byte");
+    }
+    if (!amounts.emplace(std::string(name), resources[i].getAmount()).second) {
+      return FieldError(field + ".name", "'" + std::string(name) + "' is named twice");
+    }
+  }
+  std::string_view accelerator = View(shape.getAcceleratorType());
+  if (accelerator.find('\0') != std::string_view::npos) {
+    return FieldError("shape.acceleratorType", "holds a NUL byte");
+  }
+  Result<scheduling::ResourceShape> parsed =
+      scheduling::ResourceShape::FromDoubles(amounts, std::string(accelerator));
+  if (!parsed.ok()) return FieldError("shape", parsed.status().message());
+  ask.shape = std::move(*parsed);
+
+  auto job = params.getJobId();
+  Result<JobId> job_id =
+      JobId::FromBinary(std::string_view(reinterpret_cast<const char*>(job.begin()), job.size()));
+  if (!job_id.ok()) return FieldError("jobId", job_id.status().message());
+  ask.job = *job_id;
+
+  switch (params.getLanguage()) {
+    case proto::Language::CPP: ask.language = WorkerLanguage::kCpp; break;
+    case proto::Language::PYTHON: ask.language = WorkerLanguage::kPython; break;
+    default:
+      return FieldError("language",
+                        "unknown value " + std::to_string(static_cast<int>(params.getLanguage())));
+  }
+  return ask;
+}
+
+Result<WorkerAddress> ParseWorkerAddress(proto::WorkerAddress::Reader address,
+                                         std::string_view field) {
+  WorkerAddress out;
+  auto id = address.getWorkerId();
+  Result<WorkerId> worker_id =
+      WorkerId::FromBinary(std::string_view(reinterpret_cast<const char*>(id.begin()), id.size()));
+  if (!worker_id.ok()) {
+    return FieldError(std::string(field) + ".workerId", worker_id.status().message());
+  }
+  out.id = *worker_id;
+  std::string_view host = View(address.getHost());
+  if (host.empty() || host.size() > kMaxHostBytes || host.find('\0') != std::string_view::npos) {
+    return FieldError(std::string(field) + ".host",
+                      "must be 1 to " + std::to_string(kMaxHostBytes) + " bytes without NUL");
+  }
+  out.host = std::string(host);
+  if (address.getPort() == 0) return FieldError(std::string(field) + ".port", "must not be 0");
+  out.port = address.getPort();
+  if (address.getPid() <= 0) {
+    return FieldError(std::string(field) + ".pid",
+                      std::to_string(address.getPid()) + " is not a process id");
+  }
+  out.pid = address.getPid();
+  return out;
+}
+
+void FillLeaseReply(const LeaseOutcome& outcome, proto::LeaseReply::Builder reply) {
+  if (const auto* granted = std::get_if<LeaseGranted>(&outcome)) {
+    auto grant = reply.initGranted();
+    grant.setLeaseId(granted->lease_id);
+    auto worker = grant.initWorker();
+    worker.setWorkerId(capnp::Data::Reader(granted->worker.id.data(), WorkerId::kSize));
+    worker.setHost(granted->worker.host);
+    worker.setPort(granted->worker.port);
+    worker.setPid(granted->worker.pid);
+    auto gpus = grant.initGpuIds(granted->gpu_ids.size());
+    for (size_t i = 0; i < granted->gpu_ids.size(); ++i) gpus.set(i, granted->gpu_ids[i]);
+  } else if (const auto* spilled = std::get_if<LeaseSpilled>(&outcome)) {
+    reply.setSpillback(spilled->node_address);
+  } else {
+    reply.setInfeasible(std::get<LeaseInfeasible>(outcome).message);
+  }
+}
+
+Result<LeaseManager*> NodeService::Leases() const {
+  if (target_->leases == nullptr) return Unavailable("the node is not granting leases (stopping)");
+  return target_->leases;
+}
+
+kj::Promise<void> NodeService::requestWorkerLease(RequestWorkerLeaseContext context) {
+  Result<LeaseManager*> leases = Leases();
+  if (!leases.ok()) return Fail(leases.status());
+  Result<LeaseAsk> ask = ParseLeaseAsk(context.getParams());
+  if (!ask.ok()) return Fail(ask.status());
+  // Cap'n Proto 0.9 finishes a call the client dropped only when the server allows it: then the
+  // promise below is dropped, which takes the request out of the queue (LeaseManager).
+  context.allowCancellation();
+  return (*leases)->RequestLease(std::move(*ask)).then([context](LeaseOutcome&& outcome) mutable {
+    FillLeaseReply(outcome, context.getResults().initReply());
+  });
+}
+
+kj::Promise<void> NodeService::returnWorkerLease(ReturnWorkerLeaseContext context) {
+  Result<LeaseManager*> leases = Leases();
+  if (!leases.ok()) return Fail(leases.status());
+  auto params = context.getParams();
+  Status returned = (*leases)->ReturnLease(params.getLeaseId(), params.getDisconnectWorker());
+  if (!returned.ok()) return Fail(returned);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> NodeService::registerWorker(RegisterWorkerContext context) {
+  Result<LeaseManager*> leases = Leases();
+  if (!leases.ok()) return Fail(leases.status());
+  Result<WorkerAddress> address = ParseWorkerAddress(context.getParams().getWorker(), "worker");
+  if (!address.ok()) return Fail(address.status());
+  Status registered = (*leases)->RegisterWorker(*address);
+  if (!registered.ok()) return Fail(registered);
+  return kj::READY_NOW;
+}
+
+}  // namespace airt::node

@@ -1,0 +1,50 @@
+// The node's Cap'n Proto service (common/proto/node.capnp, interface Node): the edge where lease
+// requests, lease returns and worker registrations enter the node. Every field is validated here
+// (a bad one is kInvalidArgument naming the field as the schema spells it, e.g.
+// "shape.resources[1].amount"), then handed to the LeaseManager; errors travel as kj::Exceptions
+// carrying a Status (common/rpc_status.h).
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "common/proto/node.capnp.h"
+#include "common/status.h"
+#include "worker/internal/lease_manager.h"
+
+namespace airt::node {
+
+// Bounds on what the node accepts.
+inline constexpr size_t kMaxShapeResources = 256;
+inline constexpr size_t kMaxHostBytes = 256;
+
+// Where a NodeService sends calls. The service is owned by the RPC system and may outlive the
+// lease manager, so the node sets `leases` once the manager exists and clears it before the
+// manager goes; calls meanwhile fail with kUnavailable. Event-loop confined.
+struct NodeServiceTarget {
+  LeaseManager* leases = nullptr;
+};
+
+// The edge's parsing, exposed for tests.
+Result<LeaseAsk> ParseLeaseAsk(proto::Node::RequestWorkerLeaseParams::Reader params);
+Result<WorkerAddress> ParseWorkerAddress(proto::WorkerAddress::Reader address,
+                                         std::string_view field);
+void FillLeaseReply(const LeaseOutcome& outcome, proto::LeaseReply::Builder reply);
+
+class NodeService final : public proto::Node::Server {
+ public:
+  explicit NodeService(std::shared_ptr<NodeServiceTarget> target) : target_(std::move(target)) {}
+
+ protected:
+  // Dropping the call (the client cancels or disconnects) cancels the request.
+  kj::Promise<void> requestWorkerLease(RequestWorkerLeaseContext context) override;
+  kj::Promise<void> returnWorkerLease(ReturnWorkerLeaseContext context) override;
+  kj::Promise<void> registerWorker(RegisterWorkerContext context) override;
+
+ private:
+  Result<LeaseManager*> Leases() const;
+
+  std::shared_ptr<NodeServiceTarget> target_;
+};
+
+}  // namespace airt::node
