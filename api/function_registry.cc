@@ -30,6 +30,17 @@ bool FunctionRegistry::Register(std::string name, Invoker invoker) {
   return true;
 }
 
+void FunctionRegistry::RememberAddress(const void* address, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  names_by_address_.emplace(address, name);
+}
+
+std::string FunctionRegistry::NameOf(const void* address) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = names_by_address_.find(address);
+  return it == names_by_address_.end() ? std::string() : it->second;
+}
+
 void FunctionRegistry::RecordProblem(std::string problem) {
   std::lock_guard<std::mutex> lock(mu_);
   problems_.push_back(std::move(problem));

@@ -1,5 +1,6 @@
-// airt's C++ API, shaped like Ray's (ray/api.h). For now: remote functions and their
-// serialization (airt/remote.h); task submission, objects and actors come with the core worker.
+// airt's C++ API, shaped like Ray's (ray/api.h): remote functions (airt/remote.h), and tasks,
+// objects and errors from a driver (airt/driver.h). Actors come next.
 #pragma once
 
+#include "airt/driver.h"  // IWYU pragma: export
 #include "airt/remote.h"  // IWYU pragma: export

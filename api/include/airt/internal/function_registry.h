@@ -53,6 +53,12 @@ class FunctionRegistry {
   // Records a registration that could not be made (static initialization cannot return errors).
   void RecordProblem(std::string problem);
 
+  // Remembers that the function at `address` is registered as `name`, so a driver can name the
+  // function it submits from its pointer (Task(f)).
+  void RememberAddress(const void* address, const std::string& name);
+  // The name the function at `address` was registered under, or "" when it was not.
+  std::string NameOf(const void* address) const;
+
   // The invoker registered as `name`, or null.
   const Invoker* Find(std::string_view name) const;
   // Every registered name, sorted.
@@ -64,6 +70,7 @@ class FunctionRegistry {
   mutable std::mutex mu_;
   std::map<std::string, Invoker, std::less<>> invokers_;  // guarded by mu_
   std::vector<std::string> problems_;                     // guarded by mu_
+  std::map<const void*, std::string> names_by_address_;   // guarded by mu_
 };
 
 // The names in an AIRT_REMOTE list as written ("f, ns::g, AIRT_FUNC(h, int)" -> f, ns::g, h):

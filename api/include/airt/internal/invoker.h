@@ -97,7 +97,9 @@ bool RegisterRemoteFunctions(FunctionRegistry& registry, const char* list, Fns..
   }
   size_t i = 0;
   bool all = true;
-  ((all = registry.Register(names[i], MakeInvoker(names[i], fns)) && all, ++i), ...);
+  ((all = registry.Register(names[i], MakeInvoker(names[i], fns)) && all,
+    registry.RememberAddress(reinterpret_cast<const void*>(fns), names[i]), ++i),
+   ...);
   return all;
 }
 

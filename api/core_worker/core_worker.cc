@@ -1,0 +1,447 @@
+#include "api/core_worker/core_worker.h"
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "common/logging.h"
+#include "common/proto/cluster.capnp.h"
+#include "common/proto/node.capnp.h"
+#include "common/rpc_status.h"
+#include "objectstore/object_store.h"
+#include "objectstore/transfer.h"
+
+namespace airt::core {
+namespace {
+
+constexpr int kMaxSpillbacks = 8;
+
+kj::Exception Fail(const Status& s) { return ToKjException(s); }
+
+std::string ToString(capnp::Data::Reader d) {
+  return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
+}
+capnp::Data::Reader AsData(const std::string& s) {
+  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(s.data()), s.size());
+}
+
+// A connection to one peer, reused for every call to it. `cap` queues calls until connected.
+struct Peer {
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyClient> rpc;
+  capnp::Capability::Client cap = nullptr;
+};
+
+class LogTaskErrors : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&& e) override {
+    AIRT_LOG(WARNING) << "core worker background task failed: " << e.getDescription().cStr();
+  }
+};
+
+// A task on its way: what to run, where its arguments stand, how often it was tried.
+struct PendingTask {
+  TaskId id;
+  std::string function;
+  std::vector<TaskArgument> args;
+  std::vector<ObjectEntry> resolved;  // by argument index, for reference arguments
+  TaskOptions options;
+  std::vector<ObjectId> returns;
+  uint32_t attempts = 0;
+};
+
+struct LeaseOutcome {
+  std::string node;  // the node that granted it
+  uint64_t lease_id = 0;
+  std::string worker;  // host:port
+  std::string infeasible;  // non-empty: no node can ever hold the shape
+};
+
+}  // namespace
+
+class CoreWorker::Impl {
+ public:
+  explicit Impl(CoreWorkerOptions options) : options_(std::move(options)) {}
+  ~Impl() { Stop(); }
+
+  Status Start();
+  void Stop();
+  std::vector<ObjectId> Submit(const std::string& function, std::vector<TaskArgument> args,
+                               const TaskOptions& options);
+  Result<ObjectId> Put(std::string bytes);
+  Result<std::vector<GotObject>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);
+  std::vector<bool> Ready(std::span<const ObjectId> ids) const { return memory_.Ready(ids); }
+  const JobId& job_id() const { return job_id_; }
+
+ private:
+  // State confined to the loop thread.
+  struct Loop {
+    Loop(kj::AsyncIoContext& io, kj::TaskSet::ErrorHandler& errors) : io(io), tasks(errors) {}
+    kj::AsyncIoContext& io;
+    kj::TaskSet tasks;
+    std::map<std::string, kj::Own<Peer>> peers;
+    std::vector<kj::Own<Peer>> retired;  // kept until the loop ends: callbacks may point at them
+    proto::Head::Client head = nullptr;
+  };
+
+  template <typename Fn>
+  auto OnLoop(Fn&& fn) {
+    return executor_->executeSync(std::forward<Fn>(fn));
+  }
+
+  // Loop thread.
+  capnp::Capability::Client Connect(const std::string& address);
+  void Forget(const std::string& address);
+  kj::Promise<void> Run(PendingTask* task);
+  kj::Promise<void> Attempt(PendingTask* task);
+  kj::Promise<LeaseOutcome> RequestLease(const std::string& node, const PendingTask& task,
+                                         int hops);
+  void ReturnLease(const std::string& node, uint64_t lease_id, bool disconnect);
+  void FailTask(const PendingTask& task, ObjectErrorKind kind, std::string message);
+
+  CoreWorkerOptions options_;
+  MemoryStore memory_;
+  std::thread thread_;
+  kj::Own<const kj::Executor> executor_;
+  kj::Own<kj::PromiseFulfiller<void>> stop_;  // loop thread
+  Loop* loop_ = nullptr;                      // loop thread
+  JobId job_id_;
+  TaskId driver_task_;
+  std::string node_address_, transfer_address_, store_socket_;
+  std::unique_ptr<objectstore::StoreClient> store_;
+  std::atomic<uint32_t> put_index_{0};
+};
+
+Status CoreWorker::Impl::Start() {
+  std::promise<void> ready;
+  thread_ = std::thread([this, &ready] {
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    LogTaskErrors errors;
+    Loop loop(io, errors);
+    loop_ = &loop;
+    executor_ = kj::getCurrentThreadExecutor().addRef();
+    auto stop = kj::newPromiseAndFulfiller<void>();
+    stop_ = kj::mv(stop.fulfiller);
+    ready.set_value();
+    stop.promise.wait(io.waitScope);
+    loop_ = nullptr;
+  });
+  ready.get_future().wait();
+
+  Status joined = CatchKj([&] {
+    OnLoop([&]() -> kj::Promise<void> {
+      loop_->head = Connect(options_.head_address).castAs<proto::Head>();
+      auto job = loop_->head.registerJobRequest();
+      job.setDriverPid(::getpid());
+      return job.send()
+          .then([this](auto reply) {
+            std::string id = ToString(reply.getJobId());
+            if (id.size() != JobId::kSize) throw Fail(Internal("the head gave a malformed job id"));
+            job_id_ = JobId::FromRaw(reinterpret_cast<const uint8_t*>(id.data()));
+            return loop_->head.clusterViewRequest().send();
+          })
+          .then([this](auto view) {
+            for (auto node : view.getNodes()) {
+              auto info = node.getInfo();
+              if (!node.getAlive() || options_.node_address != info.getAddress().cStr()) continue;
+              std::string host = info.getAddress().cStr();
+              node_address_ = host + ":" + std::to_string(info.getNodePort());
+              transfer_address_ = host + ":" + std::to_string(info.getTransferPort());
+              store_socket_ = info.getStoreSocket().cStr();
+              return;
+            }
+            throw Fail(NotFound("no alive node at " + options_.node_address +
+                                " in the cluster of the head at " + options_.head_address));
+          });
+    });
+  });
+  if (!joined.ok()) return joined.WithContext("joining the cluster at " + options_.head_address);
+  driver_task_ = TaskId::ForDriver(job_id_);
+  AIRT_ASSIGN_OR_RETURN(store_, objectstore::StoreClient::Connect(store_socket_));
+  return Status::Ok();
+}
+
+void CoreWorker::Impl::Stop() {
+  if (!thread_.joinable()) return;
+  Status finished = CatchKj([&] {
+    OnLoop([&]() -> kj::Promise<void> {
+      if (job_id_.IsNil()) return kj::READY_NOW;  // never joined
+      auto request = loop_->head.finishJobRequest();
+      request.setJobId(AsData(job_id_.Binary()));
+      return loop_->io.provider->getTimer().timeoutAfter(2 * kj::SECONDS,
+                                                         request.send().ignoreResult());
+    });
+  });
+  if (!finished.ok()) AIRT_LOG(WARNING) << "finishing job " << job_id_.Hex() << ": " << finished.ToString();
+  store_.reset();
+  OnLoop([&] { stop_->fulfill(); });
+  thread_.join();
+}
+
+capnp::Capability::Client CoreWorker::Impl::Connect(const std::string& address) {
+  if (auto it = loop_->peers.find(address); it != loop_->peers.end()) return it->second->cap;
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    return capnp::Capability::Client(Fail(InvalidArgument("'" + address + "' is not host:port")));
+  }
+  auto peer = kj::heap<Peer>();
+  Peer* raw = peer.get();
+  raw->cap = capnp::Capability::Client(
+      loop_->io.provider->getNetwork()
+          .parseAddress(kj::StringPtr(address.substr(0, colon).c_str()),
+                        static_cast<uint>(std::stoul(address.substr(colon + 1))))
+          .then([](kj::Own<kj::NetworkAddress> a) { return a->connect(); })
+          .then([raw](kj::Own<kj::AsyncIoStream> stream) {
+            raw->stream = kj::mv(stream);
+            raw->rpc = kj::heap<capnp::TwoPartyClient>(*raw->stream);
+            return raw->rpc->bootstrap();
+          }));
+  loop_->peers.emplace(address, kj::mv(peer));
+  return raw->cap;
+}
+
+void CoreWorker::Impl::Forget(const std::string& address) {
+  if (auto it = loop_->peers.find(address); it != loop_->peers.end()) {
+    loop_->retired.push_back(kj::mv(it->second));
+    loop_->peers.erase(it);
+  }
+}
+
+std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,
+                                               std::vector<TaskArgument> args,
+                                               const TaskOptions& options) {
+  auto task = kj::heap<PendingTask>();
+  task->id = TaskId::Of(ActorId::NilFor(job_id_));
+  task->function = function;
+  task->args = std::move(args);
+  task->resolved.resize(task->args.size());
+  task->options = options;
+  for (uint32_t i = 0; i < std::max<uint32_t>(options.num_returns, 1); ++i) {
+    task->returns.push_back(ObjectId::ForReturn(task->id, i + 1));
+  }
+  std::vector<ObjectId> returns = task->returns;
+  OnLoop([&] {
+    PendingTask* raw = task.get();
+    loop_->tasks.add(Run(raw).attach(kj::mv(task)));
+  });
+  return returns;
+}
+
+kj::Promise<void> CoreWorker::Impl::Run(PendingTask* task) {
+  // Every object argument must exist before the task is pushed (its value or its location).
+  auto waits = kj::heapArrayBuilder<kj::Promise<void>>(task->args.size());
+  for (size_t i = 0; i < task->args.size(); ++i) {
+    if (!task->args[i].ref) {
+      waits.add(kj::READY_NOW);
+      continue;
+    }
+    waits.add(memory_.WhenReady(*task->args[i].ref).then([task, i](ObjectEntry entry) {
+      task->resolved[i] = std::move(entry);
+    }));
+  }
+  return kj::joinPromises(waits.finish()).then([this, task]() -> kj::Promise<void> {
+    for (size_t i = 0; i < task->args.size(); ++i) {
+      if (task->args[i].ref && task->resolved[i].error) {
+        const ObjectError& dep = *task->resolved[i].error;
+        FailTask(*task, dep.kind, "argument " + std::to_string(i) + " failed: " + dep.message);
+        return kj::READY_NOW;
+      }
+    }
+    return Attempt(task);
+  });
+}
+
+kj::Promise<void> CoreWorker::Impl::Attempt(PendingTask* task) {
+  return RequestLease(node_address_, *task, 0)
+      .then(
+          [this, task](LeaseOutcome lease) -> kj::Promise<void> {
+            if (!lease.infeasible.empty()) {
+              FailTask(*task, ObjectErrorKind::kInfeasible, lease.infeasible);
+              return kj::READY_NOW;
+            }
+            auto worker = Connect(lease.worker).castAs<proto::Worker>();
+            auto push = worker.pushTaskRequest();
+            auto spec = push.initTask();
+            spec.setTaskId(AsData(task->id.Binary()));
+            spec.setJobId(AsData(job_id_.Binary()));
+            spec.setFunctionName(task->function);
+            spec.setNumReturns(static_cast<uint32_t>(task->returns.size()));
+            spec.setName(task->options.name);
+            auto args = spec.initArgs(static_cast<uint>(task->args.size()));
+            for (size_t i = 0; i < task->args.size(); ++i) {
+              const ObjectEntry& dep = task->resolved[i];
+              if (!task->args[i].ref) {
+                args[i].setInline(AsData(task->args[i].value));
+              } else if (dep.value) {
+                args[i].setInline(AsData(*dep.value));
+              } else {
+                auto where = args[i].initObject();
+                where.setObjectId(AsData(dep.location->id.Binary()));
+                where.setTransferAddress(dep.location->transfer_address);
+                where.setSize(dep.location->size);
+              }
+            }
+            return push.send().then(
+                [this, task, lease](auto reply) -> kj::Promise<void> {
+                  ReturnLease(lease.node, lease.lease_id, false);
+                  if (reply.getFailed()) {
+                    auto error = reply.getError();
+                    ObjectErrorKind kind =
+                        error.getKind() == proto::TaskError::Kind::FUNCTION_NOT_FOUND
+                            ? ObjectErrorKind::kFunctionNotFound
+                            : ObjectErrorKind::kTaskError;
+                    FailTask(*task, kind, error.getMessage().cStr());
+                    return kj::READY_NOW;
+                  }
+                  auto returns = reply.getReturns();
+                  if (returns.size() != task->returns.size()) {
+                    FailTask(*task, ObjectErrorKind::kTaskError,
+                             "the worker answered " + std::to_string(returns.size()) +
+                                 " returns, expected " + std::to_string(task->returns.size()));
+                    return kj::READY_NOW;
+                  }
+                  for (uint i = 0; i < returns.size(); ++i) {
+                    ObjectEntry entry;
+                    if (returns[i].isInline()) {
+                      entry.value = std::make_shared<const std::string>(ToString(returns[i].getInline()));
+                    } else {
+                      auto where = returns[i].getObject();
+                      entry.location = ObjectLocation{task->returns[i],
+                                                      where.getTransferAddress().cStr(),
+                                                      where.getSize()};
+                    }
+                    memory_.Put(task->returns[i], std::move(entry));
+                  }
+                  return kj::READY_NOW;
+                },
+                [this, task, lease](kj::Exception&& e) -> kj::Promise<void> {
+                  // The worker died or its connection broke: retry on a new lease.
+                  ReturnLease(lease.node, lease.lease_id, true);
+                  Forget(lease.worker);
+                  if (++task->attempts <= task->options.max_retries) return Attempt(task);
+                  FailTask(*task, ObjectErrorKind::kWorkerCrashed,
+                           "the worker running " + task->function + " died " +
+                               std::to_string(task->attempts) + " times: " +
+                               FromKjException(e).message());
+                  return kj::READY_NOW;
+                });
+          },
+          [this, task](kj::Exception&& e) {
+            FailTask(*task, ObjectErrorKind::kUnavailable,
+                     "no worker lease for " + task->function + ": " +
+                         FromKjException(e).ToString());
+          });
+}
+
+kj::Promise<LeaseOutcome> CoreWorker::Impl::RequestLease(const std::string& node,
+                                                         const PendingTask& task, int hops) {
+  auto request = Connect(node).castAs<proto::Node>().requestWorkerLeaseRequest();
+  auto shape = request.initShape();
+  auto resources = shape.initResources(static_cast<uint>(task.options.resources.size()));
+  uint i = 0;
+  for (const auto& [name, amount] : task.options.resources) {
+    resources[i].setName(name);
+    resources[i++].setAmount(amount);
+  }
+  shape.setAcceleratorType(task.options.accelerator_type);
+  request.setJobId(AsData(job_id_.Binary()));
+  request.setLanguage(proto::Language::CPP);
+  const PendingTask* task_ptr = &task;
+  return request.send().then([this, node, task_ptr, hops](auto response) -> kj::Promise<LeaseOutcome> {
+    auto reply = response.getReply();
+    switch (reply.which()) {
+      case proto::LeaseReply::GRANTED: {
+        auto grant = reply.getGranted();
+        auto worker = grant.getWorker();
+        return LeaseOutcome{node, grant.getLeaseId(),
+                            std::string(worker.getHost().cStr()) + ":" +
+                                std::to_string(worker.getPort()),
+                            ""};
+      }
+      case proto::LeaseReply::SPILLBACK: {
+        if (hops >= kMaxSpillbacks) {
+          throw Fail(Unavailable("the lease was spilled back " + std::to_string(hops) +
+                                 " times without a grant"));
+        }
+        return RequestLease(reply.getSpillback().cStr(), *task_ptr, hops + 1);
+      }
+      case proto::LeaseReply::INFEASIBLE:
+        return LeaseOutcome{node, 0, "", reply.getInfeasible().cStr()};
+    }
+    throw Fail(Internal("a lease reply of unknown kind from " + node));
+  });
+}
+
+void CoreWorker::Impl::ReturnLease(const std::string& node, uint64_t lease_id, bool disconnect) {
+  auto request = Connect(node).castAs<proto::Node>().returnWorkerLeaseRequest();
+  request.setLeaseId(lease_id);
+  request.setDisconnectWorker(disconnect);
+  loop_->tasks.add(request.send().ignoreResult());
+}
+
+void CoreWorker::Impl::FailTask(const PendingTask& task, ObjectErrorKind kind, std::string message) {
+  for (const ObjectId& id : task.returns) {
+    memory_.Put(id, ObjectEntry{nullptr, std::nullopt, ObjectError{kind, task.function, message}});
+  }
+}
+
+Result<ObjectId> CoreWorker::Impl::Put(std::string bytes) {
+  ObjectId id = ObjectId::ForPut(driver_task_, ++put_index_);
+  ObjectEntry entry;
+  if (bytes.size() <= options_.inline_threshold) {
+    entry.value = std::make_shared<const std::string>(std::move(bytes));
+  } else {
+    AIRT_RETURN_IF_ERROR(store_->Put(
+        id, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
+    entry.location = ObjectLocation{id, transfer_address_, bytes.size()};
+  }
+  OnLoop([&] { memory_.Put(id, std::move(entry)); });
+  return id;
+}
+
+Result<std::vector<GotObject>> CoreWorker::Impl::Get(std::span<const ObjectId> ids,
+                                                     int64_t timeout_ms) {
+  AIRT_ASSIGN_OR_RETURN(std::vector<ObjectEntry> entries, memory_.Wait(ids, timeout_ms));
+  std::vector<GotObject> out(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    out[i].error = entries[i].error;
+    out[i].value = entries[i].value;
+    if (!entries[i].location) continue;
+    const ObjectLocation& where = *entries[i].location;
+    if (!store_->Contains(where.id)) {
+      AIRT_RETURN_IF_ERROR(objectstore::ObjectPuller(store_.get())
+                               .Pull(where.transfer_address, where.id, timeout_ms));
+    }
+    AIRT_ASSIGN_OR_RETURN(objectstore::ObjectPin pin, store_->Get(where.id, timeout_ms));
+    out[i].value = std::make_shared<const std::string>(
+        reinterpret_cast<const char*>(pin.data().data()), pin.data().size());
+  }
+  return out;
+}
+
+Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(CoreWorkerOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  AIRT_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<CoreWorker>(new CoreWorker(std::move(impl)));
+}
+
+CoreWorker::CoreWorker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CoreWorker::~CoreWorker() = default;
+
+std::vector<ObjectId> CoreWorker::SubmitTask(const std::string& function,
+                                             std::vector<TaskArgument> args,
+                                             const TaskOptions& options) {
+  return impl_->Submit(function, std::move(args), options);
+}
+Result<ObjectId> CoreWorker::Put(std::string bytes) { return impl_->Put(std::move(bytes)); }
+Result<std::vector<GotObject>> CoreWorker::Get(std::span<const ObjectId> ids, int64_t timeout_ms) {
+  return impl_->Get(ids, timeout_ms);
+}
+std::vector<bool> CoreWorker::Ready(std::span<const ObjectId> ids) const { return impl_->Ready(ids); }
+const JobId& CoreWorker::job_id() const { return impl_->job_id(); }
+
+}  // namespace airt::core

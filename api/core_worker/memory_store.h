@@ -1,0 +1,77 @@
+// What the owner knows of each object it owns: its value (small objects travel inline), where it
+// lies (large objects live in a node's store), or why it will never exist. Written on the core
+// worker's loop thread; read from any thread (Wait) and from the loop (WhenReady).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <kj/async.h>
+
+#include "common/ids.h"
+#include "common/status.h"
+
+namespace airt::core {
+
+struct ObjectLocation {
+  ObjectId id;
+  std::string transfer_address;  // host:port of the node holding it
+  uint64_t size = 0;
+};
+
+enum class ObjectErrorKind {
+  kTaskError,        // the task raised (message carries the remote error)
+  kFunctionNotFound, // the worker has no such function
+  kWorkerCrashed,    // the worker died more times than the task may be retried
+  kInfeasible,       // no node can ever hold the task's resource shape
+  kUnavailable,      // a node or the head could not be reached
+};
+
+struct ObjectError {
+  ObjectErrorKind kind;
+  std::string function_name;
+  std::string message;
+};
+
+// One of value, location or error.
+struct ObjectEntry {
+  std::shared_ptr<const std::string> value;
+  std::optional<ObjectLocation> location;
+  std::optional<ObjectError> error;
+};
+
+class MemoryStore {
+ public:
+  // Loop thread only: records an object's entry and wakes its waiters. A second record for the
+  // same id is ignored (the first answer stands).
+  void Put(const ObjectId& id, ObjectEntry entry);
+
+  // Any thread: the entries of `ids` once all exist, or kDeadlineExceeded naming the first
+  // missing id after timeout_ms (< 0: never).
+  Result<std::vector<ObjectEntry>> Wait(std::span<const ObjectId> ids, int64_t timeout_ms);
+  // Any thread: the ids among `ids` whose entries exist now.
+  std::vector<bool> Ready(std::span<const ObjectId> ids) const;
+
+  // Loop thread only: resolves when `id` has an entry.
+  kj::Promise<ObjectEntry> WhenReady(const ObjectId& id);
+
+  // Forgets `id` (its last reference is gone). Loop thread only.
+  void Erase(const ObjectId& id);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::unordered_map<ObjectId, ObjectEntry> entries_;  // guarded by mu_
+  // Loop-thread waiters (not guarded: confined to the loop thread).
+  std::unordered_multimap<ObjectId, kj::Own<kj::PromiseFulfiller<ObjectEntry>>> waiters_;
+};
+
+}  // namespace airt::core

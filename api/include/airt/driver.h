@@ -1,0 +1,185 @@
+// Submitting tasks and moving objects from a driver, shaped like Ray's C++ API:
+//
+//   airt::Init();                                   // AIRT_ADDRESS, or Config::address
+//   auto sum = airt::Task(Add).Remote(2, 3);        // an ObjectRef<int>
+//   auto twice = airt::Task(Add).Remote(sum, sum);  // refs as arguments: resolved first
+//   int five = *airt::Get(sum);
+//   airt::Shutdown();
+//
+// Functions must be registered with AIRT_REMOTE in code both the driver and the workers load.
+// Errors of a task surface at Get as exceptions (below). Thread-safe after Init.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "airt/internal/function_registry.h"
+#include "airt/internal/serialization.h"
+
+namespace airt {
+
+struct Config {
+  std::string address;                     // the head, host:port; empty: AIRT_ADDRESS
+  std::string node_address = "127.0.0.1";  // this machine's node
+};
+
+// Connects this process to the cluster as a driver (one job). Throws UnavailableError when the
+// head or the node cannot be reached, and when no address is given (starting a local cluster from
+// Init is not built yet: run `airt start --head` first).
+void Init(const Config& config = {});
+bool IsInitialized();
+// Finishes the job and disconnects. Refs obtained before must not be used after.
+void Shutdown();
+
+// The base of every airt error (Ray: ray::internal::RayException).
+class Exception : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// The task raised; what() carries the function's name and the remote message.
+class TaskError : public Exception {
+ public:
+  using Exception::Exception;
+};
+// The task's worker process died more often than the task may be retried.
+class WorkerCrashedError : public Exception {
+ public:
+  using Exception::Exception;
+};
+// No node can ever hold the task's resource request; what() names it and the nodes' totals.
+class InfeasibleError : public Exception {
+ public:
+  using Exception::Exception;
+};
+// A Get's timeout passed.
+class TimeoutError : public Exception {
+ public:
+  using Exception::Exception;
+};
+// The head, a node or a worker could not be reached, or the API was used before Init.
+class UnavailableError : public Exception {
+ public:
+  using Exception::Exception;
+};
+
+// A reference to an object owned by this driver: a task's return or a Put.
+template <typename T>
+class ObjectRef {
+ public:
+  ObjectRef() = default;
+  explicit ObjectRef(std::string id) : id_(std::move(id)) {}
+  const std::string& ID() const { return id_; }  // 28 bytes
+
+ private:
+  std::string id_;
+};
+
+namespace internal {
+
+struct Argument {
+  std::string value;  // msgpack bytes, when not a reference
+  std::string ref;    // an object id, when a reference
+};
+struct TaskSettings {
+  std::map<std::string, double> resources = {{"CPU", 1}};
+  std::string name;
+  int max_retries = 3;
+};
+
+std::vector<std::string> SubmitTask(const std::string& function, std::vector<Argument> args,
+                                    const TaskSettings& settings);
+std::string PutBytes(std::string bytes);
+// Throws the exception matching a task's error, TimeoutError, or UnavailableError.
+std::vector<std::string> GetBytes(const std::vector<std::string>& ids, int64_t timeout_ms);
+
+template <typename P, typename A>
+Argument MakeArgument(A&& arg) {
+  using Given = std::remove_cvref_t<A>;
+  if constexpr (requires { typename Given::ObjectRefTag; } ||
+                std::is_same_v<Given, ObjectRef<std::remove_cvref_t<P>>>) {
+    return Argument{"", arg.ID()};
+  } else {
+    return Argument{Serialize<std::remove_cvref_t<P>>(std::forward<A>(arg)), ""};
+  }
+}
+
+}  // namespace internal
+
+// Builds and submits a call of a registered function.
+template <typename R, typename... P>
+class TaskCaller {
+ public:
+  explicit TaskCaller(R (*fn)(P...)) : fn_(fn) {}
+
+  TaskCaller& SetName(std::string name) {
+    settings_.name = std::move(name);
+    return *this;
+  }
+  TaskCaller& SetResource(const std::string& name, double amount) {
+    settings_.resources[name] = amount;
+    return *this;
+  }
+  TaskCaller& SetResources(const std::map<std::string, double>& resources) {
+    for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
+    return *this;
+  }
+  TaskCaller& SetMaxRetries(int max_retries) {
+    settings_.max_retries = max_retries;
+    return *this;
+  }
+
+  // Each argument is a value of the parameter's type or an ObjectRef to one.
+  template <typename... A>
+  ObjectRef<R> Remote(A&&... args) {
+    static_assert(sizeof...(A) == sizeof...(P), "Remote takes one argument per parameter");
+    std::string name =
+        internal::FunctionRegistry::Global().NameOf(reinterpret_cast<const void*>(fn_));
+    if (name.empty()) {
+      throw Exception("this function is not registered: add it to an AIRT_REMOTE(...) list");
+    }
+    std::vector<internal::Argument> arguments = {
+        internal::MakeArgument<P>(std::forward<A>(args))...};
+    return ObjectRef<R>(internal::SubmitTask(name, std::move(arguments), settings_).at(0));
+  }
+
+ private:
+  R (*fn_)(P...);
+  internal::TaskSettings settings_;
+};
+
+template <typename R, typename... P>
+TaskCaller<R, P...> Task(R (*fn)(P...)) {
+  return TaskCaller<R, P...>(fn);
+}
+
+template <typename T>
+ObjectRef<T> Put(const T& value) {
+  return ObjectRef<T>(internal::PutBytes(internal::Serialize<T>(value)));
+}
+
+// The value of `ref` (waiting for it), as Ray's C++ API returns it.
+template <typename T>
+std::shared_ptr<T> Get(const ObjectRef<T>& ref, int64_t timeout_ms = -1) {
+  std::string bytes = internal::GetBytes({ref.ID()}, timeout_ms).at(0);
+  return std::make_shared<T>(internal::Deserialize<T>(bytes));
+}
+
+template <typename T>
+std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& refs,
+                                    int64_t timeout_ms = -1) {
+  std::vector<std::string> ids;
+  for (const auto& r : refs) ids.push_back(r.ID());
+  std::vector<std::shared_ptr<T>> out;
+  for (const std::string& bytes : internal::GetBytes(ids, timeout_ms)) {
+    out.push_back(std::make_shared<T>(internal::Deserialize<T>(bytes)));
+  }
+  return out;
+}
+
+}  // namespace airt

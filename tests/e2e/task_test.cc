@@ -1,0 +1,154 @@
+// Tasks end to end: a real airt-head, an airt-node that starts real airt-worker processes, and
+// this test as the driver (airt::Init, Task(f).Remote, Put, Get).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "airt/api.h"
+#include "tests/testing/test_support.h"
+
+int Add(int a, int b);
+std::string Greet(std::string name);
+std::vector<uint8_t> Bytes(int n, int seed);
+int64_t SumBytes(std::vector<uint8_t> bytes);
+int Fail(int code);
+std::string VisibleDevices();
+
+namespace airt {
+namespace {
+
+using airt::testing::ChildProcess;
+using airt::testing::ReadFile;
+using airt::testing::TempDir;
+using airt::testing::WaitUntil;
+using namespace std::chrono_literals;
+
+// The rest of the first line in `log` that starts with `prefix`, waiting up to 30 s.
+std::string WaitForLine(const std::string& log, const std::string& prefix) {
+  std::string found;
+  WaitUntil(
+      [&] {
+        std::string text = ReadFile(log);
+        for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos;
+             start = nl + 1) {
+          if (text.compare(start, prefix.size(), prefix) == 0) {
+            found = text.substr(start + prefix.size(), nl - start - prefix.size());
+            return true;
+          }
+        }
+        return false;
+      },
+      30s);
+  return found;
+}
+
+class Tasks : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    head_ = new ChildProcess({AIRT_HEAD_BIN, "--port=0"}, dir_->File("head.log"));
+    std::string address = WaitForLine(dir_->File("head.log"), "head ready ");
+    ASSERT_FALSE(address.empty()) << ReadFile(dir_->File("head.log"));
+    std::string functions = std::filesystem::path(AIRT_TASK_FUNCTIONS).parent_path().string();
+    node_ = new ChildProcess(
+        {AIRT_NODE_BIN, "--head-address=" + address, "--num-cpus=2", "--num-gpus=4",
+         "--object-store-memory=128M", "--temp-dir=" + dir_->path(),
+         "--worker-binary=" + std::string(AIRT_WORKER_BIN), "--infeasible-grace-ms=300",
+         "--worker-code-search-path=" + std::string(AIRT_TASK_FUNCTIONS)},
+        dir_->File("node.log"));
+    ASSERT_FALSE(WaitForLine(dir_->File("node.log"), "node ready ").empty())
+        << ReadFile(dir_->File("node.log"));
+    Config config;
+    config.address = address;
+    Init(config);
+  }
+  static void TearDownTestSuite() {
+    Shutdown();
+    delete node_;  // killed by pid
+    delete head_;
+    delete dir_;
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      std::cerr << "---- node log ----\n" << ReadFile(dir_->File("node.log"));
+    }
+  }
+
+  static TempDir* dir_;
+  static ChildProcess* head_;
+  static ChildProcess* node_;
+};
+
+TempDir* Tasks::dir_ = nullptr;
+ChildProcess* Tasks::head_ = nullptr;
+ChildProcess* Tasks::node_ = nullptr;
+
+TEST_F(Tasks, RemoteCallReturnsItsValue) {
+  ObjectRef<int> sum = Task(Add).Remote(2, 3);
+  EXPECT_EQ(*Get(sum), 5);
+  EXPECT_EQ(*Get(Task(Greet).Remote(std::string("airt"))), "hello airt");
+}
+
+TEST_F(Tasks, RefsPassedAsArgumentsAreResolvedFirst) {
+  ObjectRef<int> a = Task(Add).Remote(1, 2);
+  ObjectRef<int> b = Task(Add).Remote(a, a);
+  EXPECT_EQ(*Get(b), 6);
+  ObjectRef<int> chain = Task(Add).Remote(0, 1);
+  for (int i = 0; i < 50; ++i) chain = Task(Add).Remote(chain, 1);
+  EXPECT_EQ(*Get(chain), 51);
+}
+
+TEST_F(Tasks, PutValuesServeAsArguments) {
+  ObjectRef<int> ten = Put(10);
+  EXPECT_EQ(*Get(ten), 10);
+  EXPECT_EQ(*Get(Task(Add).Remote(ten, 5)), 15);
+}
+
+TEST_F(Tasks, LargeValuesTravelThroughTheObjectStore) {
+  ObjectRef<std::vector<uint8_t>> big = Task(Bytes).Remote(1 << 20, 3);  // over the inline limit
+  std::shared_ptr<std::vector<uint8_t>> bytes = Get(big);
+  ASSERT_EQ(bytes->size(), 1u << 20);
+  EXPECT_EQ((*bytes)[12345], static_cast<uint8_t>(12345 * 7 + 3));
+  int64_t expect = 0;
+  for (uint8_t b : *bytes) expect += b;
+  EXPECT_EQ(*Get(Task(SumBytes).Remote(big)), expect);  // a store object as an argument
+  ObjectRef<std::vector<uint8_t>> put = Put(*bytes);
+  EXPECT_EQ(*Get(Task(SumBytes).Remote(put)), expect);
+}
+
+TEST_F(Tasks, ExceptionInTaskReachesGetAsTaskError) {
+  ObjectRef<int> failed = Task(Fail).Remote(7);
+  try {
+    Get(failed);
+    FAIL() << "Get should throw";
+  } catch (const TaskError& e) {
+    EXPECT_NE(std::string(e.what()).find("failed on purpose with 7"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Fail"), std::string::npos) << e.what();
+  }
+  // An argument that failed fails the task that takes it.
+  EXPECT_THROW(Get(Task(Add).Remote(failed, 1)), TaskError);
+}
+
+TEST_F(Tasks, InfeasibleRequestFailsNamingTheShape) {
+  try {
+    Get(Task(Add).SetResource("GPU", 8).Remote(1, 2), 30000);
+    FAIL() << "Get should throw";
+  } catch (const InfeasibleError& e) {
+    EXPECT_NE(std::string(e.what()).find("GPU: 8"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Tasks, WorkerSeesTheGpuIdsItWasGranted) {
+  std::string devices = *Get(Task(VisibleDevices).SetResource("GPU", 2).Remote());
+  EXPECT_EQ(devices.size(), 3u) << devices;  // two ids, e.g. "0,1"
+  std::string none = *Get(Task(VisibleDevices).Remote());
+  EXPECT_TRUE(none.empty() || none == "<unset>") << none;  // no GPU: nothing visible
+}
+
+TEST_F(Tasks, GetTimesOutOnAnObjectThatNeverComes) {
+  ObjectRef<int> never(std::string(28, '\x42'));
+  EXPECT_THROW(Get(never, 50), TimeoutError);
+}
+
+}  // namespace
+}  // namespace airt
