@@ -5,6 +5,7 @@
 //   airt stop                                    stops what `airt start` started here
 // Node flags: --num-cpus N --num-gpus N --memory BYTES --resources '{"name": n}'
 //             --labels '{"accelerator_type": "A10"}' --object-store-memory BYTES
+//             --code-search-path DIRS (where workers load AIRT_REMOTE code from)
 // Common: --temp-dir DIR (default /tmp/airt), --node-address ADDR (default 127.0.0.1).
 #include <cmath>
 #include <cstdio>
@@ -38,7 +39,7 @@ std::string FindDaemon(const std::string& name, const std::string& build_subdir)
 }
 
 struct NodeFlags {
-  std::string num_cpus, num_gpus, memory, resources, labels, object_store_memory;
+  std::string num_cpus, num_gpus, memory, resources, labels, object_store_memory, code_search_path;
   std::string node_address = "127.0.0.1";
 
   void Register(FlagSet* flags) {
@@ -48,6 +49,8 @@ struct NodeFlags {
     flags->AddString("resources", &resources, "custom resources as JSON, e.g. '{\"TPU\": 2}'");
     flags->AddString("labels", &labels, "labels as JSON, e.g. '{\"accelerator_type\": \"A10\"}'");
     flags->AddString("object-store-memory", &object_store_memory, "the node's object store size");
+    flags->AddString("code-search-path", &code_search_path,
+                     "folders (or .so files) with AIRT_REMOTE code, ':'-separated, for workers");
     flags->AddString("node-address", &node_address,
                      "address this node's services bind and announce");
   }
@@ -62,6 +65,7 @@ struct NodeFlags {
     add("resources", resources);
     add("labels", labels);
     add("object-store-memory", object_store_memory);
+    add("worker-code-search-path", code_search_path);
     add("node-address", node_address);
     return args;
   }
