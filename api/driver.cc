@@ -31,14 +31,10 @@ ObjectId IdOf(const std::string& binary) {
   std::string what = e.function_name + ": " + e.message;
   switch (e.kind) {
     case core::ObjectErrorKind::kTaskError:
-    case core::ObjectErrorKind::kFunctionNotFound:
-      throw TaskError(what);
-    case core::ObjectErrorKind::kWorkerCrashed:
-      throw WorkerCrashedError(what);
-    case core::ObjectErrorKind::kInfeasible:
-      throw InfeasibleError(what);
-    case core::ObjectErrorKind::kUnavailable:
-      throw UnavailableError(what);
+    case core::ObjectErrorKind::kFunctionNotFound: throw TaskError(what);
+    case core::ObjectErrorKind::kWorkerCrashed: throw WorkerCrashedError(what);
+    case core::ObjectErrorKind::kInfeasible: throw InfeasibleError(what);
+    case core::ObjectErrorKind::kUnavailable: throw UnavailableError(what);
   }
   throw Exception(what);
 }
@@ -62,6 +58,16 @@ void Init(const Config& config) {
   Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(options);
   if (!core.ok()) throw UnavailableError(core.status().ToString());
   g_core = std::move(*core);
+}
+
+void Init(Config config, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    for (const std::string prefix : {"--airt_address=", "--ray_address="}) {
+      if (arg.rfind(prefix, 0) == 0) config.address = arg.substr(prefix.size());
+    }
+  }
+  Init(config);
 }
 
 bool IsInitialized() {
@@ -122,6 +128,13 @@ std::vector<std::string> GetBytes(const std::vector<std::string>& ids, int64_t t
     out.push_back(*g.value);
   }
   return out;
+}
+
+std::vector<bool> WaitReady(const std::vector<std::string>& ids, int num_ready,
+                            int64_t timeout_ms) {
+  std::vector<ObjectId> object_ids;
+  for (const std::string& id : ids) object_ids.push_back(IdOf(id));
+  return Core().Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
 }
 
 }  // namespace internal

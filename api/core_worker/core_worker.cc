@@ -1,12 +1,13 @@
 #include "api/core_worker/core_worker.h"
 
-#include <capnp/rpc-twoparty.h>
-#include <kj/async-io.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <future>
 #include <thread>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
 
 #include "common/logging.h"
 #include "common/proto/cluster.capnp.h"
@@ -57,7 +58,7 @@ struct PendingTask {
 struct LeaseOutcome {
   std::string node;  // the node that granted it
   uint64_t lease_id = 0;
-  std::string worker;  // host:port
+  std::string worker;      // host:port
   std::string infeasible;  // non-empty: no node can ever hold the shape
 };
 
@@ -75,6 +76,9 @@ class CoreWorker::Impl {
   Result<ObjectId> Put(std::string bytes);
   Result<std::vector<GotObject>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);
   std::vector<bool> Ready(std::span<const ObjectId> ids) const { return memory_.Ready(ids); }
+  std::vector<bool> Wait(std::span<const ObjectId> ids, size_t n, int64_t timeout_ms) {
+    return memory_.WaitFor(ids, n, timeout_ms);
+  }
   const JobId& job_id() const { return job_id_; }
 
  private:
@@ -176,7 +180,8 @@ void CoreWorker::Impl::Stop() {
                                                          request.send().ignoreResult());
     });
   });
-  if (!finished.ok()) AIRT_LOG(WARNING) << "finishing job " << job_id_.Hex() << ": " << finished.ToString();
+  if (!finished.ok())
+    AIRT_LOG(WARNING) << "finishing job " << job_id_.Hex() << ": " << finished.ToString();
   store_.reset();
   OnLoop([&] { stop_->fulfill(); });
   thread_.join();
@@ -307,12 +312,12 @@ kj::Promise<void> CoreWorker::Impl::Attempt(PendingTask* task) {
                   for (uint i = 0; i < returns.size(); ++i) {
                     ObjectEntry entry;
                     if (returns[i].isInline()) {
-                      entry.value = std::make_shared<const std::string>(ToString(returns[i].getInline()));
+                      entry.value =
+                          std::make_shared<const std::string>(ToString(returns[i].getInline()));
                     } else {
                       auto where = returns[i].getObject();
-                      entry.location = ObjectLocation{task->returns[i],
-                                                      where.getTransferAddress().cStr(),
-                                                      where.getSize()};
+                      entry.location = ObjectLocation{
+                          task->returns[i], where.getTransferAddress().cStr(), where.getSize()};
                     }
                     memory_.Put(task->returns[i], std::move(entry));
                   }
@@ -325,15 +330,15 @@ kj::Promise<void> CoreWorker::Impl::Attempt(PendingTask* task) {
                   if (++task->attempts <= task->options.max_retries) return Attempt(task);
                   FailTask(*task, ObjectErrorKind::kWorkerCrashed,
                            "the worker running " + task->function + " died " +
-                               std::to_string(task->attempts) + " times: " +
-                               FromKjException(e).message());
+                               std::to_string(task->attempts) +
+                               " times: " + FromKjException(e).message());
                   return kj::READY_NOW;
                 });
           },
           [this, task](kj::Exception&& e) {
-            FailTask(*task, ObjectErrorKind::kUnavailable,
-                     "no worker lease for " + task->function + ": " +
-                         FromKjException(e).ToString());
+            FailTask(
+                *task, ObjectErrorKind::kUnavailable,
+                "no worker lease for " + task->function + ": " + FromKjException(e).ToString());
           });
 }
 
@@ -351,29 +356,29 @@ kj::Promise<LeaseOutcome> CoreWorker::Impl::RequestLease(const std::string& node
   request.setJobId(AsData(job_id_.Binary()));
   request.setLanguage(proto::Language::CPP);
   const PendingTask* task_ptr = &task;
-  return request.send().then([this, node, task_ptr, hops](auto response) -> kj::Promise<LeaseOutcome> {
-    auto reply = response.getReply();
-    switch (reply.which()) {
-      case proto::LeaseReply::GRANTED: {
-        auto grant = reply.getGranted();
-        auto worker = grant.getWorker();
-        return LeaseOutcome{node, grant.getLeaseId(),
-                            std::string(worker.getHost().cStr()) + ":" +
-                                std::to_string(worker.getPort()),
-                            ""};
-      }
-      case proto::LeaseReply::SPILLBACK: {
-        if (hops >= kMaxSpillbacks) {
-          throw Fail(Unavailable("the lease was spilled back " + std::to_string(hops) +
-                                 " times without a grant"));
+  return request.send().then(
+      [this, node, task_ptr, hops](auto response) -> kj::Promise<LeaseOutcome> {
+        auto reply = response.getReply();
+        switch (reply.which()) {
+          case proto::LeaseReply::GRANTED: {
+            auto grant = reply.getGranted();
+            auto worker = grant.getWorker();
+            return LeaseOutcome{
+                node, grant.getLeaseId(),
+                std::string(worker.getHost().cStr()) + ":" + std::to_string(worker.getPort()), ""};
+          }
+          case proto::LeaseReply::SPILLBACK: {
+            if (hops >= kMaxSpillbacks) {
+              throw Fail(Unavailable("the lease was spilled back " + std::to_string(hops) +
+                                     " times without a grant"));
+            }
+            return RequestLease(reply.getSpillback().cStr(), *task_ptr, hops + 1);
+          }
+          case proto::LeaseReply::INFEASIBLE:
+            return LeaseOutcome{node, 0, "", reply.getInfeasible().cStr()};
         }
-        return RequestLease(reply.getSpillback().cStr(), *task_ptr, hops + 1);
-      }
-      case proto::LeaseReply::INFEASIBLE:
-        return LeaseOutcome{node, 0, "", reply.getInfeasible().cStr()};
-    }
-    throw Fail(Internal("a lease reply of unknown kind from " + node));
-  });
+        throw Fail(Internal("a lease reply of unknown kind from " + node));
+      });
 }
 
 void CoreWorker::Impl::ReturnLease(const std::string& node, uint64_t lease_id, bool disconnect) {
@@ -383,7 +388,8 @@ void CoreWorker::Impl::ReturnLease(const std::string& node, uint64_t lease_id, b
   loop_->tasks.add(request.send().ignoreResult());
 }
 
-void CoreWorker::Impl::FailTask(const PendingTask& task, ObjectErrorKind kind, std::string message) {
+void CoreWorker::Impl::FailTask(const PendingTask& task, ObjectErrorKind kind,
+                                std::string message) {
   for (const ObjectId& id : task.returns) {
     memory_.Put(id, ObjectEntry{nullptr, std::nullopt, ObjectError{kind, task.function, message}});
   }
@@ -396,7 +402,8 @@ Result<ObjectId> CoreWorker::Impl::Put(std::string bytes) {
     entry.value = std::make_shared<const std::string>(std::move(bytes));
   } else {
     AIRT_RETURN_IF_ERROR(store_->Put(
-        id, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
+        id,
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
     entry.location = ObjectLocation{id, transfer_address_, bytes.size()};
   }
   OnLoop([&] { memory_.Put(id, std::move(entry)); });
@@ -441,7 +448,13 @@ Result<ObjectId> CoreWorker::Put(std::string bytes) { return impl_->Put(std::mov
 Result<std::vector<GotObject>> CoreWorker::Get(std::span<const ObjectId> ids, int64_t timeout_ms) {
   return impl_->Get(ids, timeout_ms);
 }
-std::vector<bool> CoreWorker::Ready(std::span<const ObjectId> ids) const { return impl_->Ready(ids); }
+std::vector<bool> CoreWorker::Ready(std::span<const ObjectId> ids) const {
+  return impl_->Ready(ids);
+}
+std::vector<bool> CoreWorker::Wait(std::span<const ObjectId> ids, size_t num_ready,
+                                   int64_t timeout_ms) {
+  return impl_->Wait(ids, num_ready, timeout_ms);
+}
 const JobId& CoreWorker::job_id() const { return impl_->job_id(); }
 
 }  // namespace airt::core

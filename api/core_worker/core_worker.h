@@ -22,7 +22,7 @@
 namespace airt::core {
 
 struct CoreWorkerOptions {
-  std::string head_address;             // host:port
+  std::string head_address;                // host:port
   std::string node_address = "127.0.0.1";  // this machine's node: the first alive one here
   uint64_t inline_threshold = 100 * 1024;  // larger puts go to the node's store
 };
@@ -69,6 +69,9 @@ class CoreWorker {
   Result<std::vector<GotObject>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);
   // Which of `ids` are ready now.
   std::vector<bool> Ready(std::span<const ObjectId> ids) const;
+  // Waits until `num_ready` of `ids` are ready (an error counts as ready, as in Ray) or
+  // timeout_ms passes (< 0: no limit); returns which are ready.
+  std::vector<bool> Wait(std::span<const ObjectId> ids, size_t num_ready, int64_t timeout_ms);
 
   const JobId& job_id() const;
 

@@ -40,6 +40,26 @@ std::vector<bool> MemoryStore::Ready(std::span<const ObjectId> ids) const {
   return out;
 }
 
+std::vector<bool> MemoryStore::WaitFor(std::span<const ObjectId> ids, size_t num_ready,
+                                       int64_t timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::unique_lock<std::mutex> lock(mu_);
+  auto enough = [&] {
+    size_t n = 0;
+    for (const ObjectId& id : ids) n += entries_.count(id);
+    return n >= num_ready;
+  };
+  if (timeout_ms < 0) {
+    changed_.wait(lock, enough);
+  } else {
+    changed_.wait_until(lock, deadline, enough);
+  }
+  std::vector<bool> out;
+  out.reserve(ids.size());
+  for (const ObjectId& id : ids) out.push_back(entries_.count(id) > 0);
+  return out;
+}
+
 kj::Promise<ObjectEntry> MemoryStore::WhenReady(const ObjectId& id) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -28,11 +28,11 @@ struct ObjectLocation {
 };
 
 enum class ObjectErrorKind {
-  kTaskError,        // the task raised (message carries the remote error)
-  kFunctionNotFound, // the worker has no such function
-  kWorkerCrashed,    // the worker died more times than the task may be retried
-  kInfeasible,       // no node can ever hold the task's resource shape
-  kUnavailable,      // a node or the head could not be reached
+  kTaskError,         // the task raised (message carries the remote error)
+  kFunctionNotFound,  // the worker has no such function
+  kWorkerCrashed,     // the worker died more times than the task may be retried
+  kInfeasible,        // no node can ever hold the task's resource shape
+  kUnavailable,       // a node or the head could not be reached
 };
 
 struct ObjectError {
@@ -59,6 +59,9 @@ class MemoryStore {
   Result<std::vector<ObjectEntry>> Wait(std::span<const ObjectId> ids, int64_t timeout_ms);
   // Any thread: the ids among `ids` whose entries exist now.
   std::vector<bool> Ready(std::span<const ObjectId> ids) const;
+  // Any thread: waits until at least `num_ready` of `ids` have entries or timeout_ms passes
+  // (< 0: no limit); returns which are ready then.
+  std::vector<bool> WaitFor(std::span<const ObjectId> ids, size_t num_ready, int64_t timeout_ms);
 
   // Loop thread only: resolves when `id` has an entry.
   kj::Promise<ObjectEntry> WhenReady(const ObjectId& id);

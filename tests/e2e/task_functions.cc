@@ -1,5 +1,6 @@
 // Remote functions for the end-to-end task tests: linked by the test driver (which names them
 // with Task(f)) and loaded by airt-worker from its code search path.
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -30,4 +31,17 @@ std::string VisibleDevices() {
   return v ? v : "<unset>";
 }
 
-AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices);
+// Kills its own worker process the first time (when `marker` does not exist yet), as a crash
+// would; answers 7 when run again.
+int DieOnce(std::string marker) {
+  if (FILE* f = std::fopen(marker.c_str(), "r")) {
+    std::fclose(f);
+    return 7;
+  }
+  if (FILE* f = std::fopen(marker.c_str(), "w")) std::fclose(f);
+  std::_Exit(1);
+}
+
+int AlwaysDie() { std::_Exit(1); }
+
+AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie);

@@ -1,10 +1,11 @@
 // Tasks end to end: a real airt-head, an airt-node that starts real airt-worker processes, and
 // this test as the driver (airt::Init, Task(f).Remote, Put, Get).
-#include <gtest/gtest.h>
-
 #include <filesystem>
 
+#include <gtest/gtest.h>
+
 #include "airt/api.h"
+#include "ray/api.h"
 #include "tests/testing/test_support.h"
 
 int Add(int a, int b);
@@ -13,6 +14,8 @@ std::vector<uint8_t> Bytes(int n, int seed);
 int64_t SumBytes(std::vector<uint8_t> bytes);
 int Fail(int code);
 std::string VisibleDevices();
+int DieOnce(std::string marker);
+int AlwaysDie();
 
 namespace airt {
 namespace {
@@ -122,7 +125,8 @@ TEST_F(Tasks, ExceptionInTaskReachesGetAsTaskError) {
     Get(failed);
     FAIL() << "Get should throw";
   } catch (const TaskError& e) {
-    EXPECT_NE(std::string(e.what()).find("failed on purpose with 7"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("failed on purpose with 7"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("Fail"), std::string::npos) << e.what();
   }
   // An argument that failed fails the task that takes it.
@@ -143,6 +147,46 @@ TEST_F(Tasks, WorkerSeesTheGpuIdsItWasGranted) {
   EXPECT_EQ(devices.size(), 3u) << devices;  // two ids, e.g. "0,1"
   std::string none = *Get(Task(VisibleDevices).Remote());
   EXPECT_TRUE(none.empty() || none == "<unset>") << none;  // no GPU: nothing visible
+}
+
+TEST_F(Tasks, TaskWhoseWorkerDiesIsRetriedOnANewWorker) {
+  std::string marker = dir_->File("died-once");
+  EXPECT_EQ(*Get(Task(DieOnce).Remote(marker), 60000), 7);
+}
+
+TEST_F(Tasks, TaskFailsWithWorkerCrashedWhenItsRetriesAreSpent) {
+  try {
+    Get(Task(AlwaysDie).SetMaxRetries(1).Remote(), 60000);
+    FAIL() << "Get should throw";
+  } catch (const WorkerCrashedError& e) {
+    EXPECT_NE(std::string(e.what()).find("AlwaysDie"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2 times"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Tasks, WaitSplitsRefsIntoReadyAndUnready) {
+  ObjectRef<int> done = Put(1);
+  ObjectRef<int> never(std::string(28, '\x43'));
+  WaitResult<int> first = Wait(std::vector<ObjectRef<int>>{done, never}, 1, 5000);
+  ASSERT_EQ(first.ready.size(), 1u);
+  EXPECT_EQ(first.ready[0].ID(), done.ID());
+  ASSERT_EQ(first.unready.size(), 1u);
+  WaitResult<int> timed_out = Wait(std::vector<ObjectRef<int>>{done, never}, 2, 50);
+  EXPECT_EQ(timed_out.ready.size(), 1u);  // the timeout passed with one of two ready
+  std::vector<ObjectRef<int>> many;
+  for (int i = 0; i < 100; ++i) many.push_back(Task(Add).Remote(i, 1));
+  WaitResult<int> all = Wait(many, 100, 60000);
+  EXPECT_EQ(all.ready.size(), 100u);
+  EXPECT_THROW(Wait(many, 101, 0), Exception);
+}
+
+TEST_F(Tasks, RayCompatibleNamesRunTheSameTasks) {
+  ray::ObjectRef<int> sum = ray::Task(Add).Remote(20, 22);
+  EXPECT_EQ(*ray::Get(sum), 42);
+  ray::WaitResult<int> waited = ray::Wait(std::vector<ray::ObjectRef<int>>{sum}, 1, 1000);
+  EXPECT_EQ(waited.ready.size(), 1u);
+  EXPECT_THROW(ray::Get(ray::Task(Fail).Remote(1)), ray::internal::RayTaskException);
+  EXPECT_TRUE(ray::IsInitialized());
 }
 
 TEST_F(Tasks, GetTimesOutOnAnObjectThatNeverComes) {

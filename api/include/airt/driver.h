@@ -33,6 +33,9 @@ struct Config {
 // head or the node cannot be reached, and when no address is given (starting a local cluster from
 // Init is not built yet: run `airt start --head` first).
 void Init(const Config& config = {});
+// As Init(config), with the address also read from the command line: --airt_address=HOST:PORT
+// (or Ray's --ray_address=...) overrides config.address. Other arguments are left alone.
+void Init(Config config, int argc, char** argv);
 bool IsInitialized();
 // Finishes the job and disconnects. Refs obtained before must not be used after.
 void Shutdown();
@@ -97,6 +100,8 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
 std::string PutBytes(std::string bytes);
 // Throws the exception matching a task's error, TimeoutError, or UnavailableError.
 std::vector<std::string> GetBytes(const std::vector<std::string>& ids, int64_t timeout_ms);
+// Which of `ids` are ready after waiting for `num_ready` of them, at most timeout_ms.
+std::vector<bool> WaitReady(const std::vector<std::string>& ids, int num_ready, int64_t timeout_ms);
 
 template <typename P, typename A>
 Argument MakeArgument(A&& arg) {
@@ -179,6 +184,28 @@ std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& refs,
   for (const std::string& bytes : internal::GetBytes(ids, timeout_ms)) {
     out.push_back(std::make_shared<T>(internal::Deserialize<T>(bytes)));
   }
+  return out;
+}
+
+template <typename T>
+struct WaitResult {
+  std::vector<ObjectRef<T>> ready;
+  std::vector<ObjectRef<T>> unready;
+};
+
+// Waits until `num_objects` of `refs` are ready (an error counts as ready) or timeout_ms passes
+// (< 0: no limit), as Ray's Wait. Each ref lands in ready or unready, in the given order.
+template <typename T>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_objects, int64_t timeout_ms) {
+  if (num_objects < 0 || static_cast<size_t>(num_objects) > refs.size()) {
+    throw Exception("Wait: num_objects is " + std::to_string(num_objects) + " for " +
+                    std::to_string(refs.size()) + " refs");
+  }
+  std::vector<std::string> ids;
+  for (const auto& r : refs) ids.push_back(r.ID());
+  std::vector<bool> ready = internal::WaitReady(ids, num_objects, timeout_ms);
+  WaitResult<T> out;
+  for (size_t i = 0; i < refs.size(); ++i) (ready[i] ? out.ready : out.unready).push_back(refs[i]);
   return out;
 }
 
