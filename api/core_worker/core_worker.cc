@@ -9,6 +9,8 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 
+#include "api/core_worker/capnp_util.h"
+#include "api/core_worker/task_dispatcher.h"
 #include "common/logging.h"
 #include "common/proto/cluster.capnp.h"
 #include "common/proto/node.capnp.h"
@@ -19,16 +21,7 @@
 namespace airt::core {
 namespace {
 
-constexpr int kMaxSpillbacks = 8;
-
 kj::Exception Fail(const Status& s) { return ToKjException(s); }
-
-std::string ToString(capnp::Data::Reader d) {
-  return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
-}
-capnp::Data::Reader AsData(const std::string& s) {
-  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(s.data()), s.size());
-}
 
 // A connection to one peer, reused for every call to it. `cap` queues calls until connected.
 struct Peer {
@@ -42,24 +35,6 @@ class LogTaskErrors : public kj::TaskSet::ErrorHandler {
   void taskFailed(kj::Exception&& e) override {
     AIRT_LOG(WARNING) << "core worker background task failed: " << e.getDescription().cStr();
   }
-};
-
-// A task on its way: what to run, where its arguments stand, how often it was tried.
-struct PendingTask {
-  TaskId id;
-  std::string function;
-  std::vector<TaskArgument> args;
-  std::vector<ObjectEntry> resolved;  // by argument index, for reference arguments
-  TaskOptions options;
-  std::vector<ObjectId> returns;
-  uint32_t attempts = 0;
-};
-
-struct LeaseOutcome {
-  std::string node;  // the node that granted it
-  uint64_t lease_id = 0;
-  std::string worker;      // host:port
-  std::string infeasible;  // non-empty: no node can ever hold the shape
 };
 
 }  // namespace
@@ -90,6 +65,7 @@ class CoreWorker::Impl {
     std::map<std::string, kj::Own<Peer>> peers;
     std::vector<kj::Own<Peer>> retired;  // kept until the loop ends: callbacks may point at them
     proto::Head::Client head = nullptr;
+    kj::Own<TaskDispatcher> dispatcher;  // once joined
   };
 
   template <typename Fn>
@@ -101,11 +77,6 @@ class CoreWorker::Impl {
   capnp::Capability::Client Connect(const std::string& address);
   void Forget(const std::string& address);
   kj::Promise<void> Run(PendingTask* task);
-  kj::Promise<void> Attempt(PendingTask* task);
-  kj::Promise<LeaseOutcome> RequestLease(const std::string& node, const PendingTask& task,
-                                         int hops);
-  void ReturnLease(const std::string& node, uint64_t lease_id, bool disconnect);
-  void FailTask(const PendingTask& task, ObjectErrorKind kind, std::string message);
 
   CoreWorkerOptions options_;
   MemoryStore memory_;
@@ -156,6 +127,10 @@ Status CoreWorker::Impl::Start() {
               node_address_ = host + ":" + std::to_string(info.getNodePort());
               transfer_address_ = host + ":" + std::to_string(info.getTransferPort());
               store_socket_ = info.getStoreSocket().cStr();
+              loop_->dispatcher = kj::heap<TaskDispatcher>(
+                  loop_->io.provider->getTimer(), loop_->tasks, memory_,
+                  [this](const std::string& a) { return Connect(a); },
+                  [this](const std::string& a) { Forget(a); }, node_address_, job_id_);
               return;
             }
             throw Fail(NotFound("no alive node at " + options_.node_address +
@@ -176,8 +151,12 @@ void CoreWorker::Impl::Stop() {
       if (job_id_.IsNil()) return kj::READY_NOW;  // never joined
       auto request = loop_->head.finishJobRequest();
       request.setJobId(AsData(job_id_.Binary()));
-      return loop_->io.provider->getTimer().timeoutAfter(2 * kj::SECONDS,
-                                                         request.send().ignoreResult());
+      auto returned =
+          loop_->dispatcher ? loop_->dispatcher->ReturnAll() : kj::Promise<void>(kj::READY_NOW);
+      return loop_->io.provider->getTimer().timeoutAfter(
+          2 * kj::SECONDS, returned.then([request = kj::mv(request)]() mutable {
+            return request.send().ignoreResult();
+          }));
     });
   });
   if (!finished.ok())
@@ -252,147 +231,13 @@ kj::Promise<void> CoreWorker::Impl::Run(PendingTask* task) {
     for (size_t i = 0; i < task->args.size(); ++i) {
       if (task->args[i].ref && task->resolved[i].error) {
         const ObjectError& dep = *task->resolved[i].error;
-        FailTask(*task, dep.kind, "argument " + std::to_string(i) + " failed: " + dep.message);
+        loop_->dispatcher->Fail(*task, dep.kind,
+                                "argument " + std::to_string(i) + " failed: " + dep.message);
         return kj::READY_NOW;
       }
     }
-    return Attempt(task);
+    return loop_->dispatcher->Dispatch(task);
   });
-}
-
-kj::Promise<void> CoreWorker::Impl::Attempt(PendingTask* task) {
-  return RequestLease(node_address_, *task, 0)
-      .then(
-          [this, task](LeaseOutcome lease) -> kj::Promise<void> {
-            if (!lease.infeasible.empty()) {
-              FailTask(*task, ObjectErrorKind::kInfeasible, lease.infeasible);
-              return kj::READY_NOW;
-            }
-            auto worker = Connect(lease.worker).castAs<proto::Worker>();
-            auto push = worker.pushTaskRequest();
-            auto spec = push.initTask();
-            spec.setTaskId(AsData(task->id.Binary()));
-            spec.setJobId(AsData(job_id_.Binary()));
-            spec.setFunctionName(task->function);
-            spec.setNumReturns(static_cast<uint32_t>(task->returns.size()));
-            spec.setName(task->options.name);
-            auto args = spec.initArgs(static_cast<uint>(task->args.size()));
-            for (size_t i = 0; i < task->args.size(); ++i) {
-              const ObjectEntry& dep = task->resolved[i];
-              if (!task->args[i].ref) {
-                args[i].setInline(AsData(task->args[i].value));
-              } else if (dep.value) {
-                args[i].setInline(AsData(*dep.value));
-              } else {
-                auto where = args[i].initObject();
-                where.setObjectId(AsData(dep.location->id.Binary()));
-                where.setTransferAddress(dep.location->transfer_address);
-                where.setSize(dep.location->size);
-              }
-            }
-            return push.send().then(
-                [this, task, lease](auto reply) -> kj::Promise<void> {
-                  ReturnLease(lease.node, lease.lease_id, false);
-                  if (reply.getFailed()) {
-                    auto error = reply.getError();
-                    ObjectErrorKind kind =
-                        error.getKind() == proto::TaskError::Kind::FUNCTION_NOT_FOUND
-                            ? ObjectErrorKind::kFunctionNotFound
-                            : ObjectErrorKind::kTaskError;
-                    FailTask(*task, kind, error.getMessage().cStr());
-                    return kj::READY_NOW;
-                  }
-                  auto returns = reply.getReturns();
-                  if (returns.size() != task->returns.size()) {
-                    FailTask(*task, ObjectErrorKind::kTaskError,
-                             "the worker answered " + std::to_string(returns.size()) +
-                                 " returns, expected " + std::to_string(task->returns.size()));
-                    return kj::READY_NOW;
-                  }
-                  for (uint i = 0; i < returns.size(); ++i) {
-                    ObjectEntry entry;
-                    if (returns[i].isInline()) {
-                      entry.value =
-                          std::make_shared<const std::string>(ToString(returns[i].getInline()));
-                    } else {
-                      auto where = returns[i].getObject();
-                      entry.location = ObjectLocation{
-                          task->returns[i], where.getTransferAddress().cStr(), where.getSize()};
-                    }
-                    memory_.Put(task->returns[i], std::move(entry));
-                  }
-                  return kj::READY_NOW;
-                },
-                [this, task, lease](kj::Exception&& e) -> kj::Promise<void> {
-                  // The worker died or its connection broke: retry on a new lease.
-                  ReturnLease(lease.node, lease.lease_id, true);
-                  Forget(lease.worker);
-                  if (++task->attempts <= task->options.max_retries) return Attempt(task);
-                  FailTask(*task, ObjectErrorKind::kWorkerCrashed,
-                           "the worker running " + task->function + " died " +
-                               std::to_string(task->attempts) +
-                               " times: " + FromKjException(e).message());
-                  return kj::READY_NOW;
-                });
-          },
-          [this, task](kj::Exception&& e) {
-            FailTask(
-                *task, ObjectErrorKind::kUnavailable,
-                "no worker lease for " + task->function + ": " + FromKjException(e).ToString());
-          });
-}
-
-kj::Promise<LeaseOutcome> CoreWorker::Impl::RequestLease(const std::string& node,
-                                                         const PendingTask& task, int hops) {
-  auto request = Connect(node).castAs<proto::Node>().requestWorkerLeaseRequest();
-  auto shape = request.initShape();
-  auto resources = shape.initResources(static_cast<uint>(task.options.resources.size()));
-  uint i = 0;
-  for (const auto& [name, amount] : task.options.resources) {
-    resources[i].setName(name);
-    resources[i++].setAmount(amount);
-  }
-  shape.setAcceleratorType(task.options.accelerator_type);
-  request.setJobId(AsData(job_id_.Binary()));
-  request.setLanguage(proto::Language::CPP);
-  const PendingTask* task_ptr = &task;
-  return request.send().then(
-      [this, node, task_ptr, hops](auto response) -> kj::Promise<LeaseOutcome> {
-        auto reply = response.getReply();
-        switch (reply.which()) {
-          case proto::LeaseReply::GRANTED: {
-            auto grant = reply.getGranted();
-            auto worker = grant.getWorker();
-            return LeaseOutcome{
-                node, grant.getLeaseId(),
-                std::string(worker.getHost().cStr()) + ":" + std::to_string(worker.getPort()), ""};
-          }
-          case proto::LeaseReply::SPILLBACK: {
-            if (hops >= kMaxSpillbacks) {
-              throw Fail(Unavailable("the lease was spilled back " + std::to_string(hops) +
-                                     " times without a grant"));
-            }
-            return RequestLease(reply.getSpillback().cStr(), *task_ptr, hops + 1);
-          }
-          case proto::LeaseReply::INFEASIBLE:
-            return LeaseOutcome{node, 0, "", reply.getInfeasible().cStr()};
-        }
-        throw Fail(Internal("a lease reply of unknown kind from " + node));
-      });
-}
-
-void CoreWorker::Impl::ReturnLease(const std::string& node, uint64_t lease_id, bool disconnect) {
-  auto request = Connect(node).castAs<proto::Node>().returnWorkerLeaseRequest();
-  request.setLeaseId(lease_id);
-  request.setDisconnectWorker(disconnect);
-  loop_->tasks.add(request.send().ignoreResult());
-}
-
-void CoreWorker::Impl::FailTask(const PendingTask& task, ObjectErrorKind kind,
-                                std::string message) {
-  for (const ObjectId& id : task.returns) {
-    memory_.Put(id, ObjectEntry{nullptr, std::nullopt, ObjectError{kind, task.function, message}});
-  }
 }
 
 Result<ObjectId> CoreWorker::Impl::Put(std::string bytes) {

@@ -1,0 +1,103 @@
+// Runs tasks on leased workers, reusing each lease for many tasks: tasks wait in a queue per
+// resource shape, each leased worker takes up to kMaxInFlight of them pipelined, more leases are
+// asked for while tasks wait, and a lease goes back after it has been idle for kIdleReturn.
+// Confined to the core worker's loop thread.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
+#include <string>
+
+#include <capnp/capability.h>
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include "api/core_worker/core_worker.h"
+#include "api/core_worker/memory_store.h"
+#include "common/proto/node.capnp.h"
+
+namespace airt::core {
+
+// A task on its way: what to run, its resolved object arguments, how often it was tried.
+struct PendingTask {
+  TaskId id;
+  std::string function;
+  std::vector<TaskArgument> args;
+  std::vector<ObjectEntry> resolved;  // by argument index, for reference arguments
+  TaskOptions options;
+  std::vector<ObjectId> returns;
+  uint32_t attempts = 0;
+  kj::Own<kj::PromiseFulfiller<void>> done;  // set by Dispatch
+};
+
+class TaskDispatcher {
+ public:
+  using ConnectFn = std::function<capnp::Capability::Client(const std::string& address)>;
+  using ForgetFn = std::function<void(const std::string& address)>;
+
+  TaskDispatcher(kj::Timer& timer, kj::TaskSet& background, MemoryStore& memory, ConnectFn connect,
+                 ForgetFn forget, std::string local_node, JobId job)
+      : timer_(timer),
+        background_(background),
+        memory_(memory),
+        connect_(std::move(connect)),
+        forget_(std::move(forget)),
+        local_node_(std::move(local_node)),
+        job_(job) {}
+
+  // Takes a task whose object arguments are resolved; resolves once its returns (or its error)
+  // are in the memory store.
+  kj::Promise<void> Dispatch(PendingTask* task);
+  // Gives every held lease back to its node (at shutdown).
+  kj::Promise<void> ReturnAll();
+
+  // Records `message` as the error of every return of `task`.
+  void Fail(PendingTask& task, ObjectErrorKind kind, const std::string& message);
+
+ private:
+  static constexpr int kMaxInFlight = 8;
+  static constexpr int kMaxLeasesPerShape = 64;
+
+  struct Lease {
+    std::string node;  // host:port of the node that granted it
+    uint64_t id = 0;
+    std::string worker;  // host:port
+    int in_flight = 0;
+    uint64_t generation = 0;  // bumped by every push: an idle timer of an older one is stale
+    bool dead = false;
+  };
+  struct ShapeQueue {
+    std::deque<PendingTask*> waiting;
+    std::list<Lease> leases;
+    int requesting = 0;
+  };
+  struct LeaseOutcome {
+    std::string node;
+    uint64_t lease_id = 0;
+    std::string worker;
+    std::string infeasible;  // non-empty: no node can ever hold the shape
+  };
+
+  static std::string ShapeKey(const TaskOptions& options);
+  void Pump(const std::string& key);
+  void Push(const std::string& key, Lease& lease, PendingTask* task);
+  void AfterTask(const std::string& key, Lease& lease);
+  void ScheduleIdleReturn(const std::string& key, uint64_t lease_id, uint64_t generation);
+  void Remove(const std::string& key, uint64_t lease_id, bool disconnect);
+  kj::Promise<LeaseOutcome> RequestLease(const std::string& node, const TaskOptions& options,
+                                         int hops);
+  void RecordReturns(PendingTask& task, proto::Worker::PushTaskResults::Reader reply);
+
+  kj::Timer& timer_;
+  kj::TaskSet& background_;
+  MemoryStore& memory_;
+  ConnectFn connect_;
+  ForgetFn forget_;
+  std::string local_node_;
+  JobId job_;
+  std::map<std::string, ShapeQueue> queues_;
+};
+
+}  // namespace airt::core
