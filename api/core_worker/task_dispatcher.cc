@@ -46,7 +46,7 @@ void TaskDispatcher::Pump(const std::string& key) {
   // One more lease per kMaxInFlight waiting tasks, within the cap.
   int wanted = static_cast<int>((q.waiting.size() + kMaxInFlight - 1) / kMaxInFlight);
   int room = kMaxLeasesPerShape - static_cast<int>(q.leases.size()) - q.requesting;
-  int to_request = std::min(wanted - q.requesting, room);
+  int to_request = std::min({wanted - q.requesting, room, kMaxPendingLeaseRequests - q.requesting});
   for (int i = 0; i < to_request; ++i) {
     ++q.requesting;
     TaskOptions options = q.waiting.front()->options;

@@ -59,6 +59,10 @@ class TaskDispatcher {
  private:
   static constexpr int kMaxInFlight = 8;
   static constexpr int kMaxLeasesPerShape = 64;
+  // Lease requests in flight per shape. Requests a node cannot grant yet wait in its queue and
+  // are granted later, when the tasks may be gone; asking a few at a time avoids that churn
+  // (Ray caps pending lease requests per scheduling class the same way).
+  static constexpr int kMaxPendingLeaseRequests = 2;
 
   struct Lease {
     std::string node;  // host:port of the node that granted it
