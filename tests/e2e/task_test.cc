@@ -177,6 +177,9 @@ TEST_F(Tasks, WaitSplitsRefsIntoReadyAndUnready) {
   for (int i = 0; i < 100; ++i) many.push_back(Task(Add).Remote(i, 1));
   WaitResult<int> all = Wait(many, 100, 60000);
   EXPECT_EQ(all.ready.size(), 100u);
+  WaitResult<int> three = Wait(many, 3, 0);  // all 100 are ready: Ray returns exactly 3
+  EXPECT_EQ(three.ready.size(), 3u);
+  EXPECT_EQ(three.unready.size(), 97u);
   EXPECT_THROW(Wait(many, 101, 0), Exception);
 }
 

@@ -194,7 +194,8 @@ struct WaitResult {
 };
 
 // Waits until `num_objects` of `refs` are ready (an error counts as ready) or timeout_ms passes
-// (< 0: no limit), as Ray's Wait. Each ref lands in ready or unready, in the given order.
+// (< 0: no limit), as Ray's Wait: `ready` holds at most num_objects refs (the first ready ones,
+// in the given order); every other ref is in `unready`.
 template <typename T>
 WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_objects, int64_t timeout_ms) {
   if (num_objects < 0 || static_cast<size_t>(num_objects) > refs.size()) {
@@ -205,7 +206,10 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_objects, int64
   for (const auto& r : refs) ids.push_back(r.ID());
   std::vector<bool> ready = internal::WaitReady(ids, num_objects, timeout_ms);
   WaitResult<T> out;
-  for (size_t i = 0; i < refs.size(); ++i) (ready[i] ? out.ready : out.unready).push_back(refs[i]);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    bool take = ready[i] && out.ready.size() < static_cast<size_t>(num_objects);
+    (take ? out.ready : out.unready).push_back(refs[i]);
+  }
   return out;
 }
 

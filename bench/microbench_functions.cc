@@ -1,0 +1,9 @@
+// Remote functions of bench/microbenchmark: linked by the benchmark (which names them with
+// Task(f)) and loaded by airt-worker from the node's --worker-code-search-path.
+#include "airt/api.h"
+
+// Ray's microbenchmark's `small_value`: a task that does nothing and returns a tiny value, so
+// that what is measured is the runtime's own cost per task.
+int SmallValue() { return 0; }
+
+AIRT_REMOTE(SmallValue);

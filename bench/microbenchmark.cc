@@ -1,0 +1,291 @@
+// microbenchmark: Ray's microbenchmark metrics (ray/_private/ray_perf.py, `ray microbenchmark`)
+// measured on airt. Starts its own cluster (airt-head --port=0 and one airt-node with 2 CPUs whose
+// workers load libairt_microbench_functions), connects as a driver, and prints one line per
+// metric, under Ray's metric names:
+//   <metric> <figure>                  ops/s (single_client_put_gigabytes: GB/s)
+//   <metric> not measured: <why>       what airt cannot do yet (actors)
+// bench/peer_microbenchmark.py runs the same operations, with the same sizes, on Ray and Dask;
+// bench/run_microbenchmarks runs both and prints the ratios. Sizes are scaled down from
+// ray_perf.py (and the timing is one warm-up and one timed stretch per metric instead of a 10 s
+// sleep and four) so that the whole run stays within a few minutes.
+// Prints figures only; never fails on time. Exits 1 when the cluster cannot start or an operation
+// fails, after stopping every process it started.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include "airt/api.h"
+#include "bench/bench_support.h"
+#include "common/flags.h"
+#include "common/process.h"
+#include "common/status.h"
+
+int SmallValue();  // bench/microbench_functions.cc
+
+namespace {
+
+using airt::bench::Clock;
+using airt::bench::Seconds;
+using namespace std::chrono_literals;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A daemon (airt-head, airt-node) started with `argv`, its stdout and stderr appended to `log`.
+// Killed by the kernel if this process dies first; on destruction stopped by pid with SIGTERM,
+// then SIGKILL after 10 s. (airt-node stops its workers itself; they also die with it.)
+class Daemon {
+ public:
+  Daemon(std::vector<std::string> argv, std::string log) : log_(std::move(log)) {
+    std::vector<char*> args;
+    for (std::string& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) airt::bench::Die(airt::ErrnoStatus("open " + log_, errno), "start " + argv[0]);
+    pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the benchmark
+      if (::getppid() != parent) ::_exit(127);
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(fd);
+    if (pid_ < 0) airt::bench::Die(airt::ErrnoStatus("fork", errno), "start " + argv[0]);
+  }
+
+  ~Daemon() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    auto deadline = Clock::now() + 10s;
+    while (::waitpid(pid_, nullptr, WNOHANG) == 0) {
+      if (Clock::now() >= deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // The rest of the first line of the log starting with `prefix` ("head ready " -> host:port).
+  // kDeadlineExceeded after `timeout`; kUnavailable when the daemon exited first. Both messages
+  // carry the log's last lines.
+  airt::Result<std::string> WaitForLine(const std::string& prefix, std::chrono::seconds timeout) {
+    auto deadline = Clock::now() + timeout;
+    for (;;) {
+      std::string text = ReadFile(log_);
+      for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos;
+           start = nl + 1) {
+        if (text.compare(start, prefix.size(), prefix) == 0) {
+          return text.substr(start + prefix.size(), nl - start - prefix.size());
+        }
+      }
+      std::string tail = text.size() > 2000 ? text.substr(text.size() - 2000) : text;
+      if (int status = 0; ::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        std::string how = !WIFEXITED(status) ? std::string("signal ") + strsignal(WTERMSIG(status))
+                          : WEXITSTATUS(status) == 127
+                              ? std::string("exit 127: could not exec")
+                              : "exit " + std::to_string(WEXITSTATUS(status));
+        return airt::Unavailable("exited (" + how + ") before printing '" + prefix +
+                                 "'; its log:\n" + tail);
+      }
+      if (Clock::now() >= deadline) {
+        return airt::DeadlineExceeded("never printed '" + prefix + "'; its log:\n" + tail);
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+};
+
+// How long each metric runs, and the sizes of its operations. The same figures are in
+// bench/peer_microbenchmark.py; change both together.
+struct Plan {
+  double warmup_s = 0.5;              // calls before timing (at least one)
+  double measure_s = 2.0;             // timed calls (at least one)
+  int batch = 1000;                   // tasks of one batch (Ray: 1000)
+  int clients = 4;                    // driver threads of multi_client_tasks_async (Ray: 4 actors)
+  int client_batch = 1000;            // tasks each of them submits (Ray: 10000)
+  uint64_t put_bytes = 100ull << 23;  // one put of single_client_put_gigabytes (Ray: 800 MiB)
+  int max_large_puts = 4;             // airt never frees a put yet: stay inside the store
+};
+
+// Calls `op` for plan.warmup_s, then for plan.measure_s, each at least once (at most `max_calls`
+// in all, the last of them timed), and returns multiplier * timed calls / timed seconds.
+double Rate(const Plan& plan, double multiplier, const std::function<void()>& op,
+            int max_calls = 1 << 30) {
+  int calls = 0;
+  for (auto start = Clock::now(); calls + 1 < max_calls;) {
+    op();
+    ++calls;
+    if (Seconds(Clock::now() - start) >= plan.warmup_s) break;
+  }
+  int timed = 0;
+  auto start = Clock::now();
+  double elapsed = 0;
+  while (calls < max_calls || timed == 0) {
+    op();
+    ++calls;
+    ++timed;
+    elapsed = Seconds(Clock::now() - start);
+    if (elapsed >= plan.measure_s) break;
+  }
+  return multiplier * timed / elapsed;
+}
+
+void Print(const char* metric, double figure) {
+  std::printf("%s %.2f\n", metric, figure);
+  std::fflush(stdout);
+}
+
+void NotMeasured(const char* metric, const char* why) {
+  std::printf("%s not measured: %s\n", metric, why);
+  std::fflush(stdout);
+}
+
+// Prints why and returns main's exit code, so that the daemons and the scratch folder are still
+// cleaned up by their destructors.
+int Fail(const airt::Status& status, const std::string& what) {
+  std::fprintf(stderr, "microbenchmark: %s: %s\n", what.c_str(), status.ToString().c_str());
+  return 1;
+}
+
+void SubmitAndGet(int n) {
+  std::vector<airt::ObjectRef<int>> refs;
+  refs.reserve(n);
+  for (int i = 0; i < n; ++i) refs.push_back(airt::Task(SmallValue).Remote());
+  airt::Get(refs);
+}
+
+// Submits n tasks, then waits for them one Wait at a time, as ray_perf.py's `ray.wait(not_ready)`
+// loop does: each Wait returns one ready ref, and the rest stay for the next Wait.
+void WaitOneAtATime(int n) {
+  std::vector<airt::ObjectRef<int>> not_ready;
+  not_ready.reserve(n);
+  for (int i = 0; i < n; ++i) not_ready.push_back(airt::Task(SmallValue).Remote());
+  while (!not_ready.empty()) {
+    airt::WaitResult<int> waited = airt::Wait(not_ready, 1, -1);
+    not_ready = std::move(waited.unready);
+  }
+}
+
+// Ray's metrics in the order the issue lists them.
+void RunMetrics(const Plan& plan) {
+  Print("single_client_tasks_sync",
+        Rate(plan, 1, [] { airt::Get(airt::Task(SmallValue).Remote()); }));
+  Print("single_client_tasks_async", Rate(plan, plan.batch, [&] { SubmitAndGet(plan.batch); }));
+  Print("multi_client_tasks_async",
+        Rate(plan, static_cast<double>(plan.clients) * plan.client_batch, [&] {
+          std::vector<std::thread> clients;
+          for (int c = 0; c < plan.clients; ++c) {
+            clients.emplace_back([&] { SubmitAndGet(plan.client_batch); });
+          }
+          for (std::thread& t : clients) t.join();
+        }));
+  const char* no_actors = "actors are not built yet";
+  NotMeasured("1_1_actor_calls_sync", no_actors);
+  NotMeasured("1_1_actor_calls_async", no_actors);
+  NotMeasured("1_1_actor_calls_concurrent", no_actors);
+  NotMeasured("n_n_actor_calls_async", no_actors);
+
+  airt::ObjectRef<int> value = airt::Put(0);
+  Print("single_client_get_calls", Rate(plan, 1, [&] { airt::Get(value); }));
+  Print("single_client_put_calls", Rate(plan, 1, [] { airt::Put(0); }));
+  {
+    std::vector<uint8_t> array(plan.put_bytes, 0);  // touched, as a filled numpy array
+    double gigabytes = static_cast<double>(plan.put_bytes) / 1e9;
+    auto put = [&] { airt::Put(array); };
+    Print("single_client_put_gigabytes", Rate(plan, gigabytes, put, plan.max_large_puts));
+  }
+  Print("single_client_tasks_and_get_batch", Rate(plan, 1, [&] { SubmitAndGet(plan.batch); }));
+  Print("single_client_wait_1k_refs", Rate(plan, 1, [&] { WaitOneAtATime(plan.batch); }));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  airt::InitProcess("microbenchmark");
+  std::string head_binary = AIRT_HEAD_BIN;
+  std::string node_binary = AIRT_NODE_BIN;
+  std::string worker_binary = AIRT_WORKER_BIN;
+  std::string functions = AIRT_MICROBENCH_FUNCTIONS;
+  bool quick = false;
+  airt::FlagSet flags("microbenchmark");
+  flags.AddString("head-binary", &head_binary, "the airt-head to start");
+  flags.AddString("node-binary", &node_binary, "the airt-node to start");
+  flags.AddString("worker-binary", &worker_binary, "the airt-worker the node starts");
+  flags.AddString("functions", &functions, "the library of SmallValue the workers load");
+  flags.AddBool("quick", &quick, "small batches, one call per metric (for CI smoke runs)");
+  if (airt::Status s = flags.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "%s\n%s", s.message().c_str(), flags.Usage().c_str());
+    return s.code() == airt::Code::kCancelled ? 0 : 2;
+  }
+  Plan plan;
+  if (quick) {
+    plan = Plan{.warmup_s = 0,
+                .measure_s = 0,
+                .batch = 20,
+                .clients = 4,
+                .client_batch = 20,
+                .put_bytes = 64ull << 20,
+                .max_large_puts = 2};
+  }
+
+  airt::bench::ScratchDir dir;  // removed last, once the daemons below have stopped
+  Daemon head({head_binary, "--port=0", "--temp-dir=" + dir.path()}, dir.path() + "/head.log");
+  auto address = head.WaitForLine("head ready ", 30s);
+  if (!address.ok()) return Fail(address.status(), "airt-head");
+  Daemon node({node_binary, "--head-address=" + *address, "--num-cpus=2", "--num-gpus=0",
+               "--object-store-memory=4G", "--temp-dir=" + dir.path(),
+               "--worker-binary=" + worker_binary, "--worker-code-search-path=" + functions},
+              dir.path() + "/node.log");
+  if (auto ready = node.WaitForLine("node ready ", 30s); !ready.ok()) {
+    return Fail(ready.status(), "airt-node");
+  }
+
+  std::printf(
+      "# microbenchmark: airt, airt-head + one airt-node (--num-cpus=2), %u cores; "
+      "ops/s (single_client_put_gigabytes: GB/s)%s\n",
+      std::thread::hardware_concurrency(), quick ? "; --quick" : "");
+  std::fflush(stdout);
+  int rc = 0;
+  try {
+    airt::Init(airt::Config{.address = *address});
+    RunMetrics(plan);
+  } catch (const airt::Exception& e) {
+    std::fprintf(stderr, "microbenchmark: %s\n---- %s/node.log (tail) ----\n", e.what(),
+                 dir.path().c_str());
+    std::string log = ReadFile(dir.path() + "/node.log");
+    std::fputs(log.size() > 4000 ? log.substr(log.size() - 4000).c_str() : log.c_str(), stderr);
+    rc = 1;
+  }
+  airt::Shutdown();
+  return rc;
+}
