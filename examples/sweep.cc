@@ -2,20 +2,11 @@
 // trials, each a task asking for half a GPU, run in parallel across the cluster's GPUs; the best
 // trial is reported. Run against a cluster (scripts/demo starts one):
 //   AIRT_ADDRESS=127.0.0.1:6379 build/examples/sweep
+#include "examples/sweep.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <vector>
-
-#include "airt/api.h"
-
-struct TrialResult {
-  double lr;
-  double momentum;
-  double loss;
-  std::string gpus;
-  MSGPACK_DEFINE(lr, momentum, loss, gpus);
-};
-TrialResult Train(double lr, double momentum, int steps);
 
 int main() {
   airt::Init();  // joins the cluster at AIRT_ADDRESS

@@ -5,19 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "airt/api.h"
+#include "examples/sweep.h"
 
 // One trial: fits y = 3x - 2 + noise with gradient descent for `steps` steps at learning rate
 // `lr` and momentum `momentum`; returns the final mean squared error and the GPU ids this worker
 // was given ("" when none), as a GPU trial would report them.
-struct TrialResult {
-  double lr;
-  double momentum;
-  double loss;
-  std::string gpus;
-  MSGPACK_DEFINE(lr, momentum, loss, gpus);
-};
-
 TrialResult Train(double lr, double momentum, int steps) {
   std::vector<double> xs, ys;
   uint32_t state = 12345;

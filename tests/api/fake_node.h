@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/ids.h"
+#include "tests/testing/rpc_server_thread.h"
 
 namespace airt::testing {
 
@@ -36,16 +37,11 @@ class FakeNodeThread {
  public:
   // Serves on any free port; port() is 0 when it could not.
   explicit FakeNodeThread(std::shared_ptr<FakeNodeState> state);
-  ~FakeNodeThread();
-  FakeNodeThread(const FakeNodeThread&) = delete;
-  FakeNodeThread& operator=(const FakeNodeThread&) = delete;
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return server_.port(); }
 
  private:
-  std::thread thread_;
-  uint16_t port_ = 0;
-  int stop_fd_ = -1;  // the write end of a pipe the server's loop reads; a byte stops it
+  RpcServerThread server_;
 };
 
 }  // namespace airt::testing

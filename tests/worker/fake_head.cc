@@ -197,52 +197,8 @@ kj::Promise<void> FakeHead::clusterView(ClusterViewContext context) {
   return kj::READY_NOW;
 }
 
-FakeHeadThread::FakeHeadThread(std::shared_ptr<FakeHeadState> state, uint16_t port) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return;
-  stop_fd_ = fds[1];
-  int read_fd = fds[0];
-  std::mutex mu;
-  std::condition_variable cv;
-  bool ready = false;
-  // Announces the outcome once, notifying under the lock: the constructor (and these locals)
-  // may be gone as soon as the lock is released.
-  auto announce = [&mu, &cv, &ready, this](uint16_t bound) {
-    std::lock_guard<std::mutex> lock(mu);
-    port_ = bound;
-    ready = true;
-    cv.notify_one();
-  };
-  thread_ = std::thread([announce, state, port, read_fd] {
-    bool announced = false;
-    bool owned = false;
-    kj::Maybe<kj::Exception> failed = kj::runCatchingExceptions([&] {
-      capnp::EzRpcServer server(kj::heap<FakeHead>(state), "127.0.0.1", port);
-      auto& wait = server.getWaitScope();
-      auto bound = static_cast<uint16_t>(server.getPort().wait(wait));
-      using Flags = kj::LowLevelAsyncIoProvider;
-      auto stop = server.getLowLevelIoProvider().wrapInputFd(read_fd, Flags::TAKE_OWNERSHIP);
-      owned = true;
-      announced = true;
-      announce(bound);
-      char byte;
-      stop->tryRead(&byte, 1, 1).wait(wait);
-    });
-    if (!owned) ::close(read_fd);
-    if (failed != nullptr && !announced) announce(0);
-  });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return ready; });
-}
-
-FakeHeadThread::~FakeHeadThread() {
-  if (stop_fd_ >= 0 && port_ != 0) {  // port_ 0: the server thread is gone already
-    char byte = 'x';
-    (void)!::write(stop_fd_, &byte, 1);
-  }
-  if (thread_.joinable()) thread_.join();
-  if (stop_fd_ >= 0) ::close(stop_fd_);
-}
+FakeHeadThread::FakeHeadThread(std::shared_ptr<FakeHeadState> state, uint16_t port)
+    : server_([state] { return capnp::Capability::Client(kj::heap<FakeHead>(state)); }, port) {}
 
 uint16_t UnusedPort() {
   auto state = std::make_shared<FakeHeadState>();

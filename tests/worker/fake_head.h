@@ -18,6 +18,7 @@
 
 #include "common/ids.h"
 #include "common/proto/cluster.capnp.h"
+#include "tests/testing/rpc_server_thread.h"
 
 namespace airt::testing {
 
@@ -112,17 +113,12 @@ class FakeHeadThread {
  public:
   // port 0: any free port. port() is 0 when the port could not be bound.
   explicit FakeHeadThread(std::shared_ptr<FakeHeadState> state, uint16_t port = 0);
-  ~FakeHeadThread();
-  FakeHeadThread(const FakeHeadThread&) = delete;
-  FakeHeadThread& operator=(const FakeHeadThread&) = delete;
 
-  uint16_t port() const { return port_; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  uint16_t port() const { return server_.port(); }
+  std::string address() const { return server_.address(); }
 
  private:
-  std::thread thread_;
-  uint16_t port_ = 0;
-  int stop_fd_ = -1;  // the write end of a pipe the server's loop reads; a byte stops it
+  RpcServerThread server_;
 };
 
 // A port on 127.0.0.1 that was free a moment ago (bound, then closed).
