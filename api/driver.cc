@@ -85,11 +85,19 @@ void Shutdown() {
 
 namespace internal {
 
+// Argument values above this go to the object store and travel as references (Ray's
+// max_direct_call_object_size is the same 100 KiB).
+constexpr size_t kInlineArgumentLimit = 100 * 1024;
+
 std::vector<std::string> SubmitTask(const std::string& function, std::vector<Argument> args,
                                     const TaskSettings& settings) {
   std::vector<core::TaskArgument> arguments;
   for (Argument& a : args) {
     core::TaskArgument t;
+    if (a.ref.empty() && a.value.size() > kInlineArgumentLimit) {
+      // A large value goes through the object store, as Ray does, not inside the task message.
+      a.ref = PutBytes(std::move(a.value));
+    }
     if (a.ref.empty()) {
       t.value = std::move(a.value);
     } else {

@@ -117,6 +117,9 @@ TEST_F(Tasks, LargeValuesTravelThroughTheObjectStore) {
   EXPECT_EQ(*Get(Task(SumBytes).Remote(big)), expect);  // a store object as an argument
   ObjectRef<std::vector<uint8_t>> put = Put(*bytes);
   EXPECT_EQ(*Get(Task(SumBytes).Remote(put)), expect);
+  // A large value passed by value goes through the store too (not inside the task message).
+  std::vector<uint8_t> big_value(64 << 20, 1);
+  EXPECT_EQ(*Get(Task(SumBytes).Remote(big_value)), int64_t{64} << 20);
 }
 
 TEST_F(Tasks, ExceptionInTaskReachesGetAsTaskError) {
