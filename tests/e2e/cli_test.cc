@@ -110,6 +110,30 @@ TEST_F(AirtCommand, StartRefusesASecondHeadAndBadFlagsNamingThem) {
   EXPECT_EQ(Airt({"stop"}, &out), 0);
 }
 
+TEST_F(AirtCommand, TwoDriversRunTheirTasksAtOnceOnOneCluster) {
+  std::string out;
+  std::string code = std::filesystem::path(AIRT_EXAMPLE_TASKS).parent_path().string();
+  ASSERT_EQ(Airt({"start", "--head", "--port=0", "--num-cpus=2", "--object-store-memory=64M",
+                  "--code-search-path=" + code},
+                 &out),
+            0)
+      << out;
+  std::string address = ReadFile(dir_.File("session/head_address"));
+  ::setenv("AIRT_ADDRESS", address.substr(0, address.find('\n')).c_str(), 1);
+  ChildProcess first({AIRT_EXAMPLE_TASKS}, dir_.File("driver-1.out"));
+  ChildProcess second({AIRT_EXAMPLE_TASKS}, dir_.File("driver-2.out"));
+  EXPECT_EQ(first.Wait(60s), 0) << ReadFile(dir_.File("driver-1.out"));
+  EXPECT_EQ(second.Wait(60s), 0) << ReadFile(dir_.File("driver-2.out"));
+  ::unsetenv("AIRT_ADDRESS");
+  for (const char* log : {"driver-1.out", "driver-2.out"}) {
+    std::string text = ReadFile(dir_.File(log));
+    EXPECT_NE(text.find("sum of 0..99999 computed remotely: 4999950000"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("40 put, plus 2 remotely: 42"), std::string::npos) << text;
+  }
+  EXPECT_EQ(Airt({"stop"}, &out), 0) << out;
+}
+
 TEST_F(AirtCommand, StatusNamesTheAddressWhenNoHeadAnswers) {
   std::string out;
   EXPECT_EQ(Airt({"status", "--address=127.0.0.1:1"}, &out), 1);
