@@ -1,5 +1,7 @@
 // Remote functions for the end-to-end task tests: linked by the test driver (which names them
 // with Task(f)) and loaded by airt-worker from its code search path.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -44,4 +46,7 @@ int DieOnce(std::string marker) {
 
 int AlwaysDie() { std::_Exit(1); }
 
-AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie);
+// The pid of the node that started this worker: tells a test which node ran the task.
+int NodePid() { return static_cast<int>(::getppid()); }
+
+AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie, NodePid);
