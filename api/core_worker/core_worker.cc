@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <future>
 #include <thread>
 
@@ -34,6 +35,22 @@ class LogTaskErrors : public kj::TaskSet::ErrorHandler {
  public:
   void taskFailed(kj::Exception&& e) override {
     AIRT_LOG(WARNING) << "core worker background task failed: " << e.getDescription().cStr();
+  }
+};
+
+// Prints the lines the node streams from this job's workers on the driver's stdout, one write
+// per batch (Ray's "(pid=..., node=...) line" output). Runs on the loop thread.
+class PrintLogs final : public proto::LogSink::Server {
+ protected:
+  kj::Promise<void> write(WriteContext context) override {
+    std::string text;
+    for (capnp::Text::Reader line : context.getParams().getLines()) {
+      text.append(line.cStr(), line.size());
+      text.push_back('\n');
+    }
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return kj::READY_NOW;
   }
 };
 
@@ -135,6 +152,17 @@ Status CoreWorker::Impl::Start() {
             }
             throw Fail(NotFound("no alive node at " + options_.node_address +
                                 " in the cluster of the head at " + options_.head_address));
+          })
+          .then([this] {
+            // The job's workers' output, printed here; the driver works without it.
+            auto subscribe = Connect(node_address_).castAs<proto::Node>().subscribeLogsRequest();
+            subscribe.setJobId(AsData(job_id_.Binary()));
+            subscribe.setSink(kj::heap<PrintLogs>());
+            return subscribe.send().ignoreResult().catch_([this](kj::Exception&& e) {
+              AIRT_LOG(WARNING) << "workers' output will not be shown: subscribing to the logs "
+                                << "of node " << node_address_
+                                << " failed: " << FromKjException(e).ToString();
+            });
           });
     });
   });

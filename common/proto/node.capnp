@@ -52,6 +52,15 @@ interface Node {
   returnWorkerLease @1 (leaseId :UInt64, disconnectWorker :Bool) -> ();
   # A worker the node started says where it serves. `workerId` is the one the node gave it.
   registerWorker @2 (worker :WorkerAddress) -> ();
+  # Sends the output of this node's workers of `jobId` to `sink` from now on, a batch of lines
+  # about every 100 ms, until a write to it fails. Several sinks per job are allowed.
+  subscribeLogs @3 (jobId :Data, sink :LogSink) -> ();
+}
+
+# Where a node sends its workers' output (a driver prints it). Each line is one line a worker
+# wrote, without its newline, prefixed "(pid=<worker pid>, node=<first 8 hex of node id>) ".
+interface LogSink {
+  write @0 (lines :List(Text)) -> ();
 }
 
 # An argument: a value inline, or an object in some node's store.

@@ -49,4 +49,12 @@ int AlwaysDie() { std::_Exit(1); }
 // The pid of the node that started this worker: tells a test which node ran the task.
 int NodePid() { return static_cast<int>(::getppid()); }
 
-AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie, NodePid);
+// Writes a line to the worker's stdout (its log file, which the node streams to the driver).
+int PrintHello(int x) {
+  std::printf("hello from the worker %d\n", x);
+  std::fflush(stdout);
+  return x;
+}
+
+AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie, NodePid,
+            PrintHello);

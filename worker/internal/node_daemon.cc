@@ -26,6 +26,7 @@
 #include "worker/internal/head_session.h"
 #include "worker/internal/host.h"
 #include "worker/internal/lease_manager.h"
+#include "worker/internal/log_streamer.h"
 #include "worker/internal/node_service.h"
 #include "worker/internal/worker_pool.h"
 #include "worker/scheduling/scheduling.h"
@@ -219,6 +220,17 @@ int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
     target->leases = &leases;
     KJ_DEFER(target->leases = nullptr);
 
+    // Workers' output to their jobs' drivers.
+    LogStreamer logs({node.id.Hex().substr(0, 8)}, timer, [&pool] {
+      std::vector<LoggingWorker> workers;
+      for (const WorkerSnapshot& w : pool.Snapshot().workers) {
+        workers.push_back(LoggingWorker{w.job, w.pid, w.log_path});
+      }
+      return workers;
+    });
+    target->logs = &logs;
+    KJ_DEFER(target->logs = nullptr);
+
     EzRpcHeadConnector connector(config.head_address);
     HeadSessionOptions options;
     options.call_timeout = config.head_call_timeout_ms * kj::MILLISECONDS;
@@ -241,6 +253,7 @@ int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
     int sig = stop->Next().wait(wait);
     AIRT_LOG(INFO) << "stopping on signal " << sig;
     target->leases = nullptr;  // new calls fail with kUnavailable from here on
+    target->logs = nullptr;
     pool.StopAll().wait(wait);
     session.Unregister(std::min(options.call_timeout, kMaxUnregisterWait)).wait(wait);
   });

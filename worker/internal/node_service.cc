@@ -145,4 +145,17 @@ kj::Promise<void> NodeService::registerWorker(RegisterWorkerContext context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> NodeService::subscribeLogs(SubscribeLogsContext context) {
+  if (target_->logs == nullptr) {
+    return Fail(Unavailable("the node is not streaming logs (stopping)"));
+  }
+  auto params = context.getParams();
+  auto job = params.getJobId();
+  Result<JobId> job_id =
+      JobId::FromBinary(std::string_view(reinterpret_cast<const char*>(job.begin()), job.size()));
+  if (!job_id.ok()) return Fail(FieldError("jobId", job_id.status().message()));
+  target_->logs->Subscribe(*job_id, params.getSink());
+  return kj::READY_NOW;
+}
+
 }  // namespace airt::node

@@ -11,6 +11,7 @@
 #include "common/proto/node.capnp.h"
 #include "common/status.h"
 #include "worker/internal/lease_manager.h"
+#include "worker/internal/log_streamer.h"
 
 namespace airt::node {
 
@@ -20,9 +21,11 @@ inline constexpr size_t kMaxHostBytes = 256;
 
 // Where a NodeService sends calls. The service is owned by the RPC system and may outlive the
 // lease manager, so the node sets `leases` once the manager exists and clears it before the
-// manager goes; calls meanwhile fail with kUnavailable. Event-loop confined.
+// manager goes (and `logs` likewise for the log streamer); calls meanwhile fail with
+// kUnavailable. Event-loop confined.
 struct NodeServiceTarget {
   LeaseManager* leases = nullptr;
+  LogStreamer* logs = nullptr;
 };
 
 // The edge's parsing, exposed for tests.
@@ -40,6 +43,8 @@ class NodeService final : public proto::Node::Server {
   kj::Promise<void> requestWorkerLease(RequestWorkerLeaseContext context) override;
   kj::Promise<void> returnWorkerLease(ReturnWorkerLeaseContext context) override;
   kj::Promise<void> registerWorker(RegisterWorkerContext context) override;
+  // kInvalidArgument: a malformed jobId.
+  kj::Promise<void> subscribeLogs(SubscribeLogsContext context) override;
 
  private:
   Result<LeaseManager*> Leases() const;

@@ -1,0 +1,93 @@
+// Workers' output on the driver's console: a real airt-head and airt-node, and a driver process
+// (log_driver) whose stdout the test reads. The node follows its workers' log files and streams
+// their lines, prefixed "(pid=..., node=...)", to the driver that subscribed for the job.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "tests/testing/test_support.h"
+
+namespace airt {
+namespace {
+
+using airt::testing::ChildProcess;
+using airt::testing::ReadFile;
+using airt::testing::TempDir;
+using airt::testing::WaitUntil;
+using namespace std::chrono_literals;
+
+// The rest of the first line in `log` that starts with `prefix`, waiting up to 30 s.
+std::string WaitForLine(const std::string& log, const std::string& prefix) {
+  std::string found;
+  WaitUntil(
+      [&] {
+        std::string text = ReadFile(log);
+        for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos;
+             start = nl + 1) {
+          if (text.compare(start, prefix.size(), prefix) == 0) {
+            found = text.substr(start + prefix.size(), nl - start - prefix.size());
+            return true;
+          }
+        }
+        return false;
+      },
+      30s);
+  return found;
+}
+
+TEST(LogStream, WorkerOutputReachesTheDriverWithItsPrefix) {
+  TempDir dir;
+  ChildProcess head({AIRT_HEAD_BIN, "--port=0"}, dir.File("head.log"));
+  std::string address = WaitForLine(dir.File("head.log"), "head ready ");
+  ASSERT_FALSE(address.empty()) << ReadFile(dir.File("head.log"));
+  ChildProcess node(
+      {AIRT_NODE_BIN, "--head-address=" + address, "--num-cpus=1", "--object-store-memory=64M",
+       "--temp-dir=" + dir.path(), "--worker-binary=" + std::string(AIRT_WORKER_BIN),
+       "--worker-code-search-path=" + std::string(AIRT_TASK_FUNCTIONS)},
+      dir.File("node.log"));
+  ASSERT_FALSE(WaitForLine(dir.File("node.log"), "node ready ").empty())
+      << ReadFile(dir.File("node.log"));
+
+  ::setenv("AIRT_ADDRESS", address.c_str(), 1);  // the driver inherits it
+  std::string marker = dir.File("driver.done");
+  ChildProcess driver({AIRT_LOG_DRIVER_BIN, marker}, dir.File("driver.log"));
+
+  const std::regex line(R"(^\(pid=[0-9]+, node=[0-9a-f]{8}\) hello from the worker 7$)");
+  bool streamed = WaitUntil(
+      [&] {
+        std::string text = ReadFile(dir.File("driver.log"));
+        for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos;
+             start = nl + 1) {
+          if (std::regex_match(text.substr(start, nl - start), line)) return true;
+        }
+        return false;
+      },
+      30s);
+  EXPECT_TRUE(streamed) << "driver output:\n"
+                        << ReadFile(dir.File("driver.log")) << "\nnode log:\n"
+                        << ReadFile(dir.File("node.log"));
+  EXPECT_NE(ReadFile(dir.File("driver.log")).find("driver got 7\n"), std::string::npos);
+  // The worker's own info lines ("... remote function(s) registered ...") stay in its log file.
+  EXPECT_EQ(ReadFile(dir.File("driver.log")).find("remote function(s) registered"),
+            std::string::npos)
+      << ReadFile(dir.File("driver.log"));
+
+  std::ofstream(marker).put('\n');
+  EXPECT_EQ(driver.Wait(30s), 0) << ReadFile(dir.File("driver.log"));
+  // The line stays in the worker's own log file as well.
+  bool in_worker_log = false;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(dir.path()))) {
+    if (!entry.is_directory() || entry.path().filename().string().rfind("node-", 0) != 0) continue;
+    for (const auto& log : std::filesystem::directory_iterator(entry.path() / "logs")) {
+      if (ReadFile(log.path().string()).find("hello from the worker 7\n") != std::string::npos) {
+        in_worker_log = true;
+      }
+    }
+  }
+  EXPECT_TRUE(in_worker_log);
+}
+
+}  // namespace
+}  // namespace airt
