@@ -70,6 +70,21 @@ class UnavailableError : public Exception {
  public:
   using Exception::Exception;
 };
+// What is not built yet (kUnimplemented); what() names it.
+class UnimplementedError : public Exception {
+ public:
+  using Exception::Exception;
+};
+
+// A placement group: a gang reservation of resource bundles (Ray's PlacementGroup). Creating one
+// comes with the placement-group issue; until then SetPlacementGroup throws UnimplementedError.
+class PlacementGroup {
+ public:
+  const std::string& ID() const { return id_; }
+
+ private:
+  std::string id_;
+};
 
 // A reference to an object owned by this driver: a task's return or a Put.
 template <typename T>
@@ -137,6 +152,12 @@ class TaskCaller {
   TaskCaller& SetMaxRetries(int max_retries) {
     settings_.max_retries = max_retries;
     return *this;
+  }
+  // Throws UnimplementedError: placement groups are not built yet.
+  TaskCaller& SetPlacementGroup(const PlacementGroup&, int bundle_index = -1) {
+    (void)bundle_index;
+    throw UnimplementedError(
+        "SetPlacementGroup: placement groups (gang reservation of bundles) are not built yet");
   }
 
   // Each argument is a value of the parameter's type or an ObjectRef to one.

@@ -20,6 +20,7 @@ template <typename T>
 using ObjectRef = airt::ObjectRef<T>;
 template <typename T>
 using WaitResult = airt::WaitResult<T>;
+using PlacementGroup = airt::PlacementGroup;
 
 using airt::Get;
 using airt::Put;
