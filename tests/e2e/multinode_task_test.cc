@@ -40,7 +40,7 @@ std::string WaitForLine(const std::string& log, const std::string& prefix) {
   return found;
 }
 
-TEST(MultiNodeTasks, SpilledTaskRunsOnTheNodeWithTheResourceAndItsResultCrossesBack) {
+TEST(MultiNodeTasks, TasksRunWhereTheirResourcesAreAndResultsCrossBetweenThreeNodes) {
   TempDir dir;
   ChildProcess head({AIRT_HEAD_BIN, "--port=0"}, dir.File("head.log"));
   std::string address = WaitForLine(dir.File("head.log"), "head ready ");
@@ -80,6 +80,14 @@ TEST(MultiNodeTasks, SpilledTaskRunsOnTheNodeWithTheResourceAndItsResultCrossesB
   for (uint8_t b : *bytes) expect += b;
   // A task on `first` takes it as an argument.
   EXPECT_EQ(*Get(Task(SumBytes).Remote(made), 30000), expect);
+
+  // A third node with its own resource: a result made on `second` feeds a task on `third`, whose
+  // worker pulls it from `second` directly.
+  auto third = node("third", {"--resources={\"other\": 1}"});
+  ASSERT_FALSE(WaitForLine(dir.File("third.log"), "node ready ").empty())
+      << ReadFile(dir.File("third.log"));
+  EXPECT_EQ(*Get(Task(NodePid).SetResource("other", 1).Remote(), 30000), third->pid());
+  EXPECT_EQ(*Get(Task(SumBytes).SetResource("other", 1).Remote(made), 30000), expect);
   Shutdown();
 }
 

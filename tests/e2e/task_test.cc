@@ -97,8 +97,16 @@ TEST_F(Tasks, RefsPassedAsArgumentsAreResolvedFirst) {
   ObjectRef<int> b = Task(Add).Remote(a, a);
   EXPECT_EQ(*Get(b), 6);
   ObjectRef<int> chain = Task(Add).Remote(0, 1);
-  for (int i = 0; i < 50; ++i) chain = Task(Add).Remote(chain, 1);
-  EXPECT_EQ(*Get(chain), 51);
+  for (int i = 0; i < 1000; ++i) chain = Task(Add).Remote(chain, 1);  // each waits for the last
+  EXPECT_EQ(*Get(chain, 120000), 1001);
+}
+
+TEST_F(Tasks, OneGetReturnsTenThousandObjects) {
+  std::vector<ObjectRef<int>> refs;
+  for (int i = 0; i < 10000; ++i) refs.push_back(Put(i));
+  std::vector<std::shared_ptr<int>> values = Get(refs, 60000);
+  ASSERT_EQ(values.size(), 10000u);
+  for (int i = 0; i < 10000; ++i) ASSERT_EQ(*values[i], i);
 }
 
 TEST_F(Tasks, PutValuesServeAsArguments) {
