@@ -49,18 +49,10 @@ class HeadProcessTest : public ::testing::Test {
     argv.insert(argv.end(), extra.begin(), extra.end());
     head_ = std::make_unique<testing::ChildProcess>(argv, log_);
     ASSERT_TRUE(head_->started());
-    std::string address;
-    ASSERT_TRUE(testing::WaitUntil(
-        [&] {
-          std::string log = testing::ReadFile(log_);
-          size_t at = log.find("head ready ");
-          size_t end = at == std::string::npos ? at : log.find('\n', at);
-          if (end != std::string::npos) address = log.substr(at + 11, end - at - 11);
-          return !address.empty() || !head_->Running();
-        },
-        30s))
-        << "airt-head printed no ready line within 30 s";
+    std::optional<std::string> ready = testing::WaitForLine(log_, "head ready ", 30s, head_.get());
     ASSERT_TRUE(head_->Running()) << "airt-head exited before it was ready";
+    ASSERT_TRUE(ready) << "airt-head printed no ready line within 30 s";
+    std::string address = *ready;
     size_t colon = address.rfind(':');
     ASSERT_NE(colon, std::string::npos) << address;
     EXPECT_EQ(address.substr(0, colon), "127.0.0.1") << "the head binds loopback by default";

@@ -79,16 +79,8 @@ class LeaseProcess : public ::testing::Test {
         std::vector<std::string>{AIRT_HEAD_BIN, "--port=0", "--heartbeat-interval-ms=50",
                                  "--node-timeout-ms=3000", "--temp-dir=" + dir_.File("head")},
         head_log_);
-    std::string address;
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          std::string log = ReadFile(head_log_);
-          size_t at = log.find("head ready ");
-          size_t end = at == std::string::npos ? at : log.find('\n', at);
-          if (end != std::string::npos) address = log.substr(at + 11, end - at - 11);
-          return !address.empty() || !head_->Running();
-        },
-        30s));
+    std::string address =
+        airt::testing::WaitForLine(head_log_, "head ready ", 30s, head_.get()).value_or("");
     ASSERT_FALSE(address.empty()) << "airt-head exited before it was ready";
     head_address_ = address;
     size_t colon = address.rfind(':');
@@ -113,16 +105,8 @@ class LeaseProcess : public ::testing::Test {
     node->process = std::make_unique<ChildProcess>(argv, node->log);
     Node* n = node.get();
     nodes_.push_back(std::move(node));
-    std::string hex;
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          std::string log = ReadFile(n->log);
-          size_t at = log.find("node ready ");
-          size_t end = at == std::string::npos ? at : log.find('\n', at);
-          if (end != std::string::npos) hex = log.substr(at + 11, end - at - 11);
-          return !hex.empty() || !n->process->Running();
-        },
-        30s));
+    std::string hex =
+        airt::testing::WaitForLine(n->log, "node ready ", 30s, n->process.get()).value_or("");
     auto id = NodeId::FromHex(hex);
     EXPECT_TRUE(id.ok()) << "no ready line";
     if (!id.ok()) return n;

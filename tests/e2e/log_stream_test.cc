@@ -15,39 +15,21 @@ namespace {
 using airt::testing::ChildProcess;
 using airt::testing::ReadFile;
 using airt::testing::TempDir;
+using airt::testing::WaitForLine;
 using airt::testing::WaitUntil;
 using namespace std::chrono_literals;
-
-// The rest of the first line in `log` that starts with `prefix`, waiting up to 30 s.
-std::string WaitForLine(const std::string& log, const std::string& prefix) {
-  std::string found;
-  WaitUntil(
-      [&] {
-        std::string text = ReadFile(log);
-        for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos;
-             start = nl + 1) {
-          if (text.compare(start, prefix.size(), prefix) == 0) {
-            found = text.substr(start + prefix.size(), nl - start - prefix.size());
-            return true;
-          }
-        }
-        return false;
-      },
-      30s);
-  return found;
-}
 
 TEST(LogStream, WorkerOutputReachesTheDriverWithItsPrefix) {
   TempDir dir;
   ChildProcess head({AIRT_HEAD_BIN, "--port=0"}, dir.File("head.log"));
-  std::string address = WaitForLine(dir.File("head.log"), "head ready ");
+  std::string address = WaitForLine(dir.File("head.log"), "head ready ", 30s, &head).value_or("");
   ASSERT_FALSE(address.empty()) << ReadFile(dir.File("head.log"));
   ChildProcess node(
       {AIRT_NODE_BIN, "--head-address=" + address, "--num-cpus=1", "--object-store-memory=64M",
        "--temp-dir=" + dir.path(), "--worker-binary=" + std::string(AIRT_WORKER_BIN),
        "--worker-code-search-path=" + std::string(AIRT_TASK_FUNCTIONS)},
       dir.File("node.log"));
-  ASSERT_FALSE(WaitForLine(dir.File("node.log"), "node ready ").empty())
+  ASSERT_TRUE(WaitForLine(dir.File("node.log"), "node ready ", 30s, &node))
       << ReadFile(dir.File("node.log"));
 
   ::setenv("AIRT_ADDRESS", address.c_str(), 1);  // the driver inherits it

@@ -19,31 +19,13 @@ namespace {
 using airt::testing::ChildProcess;
 using airt::testing::ReadFile;
 using airt::testing::TempDir;
-using airt::testing::WaitUntil;
+using airt::testing::WaitForLine;
 using namespace std::chrono_literals;
-
-std::string WaitForLine(const std::string& log, const std::string& prefix) {
-  std::string found;
-  WaitUntil(
-      [&] {
-        std::string text = ReadFile(log);
-        for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos;
-             start = nl + 1) {
-          if (text.compare(start, prefix.size(), prefix) == 0) {
-            found = text.substr(start + prefix.size(), nl - start - prefix.size());
-            return true;
-          }
-        }
-        return false;
-      },
-      30s);
-  return found;
-}
 
 TEST(MultiNodeTasks, TasksRunWhereTheirResourcesAreAndResultsCrossBetweenThreeNodes) {
   TempDir dir;
   ChildProcess head({AIRT_HEAD_BIN, "--port=0"}, dir.File("head.log"));
-  std::string address = WaitForLine(dir.File("head.log"), "head ready ");
+  std::string address = WaitForLine(dir.File("head.log"), "head ready ", 30s, &head).value_or("");
   ASSERT_FALSE(address.empty()) << ReadFile(dir.File("head.log"));
   auto node = [&](const std::string& name, std::vector<std::string> extra) {
     std::vector<std::string> argv = {
@@ -59,10 +41,10 @@ TEST(MultiNodeTasks, TasksRunWhereTheirResourcesAreAndResultsCrossBetweenThreeNo
     return std::make_unique<ChildProcess>(argv, dir.File(name + ".log"));
   };
   auto first = node("first", {});
-  ASSERT_FALSE(WaitForLine(dir.File("first.log"), "node ready ").empty())
+  ASSERT_TRUE(WaitForLine(dir.File("first.log"), "node ready ", 30s, first.get()))
       << ReadFile(dir.File("first.log"));
   auto second = node("second", {"--resources={\"special\": 1}"});
-  ASSERT_FALSE(WaitForLine(dir.File("second.log"), "node ready ").empty())
+  ASSERT_TRUE(WaitForLine(dir.File("second.log"), "node ready ", 30s, second.get()))
       << ReadFile(dir.File("second.log"));
 
   Config config;
@@ -84,7 +66,7 @@ TEST(MultiNodeTasks, TasksRunWhereTheirResourcesAreAndResultsCrossBetweenThreeNo
   // A third node with its own resource: a result made on `second` feeds a task on `third`, whose
   // worker pulls it from `second` directly.
   auto third = node("third", {"--resources={\"other\": 1}"});
-  ASSERT_FALSE(WaitForLine(dir.File("third.log"), "node ready ").empty())
+  ASSERT_TRUE(WaitForLine(dir.File("third.log"), "node ready ", 30s, third.get()))
       << ReadFile(dir.File("third.log"));
   EXPECT_EQ(*Get(Task(NodePid).SetResource("other", 1).Remote(), 30000), third->pid());
   EXPECT_EQ(*Get(Task(SumBytes).SetResource("other", 1).Remote(made), 30000), expect);

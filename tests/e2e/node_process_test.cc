@@ -104,19 +104,9 @@ class NodeProcess : public ::testing::Test {
 
   // The id printed on the node's "node ready <hex>" line, waiting for it; nil past the deadline.
   NodeId WaitReady(Node* node, std::chrono::milliseconds timeout = 20s) {
-    const std::string prefix = "node ready ";
-    std::string hex;
-    WaitUntil(
-        [&] {
-          std::string log = ReadFile(node->log);
-          size_t at = log.find(prefix);
-          if (at == std::string::npos) return !node->process->Running();
-          size_t end = log.find('\n', at);
-          if (end == std::string::npos) return false;
-          hex = log.substr(at + prefix.size(), end - at - prefix.size());
-          return true;
-        },
-        timeout);
+    std::string hex =
+        airt::testing::WaitForLine(node->log, "node ready ", timeout, node->process.get())
+            .value_or("");
     auto id = NodeId::FromHex(hex);
     return id.ok() ? *id : NodeId::Nil();
   }

@@ -39,13 +39,9 @@ void StoreFixture::StartStore(std::vector<std::string> flags) {
   argv.insert(argv.end(), flags.begin(), flags.end());
   store_ = std::make_unique<testing::ChildProcess>(argv, store_log_);
   ASSERT_TRUE(store_->started());
-  const std::string ready = "ready " + socket_;
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] {
-        return testing::ReadFile(store_log_).find(ready) != std::string::npos || !store_->Running();
-      },
-      30s))
-      << "airt-store printed no ready line within 30 s";
+  ASSERT_TRUE(testing::WaitForLine(store_log_, "ready " + socket_, 30s, store_.get()))
+      << "airt-store printed no ready line within 30 s or exited: "
+      << testing::ReadFile(store_log_);
   ASSERT_TRUE(store_->Running()) << "airt-store exited: " << testing::ReadFile(store_log_);
   objectstore::StoreClient::Options options;
   options.prefault = false;

@@ -23,34 +23,16 @@ namespace {
 using airt::testing::ChildProcess;
 using airt::testing::ReadFile;
 using airt::testing::TempDir;
-using airt::testing::WaitUntil;
+using airt::testing::WaitForLine;
 using namespace std::chrono_literals;
-
-// The rest of the first line in `log` that starts with `prefix`, waiting up to 30 s.
-std::string WaitForLine(const std::string& log, const std::string& prefix) {
-  std::string found;
-  WaitUntil(
-      [&] {
-        std::string text = ReadFile(log);
-        for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos;
-             start = nl + 1) {
-          if (text.compare(start, prefix.size(), prefix) == 0) {
-            found = text.substr(start + prefix.size(), nl - start - prefix.size());
-            return true;
-          }
-        }
-        return false;
-      },
-      30s);
-  return found;
-}
 
 class Tasks : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
     head_ = new ChildProcess({AIRT_HEAD_BIN, "--port=0"}, dir_->File("head.log"));
-    std::string address = WaitForLine(dir_->File("head.log"), "head ready ");
+    std::string address =
+        WaitForLine(dir_->File("head.log"), "head ready ", 30s, head_).value_or("");
     ASSERT_FALSE(address.empty()) << ReadFile(dir_->File("head.log"));
     std::string functions = std::filesystem::path(AIRT_TASK_FUNCTIONS).parent_path().string();
     node_ = new ChildProcess(
@@ -59,7 +41,7 @@ class Tasks : public ::testing::Test {
          "--worker-binary=" + std::string(AIRT_WORKER_BIN), "--infeasible-grace-ms=300",
          "--worker-code-search-path=" + std::string(AIRT_TASK_FUNCTIONS)},
         dir_->File("node.log"));
-    ASSERT_FALSE(WaitForLine(dir_->File("node.log"), "node ready ").empty())
+    ASSERT_TRUE(WaitForLine(dir_->File("node.log"), "node ready ", 30s, node_))
         << ReadFile(dir_->File("node.log"));
     Config config;
     config.address = address;

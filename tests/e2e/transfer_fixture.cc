@@ -18,15 +18,6 @@ std::string Tail(const std::string& text, size_t n = 6000) {
   return text.size() <= n ? text : "..." + text.substr(text.size() - n);
 }
 
-// The text after `prefix` on the first line of `text` that starts with it, or "".
-std::string LineAfter(const std::string& text, const std::string& prefix) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
-  }
-  return "";
-}
-
 constexpr const char* kNamespacePrefix = "airt-xfer-";
 
 // Deletes namespaces "airt-xfer-<pid>-..." whose test process is gone (killed before its
@@ -170,21 +161,16 @@ TransferFixture::Node* TransferFixture::StartNode(const std::string& name,
     ADD_FAILURE() << "could not start node " << name;
     return nullptr;
   }
-  const std::string ready = "ready " + n->socket;
-  if (!testing::WaitUntil(
-          [&] {
-            return testing::ReadFile(n->log).find(ready) != std::string::npos ||
-                   !n->process->Running();
-          },
-          30s)) {
-    ADD_FAILURE() << "node " << name << " printed no ready line within 30 s";
+  if (!testing::WaitForLine(n->log, "ready " + n->socket, 30s, n->process.get())) {
+    ADD_FAILURE() << "node " << name << " printed no ready line within 30 s or exited: "
+                  << Tail(testing::ReadFile(n->log));
     return nullptr;
   }
   if (!n->process->Running()) {
     ADD_FAILURE() << "node " << name << " exited: " << testing::ReadFile(n->log);
     return nullptr;
   }
-  n->transfer = LineAfter(testing::ReadFile(n->log), "transfer ");
+  n->transfer = testing::LineAfter(testing::ReadFile(n->log), "transfer ").value_or("");
   if (n->transfer.empty()) {
     ADD_FAILURE() << "node " << name << " printed no transfer line";
     return nullptr;

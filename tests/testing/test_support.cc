@@ -95,4 +95,25 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::optional<std::string> LineAfter(std::string_view text, std::string_view prefix) {
+  for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string_view::npos;
+       start = nl + 1) {
+    std::string_view line = text.substr(start, nl - start);
+    if (line.substr(0, prefix.size()) == prefix) return std::string(line.substr(prefix.size()));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> WaitForLine(const std::string& path, std::string_view prefix,
+                                       std::chrono::milliseconds timeout, ChildProcess* process) {
+  std::optional<std::string> found;
+  WaitUntil(
+      [&] {
+        found = LineAfter(ReadFile(path), prefix);
+        return found.has_value() || (process != nullptr && !process->Running());
+      },
+      timeout);
+  return found;
+}
+
 }  // namespace airt::testing

@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/types.h>
@@ -53,5 +55,15 @@ bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
 
 // The contents of a file, or "" when it cannot be read.
 std::string ReadFile(const std::string& path);
+
+// The rest of the first complete line of `text` that starts with `prefix`; nullopt when none.
+std::optional<std::string> LineAfter(std::string_view text, std::string_view prefix);
+
+// Waits for a daemon's ready line ("head ready 127.0.0.1:4321") in the log file at `path`:
+// the rest of the first complete line starting with `prefix`. nullopt when none came within
+// `timeout`, or when `process` (if given) exited first.
+std::optional<std::string> WaitForLine(const std::string& path, std::string_view prefix,
+                                       std::chrono::milliseconds timeout,
+                                       ChildProcess* process = nullptr);
 
 }  // namespace airt::testing
