@@ -1,18 +1,23 @@
 #include "bench/bench_support.h"
 
-#include <poll.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
 namespace airt::bench {
+
+using namespace std::chrono_literals;
 
 void Die(const Status& status, const std::string& what) {
   std::fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, what.c_str(),
@@ -36,52 +41,72 @@ ScratchDir::~ScratchDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-StoreProcess::StoreProcess(const std::string& binary, const std::vector<std::string>& args) {
-  int out[2];
-  if (::pipe(out) != 0) Die(ErrnoStatus("pipe", errno), "start airt-store");
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+DaemonProcess::DaemonProcess(std::vector<std::string> argv, std::string log)
+    : log_(std::move(log)) {
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) Die(ErrnoStatus("open " + log_, errno), "start " + argv[0]);
   pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the benchmark
     if (::getppid() != parent) ::_exit(127);
-    ::dup2(out[1], STDOUT_FILENO);
-    ::close(out[0]);
-    ::close(out[1]);
-    std::vector<char*> argv = {const_cast<char*>(binary.c_str())};
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(binary.c_str(), argv.data());
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    ::execv(args[0], args.data());
     ::_exit(127);
   }
-  ::close(out[1]);
-  stdout_fd_ = out[0];
+  ::close(fd);
+  if (pid_ < 0) Die(ErrnoStatus("fork", errno), "start " + argv[0]);
 }
 
-StoreProcess::~StoreProcess() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
+DaemonProcess::~DaemonProcess() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  auto deadline = Clock::now() + 10s;
+  while (::waitpid(pid_, nullptr, WNOHANG) == 0) {
+    if (Clock::now() >= deadline) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      break;
+    }
+    std::this_thread::sleep_for(5ms);
   }
-  if (stdout_fd_ >= 0) ::close(stdout_fd_);
 }
 
-Result<std::string> StoreProcess::WaitForLine(const std::string& prefix,
-                                              std::chrono::seconds timeout) {
+Result<std::string> DaemonProcess::WaitForLine(const std::string& prefix,
+                                               std::chrono::seconds timeout) {
   auto deadline = Clock::now() + timeout;
   for (;;) {
-    size_t start = 0;
-    for (size_t nl; (nl = buffered_.find('\n', start)) != std::string::npos; start = nl + 1) {
-      std::string line = buffered_.substr(start, nl - start);
-      if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+    std::string text = ReadFile(log_);
+    for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
+      if (text.compare(start, prefix.size(), prefix) == 0) {
+        return text.substr(start + prefix.size(), nl - start - prefix.size());
+      }
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return DeadlineExceeded("airt-store never printed '" + prefix + "'");
-    pollfd p{stdout_fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char buf[512];
-    ssize_t n = ::read(stdout_fd_, buf, sizeof(buf));
-    if (n <= 0) return Unavailable("airt-store exited before printing '" + prefix + "'");
-    buffered_.append(buf, static_cast<size_t>(n));
+    std::string tail = text.size() > 2000 ? text.substr(text.size() - 2000) : text;
+    if (int status = 0; ::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      std::string how = !WIFEXITED(status) ? std::string("signal ") + strsignal(WTERMSIG(status))
+                        : WEXITSTATUS(status) == 127
+                            ? std::string("exit 127: could not exec")
+                            : "exit " + std::to_string(WEXITSTATUS(status));
+      return Unavailable("exited (" + how + ") before printing '" + prefix + "'; its log:\n" +
+                         tail);
+    }
+    if (Clock::now() >= deadline) {
+      return DeadlineExceeded("never printed '" + prefix + "'; its log:\n" + tail);
+    }
+    std::this_thread::sleep_for(5ms);
   }
 }
 

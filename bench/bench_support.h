@@ -35,22 +35,27 @@ class ScratchDir {
   std::string path_;
 };
 
-// An airt-store daemon started with `args`; its stdout is read through a pipe. Stopped with
-// SIGTERM on destruction, and killed by the kernel if the benchmark dies first.
-class StoreProcess {
- public:
-  StoreProcess(const std::string& binary, const std::vector<std::string>& args);
-  ~StoreProcess();
-  StoreProcess(const StoreProcess&) = delete;
-  StoreProcess& operator=(const StoreProcess&) = delete;
+// The contents of a file, or "" when it cannot be read.
+std::string ReadFile(const std::string& path);
 
-  // The rest of the first stdout line starting with `prefix` ("transfer " -> "127.0.0.1:4321").
+// A daemon (airt-store, airt-head, airt-node) started with `argv`, its stdout and stderr
+// appended to `log`. Killed by the kernel if the benchmark dies first; on destruction stopped by
+// pid with SIGTERM, then SIGKILL after 10 s.
+class DaemonProcess {
+ public:
+  DaemonProcess(std::vector<std::string> argv, std::string log);
+  ~DaemonProcess();
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  // The rest of the first line of the log starting with `prefix` ("head ready " -> host:port).
+  // kDeadlineExceeded after `timeout`; kUnavailable when the daemon exited first. Both messages
+  // carry the log's last lines.
   Result<std::string> WaitForLine(const std::string& prefix, std::chrono::seconds timeout);
 
  private:
+  std::string log_;
   pid_t pid_ = -1;
-  int stdout_fd_ = -1;
-  std::string buffered_;
 };
 
 // Connects to the store at `socket`, retrying while it starts.

@@ -10,22 +10,16 @@
 // sleep and four) so that the whole run stays within a few minutes.
 // Prints figures only; never fails on time. Exits 1 when the cluster cannot start or an operation
 // fails, after stopping every process it started.
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <sys/prctl.h>
-#include <sys/wait.h>
 
 #include "airt/api.h"
 #include "bench/bench_support.h"
@@ -40,90 +34,6 @@ namespace {
 using airt::bench::Clock;
 using airt::bench::Seconds;
 using namespace std::chrono_literals;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// A daemon (airt-head, airt-node) started with `argv`, its stdout and stderr appended to `log`.
-// Killed by the kernel if this process dies first; on destruction stopped by pid with SIGTERM,
-// then SIGKILL after 10 s. (airt-node stops its workers itself; they also die with it.)
-class Daemon {
- public:
-  Daemon(std::vector<std::string> argv, std::string log) : log_(std::move(log)) {
-    std::vector<char*> args;
-    for (std::string& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) airt::bench::Die(airt::ErrnoStatus("open " + log_, errno), "start " + argv[0]);
-    pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the benchmark
-      if (::getppid() != parent) ::_exit(127);
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-    ::close(fd);
-    if (pid_ < 0) airt::bench::Die(airt::ErrnoStatus("fork", errno), "start " + argv[0]);
-  }
-
-  ~Daemon() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    auto deadline = Clock::now() + 10s;
-    while (::waitpid(pid_, nullptr, WNOHANG) == 0) {
-      if (Clock::now() >= deadline) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-        break;
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-  }
-
-  Daemon(const Daemon&) = delete;
-  Daemon& operator=(const Daemon&) = delete;
-
-  // The rest of the first line of the log starting with `prefix` ("head ready " -> host:port).
-  // kDeadlineExceeded after `timeout`; kUnavailable when the daemon exited first. Both messages
-  // carry the log's last lines.
-  airt::Result<std::string> WaitForLine(const std::string& prefix, std::chrono::seconds timeout) {
-    auto deadline = Clock::now() + timeout;
-    for (;;) {
-      std::string text = ReadFile(log_);
-      for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos;
-           start = nl + 1) {
-        if (text.compare(start, prefix.size(), prefix) == 0) {
-          return text.substr(start + prefix.size(), nl - start - prefix.size());
-        }
-      }
-      std::string tail = text.size() > 2000 ? text.substr(text.size() - 2000) : text;
-      if (int status = 0; ::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        std::string how = !WIFEXITED(status) ? std::string("signal ") + strsignal(WTERMSIG(status))
-                          : WEXITSTATUS(status) == 127
-                              ? std::string("exit 127: could not exec")
-                              : "exit " + std::to_string(WEXITSTATUS(status));
-        return airt::Unavailable("exited (" + how + ") before printing '" + prefix +
-                                 "'; its log:\n" + tail);
-      }
-      if (Clock::now() >= deadline) {
-        return airt::DeadlineExceeded("never printed '" + prefix + "'; its log:\n" + tail);
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-  }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-};
 
 // How long each metric runs, and the sizes of its operations. The same figures are in
 // bench/peer_microbenchmark.py; change both together.
@@ -259,13 +169,15 @@ int main(int argc, char** argv) {
   }
 
   airt::bench::ScratchDir dir;  // removed last, once the daemons below have stopped
-  Daemon head({head_binary, "--port=0", "--temp-dir=" + dir.path()}, dir.path() + "/head.log");
+  airt::bench::DaemonProcess head({head_binary, "--port=0", "--temp-dir=" + dir.path()},
+                                  dir.path() + "/head.log");
   auto address = head.WaitForLine("head ready ", 30s);
   if (!address.ok()) return Fail(address.status(), "airt-head");
-  Daemon node({node_binary, "--head-address=" + *address, "--num-cpus=2", "--num-gpus=0",
-               "--object-store-memory=4G", "--temp-dir=" + dir.path(),
-               "--worker-binary=" + worker_binary, "--worker-code-search-path=" + functions},
-              dir.path() + "/node.log");
+  airt::bench::DaemonProcess node(
+      {node_binary, "--head-address=" + *address, "--num-cpus=2", "--num-gpus=0",
+       "--object-store-memory=4G", "--temp-dir=" + dir.path(), "--worker-binary=" + worker_binary,
+       "--worker-code-search-path=" + functions},
+      dir.path() + "/node.log");
   if (auto ready = node.WaitForLine("node ready ", 30s); !ready.ok()) {
     return Fail(ready.status(), "airt-node");
   }
@@ -282,7 +194,7 @@ int main(int argc, char** argv) {
   } catch (const airt::Exception& e) {
     std::fprintf(stderr, "microbenchmark: %s\n---- %s/node.log (tail) ----\n", e.what(),
                  dir.path().c_str());
-    std::string log = ReadFile(dir.path() + "/node.log");
+    std::string log = airt::bench::ReadFile(dir.path() + "/node.log");
     std::fputs(log.size() > 4000 ? log.substr(log.size() - 4000).c_str() : log.c_str(), stderr);
     rc = 1;
   }

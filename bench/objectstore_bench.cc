@@ -175,9 +175,10 @@ int main(int argc, char** argv) {
   const uint64_t capacity = biggest + 512 * kMiB;
   airt::bench::ScratchDir dir;
   std::string socket = dir.path() + "/store.sock";
-  airt::bench::StoreProcess store(
-      store_binary, {"--socket=" + socket, "--capacity=" + std::to_string(capacity),
-                     "--poll-spin-us=" + std::to_string(spin_us), "--max-objects=200000"});
+  airt::bench::DaemonProcess store(
+      {store_binary, "--socket=" + socket, "--capacity=" + std::to_string(capacity),
+       "--poll-spin-us=" + std::to_string(spin_us), "--max-objects=200000"},
+      dir.path() + "/store.log");
   std::unique_ptr<StoreClient> connected =
       airt::bench::ConnectWithRetry(socket, std::chrono::seconds(10));
   StoreClient& client = *connected;

@@ -105,9 +105,11 @@ int main(int argc, char** argv) {
 
   airt::bench::ScratchDir dir;
   std::string cap = "--capacity=" + std::to_string(capacity);
-  airt::bench::StoreProcess node_a(store_binary,
-                                   {"--socket=" + dir.path() + "/a.sock", cap, "--transfer"});
-  airt::bench::StoreProcess node_b(store_binary, {"--socket=" + dir.path() + "/b.sock", cap});
+  airt::bench::DaemonProcess node_a(
+      {store_binary, "--socket=" + dir.path() + "/a.sock", cap, "--transfer"},
+      dir.path() + "/a.log");
+  airt::bench::DaemonProcess node_b({store_binary, "--socket=" + dir.path() + "/b.sock", cap},
+                                    dir.path() + "/b.log");
   auto address = node_a.WaitForLine("transfer ", std::chrono::seconds(10));
   if (!address.ok()) Die(address.status(), "node A's transfer service");
   auto a = airt::bench::ConnectWithRetry(dir.path() + "/a.sock", std::chrono::seconds(10));
