@@ -8,6 +8,7 @@
 
 #include "api/internal/worker_options.h"
 #include "api/internal/worker_process.h"
+#include "common/logging.h"
 #include "common/process.h"
 
 int main(int argc, char** argv) {
@@ -22,6 +23,11 @@ int main(int argc, char** argv) {
     std::cerr << "airt-worker: " << options.status().message() << "\n"
               << "run airt-worker --help for the flags\n";
     return airt::worker::kExitBadFlags;
+  }
+  if (!options->log_file.empty()) {
+    if (airt::Status s = airt::SetLogFile(options->log_file); !s.ok()) {
+      std::cerr << "airt-worker: " << s.ToString() << "; logging to stderr\n";
+    }
   }
   return airt::worker::RunWorker(*options);
 }

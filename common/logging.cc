@@ -1,5 +1,6 @@
 #include "common/logging.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,6 +16,7 @@ namespace {
 std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
 // Written once at process start, before threads; read by every log line.
 char g_process_name[64] = "airt";
+int g_log_fd = STDERR_FILENO;
 
 char LevelLetter(LogLevel level) {
   switch (level) {
@@ -41,6 +43,13 @@ LogLevel ParseLogLevel(std::string_view name) {
   if (lower == "warning" || lower == "warn") return LogLevel::kWarning;
   if (lower == "error") return LogLevel::kError;
   return LogLevel::kInfo;
+}
+
+Status SetLogFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("open log file " + path, errno);
+  g_log_fd = fd;
+  return Status::Ok();
 }
 
 void SetLogProcessName(std::string_view name) {
@@ -72,7 +81,7 @@ LogMessage::~LogMessage() {
   stream_ << '\n';
   std::string text = stream_.str();
   // One write keeps lines from different processes sharing stderr whole.
-  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, text.data(), text.size());
+  [[maybe_unused]] ssize_t n = ::write(g_log_fd, text.data(), text.size());
   if (level_ == LogLevel::kFatal) std::abort();
 }
 

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <sstream>
+#include <string>
 #include <string_view>
+
+#include "common/status.h"
 
 namespace airt {
 
@@ -17,6 +20,10 @@ LogLevel MinLogLevel();
 LogLevel ParseLogLevel(std::string_view name);
 // The name printed before each line, e.g. "airt-store"; set once at process start.
 void SetLogProcessName(std::string_view name);
+// Sends log lines to the file at `path` (appended) instead of stderr; set once at process start.
+// A worker uses it to keep airt's own lines apart from what user code prints. kNotFound or
+// another errno status when the file cannot be opened (logging then stays on stderr).
+Status SetLogFile(const std::string& path);
 
 namespace internal {
 

@@ -44,6 +44,9 @@ Result<WorkerOptions> ParseWorkerOptions(int argc, char** argv) {
                   "how long to wait for the node to take the registration");
   flags.AddUint64("exit-grace-ms", &options.exit_grace_ms,
                   "after exit: how long to wait for clients to disconnect");
+  flags.AddString("log-file", &options.log_file,
+                  "where airt's own log lines go (the node streams stdout/stderr, which then "
+                  "carry only what user code prints); empty: stderr");
   Status parsed = flags.Parse(argc, argv);
   if (parsed.code() == Code::kCancelled) return Cancelled(flags.Usage());
   AIRT_RETURN_IF_ERROR(parsed);

@@ -21,6 +21,7 @@ struct WorkerOptions {
   uint64_t fetch_timeout_ms = 60'000;     // to pull and pin an object argument
   uint64_t register_timeout_ms = 30'000;  // to connect to the node and register
   uint64_t exit_grace_ms = 2'000;  // after exit's reply: wait this long for clients to disconnect
+  std::string log_file;            // airt's own log lines go here; empty: stderr (with user output)
 };
 
 // kInvalidArgument naming the flag for an unknown, missing or malformed one; kCancelled carrying

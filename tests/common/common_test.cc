@@ -4,7 +4,9 @@
 
 #include "common/flags.h"
 #include "common/ids.h"
+#include "common/logging.h"
 #include "common/status.h"
+#include "tests/testing/test_support.h"
 
 namespace airt {
 namespace {
@@ -109,6 +111,15 @@ TEST(Ids, NilIsAllOnesAndRandomIdsDiffer) {
   std::unordered_set<WorkerId> seen;
   for (int i = 0; i < 1000; ++i) seen.insert(WorkerId::FromRandom());
   EXPECT_EQ(seen.size(), 1000u);
+}
+
+TEST(Logging, SetLogFileSendsLinesToThatFileAndRefusesAMissingFolder) {
+  EXPECT_FALSE(SetLogFile("/nonexistent-airt-folder/x.log").ok());
+  airt::testing::TempDir dir;
+  ASSERT_TRUE(SetLogFile(dir.File("own.log")).ok());
+  AIRT_LOG(WARNING) << "a line for the log file";
+  EXPECT_NE(airt::testing::ReadFile(dir.File("own.log")).find("a line for the log file"),
+            std::string::npos);
 }
 
 TEST(Flags, ParsesSizesWithSuffixes) {

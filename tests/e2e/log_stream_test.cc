@@ -58,17 +58,25 @@ TEST(LogStream, WorkerOutputReachesTheDriverWithItsPrefix) {
 
   std::ofstream(marker).put('\n');
   EXPECT_EQ(driver.Wait(30s), 0) << ReadFile(dir.File("driver.log"));
-  // The line stays in the worker's own log file as well.
-  bool in_worker_log = false;
+  // The line stays in the worker's output file as well, and the worker's own log lines are in its
+  // .airt.log file beside it.
+  bool in_worker_log = false, own_lines_apart = false;
   for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(dir.path()))) {
     if (!entry.is_directory() || entry.path().filename().string().rfind("node-", 0) != 0) continue;
     for (const auto& log : std::filesystem::directory_iterator(entry.path() / "logs")) {
-      if (ReadFile(log.path().string()).find("hello from the worker 7\n") != std::string::npos) {
+      std::string text = ReadFile(log.path().string());
+      std::string name = log.path().filename().string();
+      bool airt_log = name.size() > 9 && name.substr(name.size() - 9) == ".airt.log";
+      if (!airt_log && text.find("hello from the worker 7\n") != std::string::npos) {
         in_worker_log = true;
+      }
+      if (airt_log && text.find("remote function(s) registered") != std::string::npos) {
+        own_lines_apart = true;
       }
     }
   }
   EXPECT_TRUE(in_worker_log);
+  EXPECT_TRUE(own_lines_apart);
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ class EmptyWorker final : public airt::proto::Worker::Server {
 
 int Run(int argc, char** argv) {
   std::string node_address, worker_id_hex, job_id_hex, store_socket, transfer_address;
-  std::string code_search_path;
+  std::string code_search_path, log_file;
   uint64_t node_port = 0;
   airt::FlagSet flags("airt_fake_worker");
   flags.AddString("node-address", &node_address, "the node's host");
@@ -46,6 +46,8 @@ int Run(int argc, char** argv) {
   flags.AddString("store-socket", &store_socket, "the node's object store socket");
   flags.AddString("transfer-address", &transfer_address, "the node's transfer service");
   flags.AddString("code-search-path", &code_search_path, "where remote functions are");
+  flags.AddString("log-file", &log_file,
+                  "accepted as airt-worker takes it; everything goes to stdout");
   if (airt::Status parsed = flags.Parse(argc, argv); !parsed.ok()) {
     std::fprintf(stderr, "airt_fake_worker: %s\n", parsed.ToString().c_str());
     return 2;

@@ -68,7 +68,7 @@ TEST_F(WorkerPool, AWorkerThatExitsBeforeRegisteringFailsTheLeaseUnavailable) {
   EXPECT_EQ(reply.status.code(), Code::kUnavailable) << reply.status.ToString();
   EXPECT_TRUE(Has(reply.status.message(), "exited with code 3 before it registered"))
       << reply.status.message();
-  EXPECT_TRUE(Has(reply.status.message(), "see its log " + dir_.path() + "/worker-"))
+  EXPECT_TRUE(Has(reply.status.message(), "see its logs " + dir_.path() + "/worker-"))
       << reply.status.message();
   EXPECT_EQ(Snap().resources.available.Get("CPU").ToString(), "1");
 }

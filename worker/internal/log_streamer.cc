@@ -13,14 +13,6 @@
 namespace airt::node {
 namespace {
 
-// The worker process's own debug and info log lines ("I 11:01:32.623124 airt-worker[6315] ...")
-// stay in its log file; its warnings and errors, and everything user code prints, are streamed.
-bool IsWorkerInfoLog(std::string_view line) {
-  constexpr std::string_view kTag = " airt-worker[";
-  return line.size() > 18 && (line[0] == 'I' || line[0] == 'D') && line[1] == ' ' &&
-         line.substr(17, kTag.size()) == kTag;
-}
-
 constexpr size_t kReadChunk = 64 * 1024;
 
 class LogWriteErrors final : public kj::TaskSet::ErrorHandler {
@@ -99,7 +91,7 @@ bool LogStreamer::ReadLines(File& file, std::vector<std::string>* out) {
   size_t start = 0;
   for (size_t nl; (nl = file.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
     std::string_view line(file.partial.data() + start, nl - start);
-    if (out != nullptr && !IsWorkerInfoLog(line)) out->push_back(prefix + std::string(line));
+    if (out != nullptr) out->push_back(prefix + std::string(line));
   }
   file.partial.erase(0, start);
   return true;

@@ -35,7 +35,9 @@ struct WorkerPool::Worker {
   WorkerLanguage language = WorkerLanguage::kCpp;
   std::string cuda_visible_devices;
   pid_t pid = 0;
-  std::string log_path;
+  std::string log_path;       // stdout and stderr: what user code prints (streamed to drivers)
+  std::string airt_log_path;  // the worker's own log lines
+  std::string Logs() const { return log_path + " and " + airt_log_path; }
   State state = State::kStarting;
   bool leased = false;    // handed out by Acquire and not Released (true while it stops too)
   WorkerAddress address;  // once registered
@@ -96,8 +98,9 @@ kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage la
   worker->job = job;
   worker->language = language;
   worker->cuda_visible_devices = cuda_visible_devices;
-  worker->log_path =
-      options_.log_dir + "/worker-" + worker->id.Hex().substr(0, kLogIdChars) + ".log";
+  std::string log_stem = options_.log_dir + "/worker-" + worker->id.Hex().substr(0, kLogIdChars);
+  worker->log_path = log_stem + ".log";            // what user code prints: streamed to the driver
+  worker->airt_log_path = log_stem + ".airt.log";  // the worker's own log lines
   ChildCommand command;
   command.binary = options_.cpp_worker_binary;
   command.args = {"--node-address=" + options_.node_address,
@@ -105,7 +108,8 @@ kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage la
                   "--worker-id=" + worker->id.Hex(),
                   "--job-id=" + job.Hex(),
                   "--store-socket=" + options_.store_socket,
-                  "--transfer-address=" + options_.transfer_address};
+                  "--transfer-address=" + options_.transfer_address,
+                  "--log-file=" + worker->airt_log_path};
   if (!options_.code_search_path.empty()) {
     command.args.push_back("--code-search-path=" + options_.code_search_path);
   }
@@ -126,7 +130,7 @@ kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage la
                          .eagerlyEvaluate(LogTimerError);
   AIRT_LOG(INFO) << "started worker " << Short(id) << " (pid " << *pid << ", job " << job.Hex()
                  << ", " << LanguageName(language) << ", CUDA_VISIBLE_DEVICES='"
-                 << cuda_visible_devices << "'), log " << worker->log_path;
+                 << cuda_visible_devices << "'), logs " << worker->Logs();
   reaper_.Watch(*pid, [this, id](int status) { OnExited(id, status); });
   workers_.emplace(id, std::move(worker));
   return kj::mv(paf.promise);
@@ -203,7 +207,7 @@ void WorkerPool::OnRegisterTimeout(const WorkerId& id) {
   Status status =
       Unavailable("worker " + id.Hex() + " (pid " + std::to_string(worker->pid) +
                   ") did not register within " + std::to_string(Ms(options_.register_timeout)) +
-                  " ms and was killed; see its log " + worker->log_path);
+                  " ms and was killed; see its logs " + worker->Logs());
   AIRT_LOG(WARNING) << status.message();
   if (worker->waiter.get() != nullptr && worker->waiter->isWaiting()) {
     worker->waiter->reject(ToKjException(status));
@@ -226,16 +230,16 @@ void WorkerPool::OnExited(const WorkerId& id, int wait_status) {
                     DescribeWaitStatus(wait_status);
   if (worker->waiter.get() != nullptr && worker->waiter->isWaiting()) {
     worker->waiter->reject(
-        ToKjException(Unavailable(why + " before it registered; see its log " + worker->log_path)));
+        ToKjException(Unavailable(why + " before it registered; see its logs " + worker->Logs())));
   }
   switch (worker->state) {
     case State::kStarting:
-      AIRT_LOG(WARNING) << why << " before it registered; log " << worker->log_path;
+      AIRT_LOG(WARNING) << why << " before it registered; logs " << worker->Logs();
       break;
     case State::kLeased:
-      AIRT_LOG(WARNING) << why << " while leased; log " << worker->log_path;
+      AIRT_LOG(WARNING) << why << " while leased; logs " << worker->Logs();
       break;
-    case State::kIdle: AIRT_LOG(WARNING) << why << " while idle; log " << worker->log_path; break;
+    case State::kIdle: AIRT_LOG(WARNING) << why << " while idle; logs " << worker->Logs(); break;
     case State::kStopping: AIRT_LOG(INFO) << why; break;
   }
   if (worker->leased && on_leased_exit_) on_leased_exit_(id, why);
