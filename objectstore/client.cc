@@ -97,15 +97,15 @@ StoreClient::~StoreClient() {
   ::close(fd_);  // the store undoes our pins and aborts our creates
 }
 
-Status StoreClient::Send(uint16_t type, uint16_t flags, std::string_view body) {
+Status StoreClient::Send(uint16_t type, std::string_view body) {
   return internal::SendAll(
-      fd_, internal::MakeFrame(static_cast<MessageType>(type), flags, next_request_id_++, body));
+      fd_, internal::MakeFrame(static_cast<MessageType>(type), 0, next_request_id_++, body));
 }
 
 // Caller holds socket_mu_.
 Result<std::string> StoreClient::Call(uint16_t type, std::string_view body) {
   uint32_t request_id = next_request_id_;
-  AIRT_RETURN_IF_ERROR(Send(type, 0, body));
+  AIRT_RETURN_IF_ERROR(Send(type, body));
   char header_bytes[internal::kHeaderSize];
   AIRT_RETURN_IF_ERROR(
       internal::RecvAll(fd_, header_bytes, internal::kHeaderSize, options_.spin_us));
@@ -268,7 +268,7 @@ void StoreClient::ReleasePin(uint32_t slot, const ObjectId& id) {
     std::string body;
     WireWriter(&body).PutId(id);
     std::lock_guard<std::mutex> lock(socket_mu_);
-    Status s = Send(static_cast<uint16_t>(MessageType::kReleased), internal::kFlagNoReply, body);
+    Status s = Send(static_cast<uint16_t>(MessageType::kReleased), body);
     if (!s.ok()) AIRT_LOG(WARNING) << "telling the store of a release: " << s.ToString();
   }
 }

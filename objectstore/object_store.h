@@ -184,7 +184,7 @@ class StoreClient {
   StoreClient(int fd, std::unique_ptr<internal::ArenaMapping> mapping, uint32_t slot,
               Options options);
   Result<std::string> Call(uint16_t type, std::string_view body);
-  Status Send(uint16_t type, uint16_t flags, std::string_view body);
+  Status Send(uint16_t type, std::string_view body);
   void ReleasePin(uint32_t slot, const ObjectId& id);
 
   int fd_;

@@ -5,8 +5,8 @@
 //   reply  = a frame of type kReply echoing request_id; body = u8 code, u32 message size,
 //            message, then the payload of the request's type
 //
-// All integers are little-endian. Every request gets exactly one reply, in order, unless it has
-// kFlagNoReply, which only Seal, Abort and Released honour (Released never replies). A body the
+// All integers are little-endian. Every request gets exactly one reply, in order, except Released,
+// which never gets one. The header's flags are 0 (reserved for later versions). A body the
 // type cannot parse gets a kInvalidArgument reply; a header announcing more than kMaxBodySize gets
 // one too, and then the connection is closed, since the stream cannot be resynchronised.
 //
@@ -36,7 +36,6 @@ namespace airt::objectstore::internal {
 inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr size_t kHeaderSize = 16;
 inline constexpr uint32_t kMaxBodySize = 16u << 20;
-inline constexpr uint16_t kFlagNoReply = 1;
 inline constexpr uint8_t kCreateSecondary = 1;
 
 enum class MessageType : uint16_t {

@@ -239,7 +239,6 @@ void StoreLoop::HandleFrame(uint64_t session_id, const FrameHeader& h, std::stri
   Session& s = sessions_.at(session_id);
   WireReader r(body);
   auto type = static_cast<MessageType>(h.type);
-  bool reply = (h.flags & kFlagNoReply) == 0;
   if (type == MessageType::kHello) return HandleHello(session_id, h, r);
   if (s.client_slot < 0) {
     return Reply(session_id, h.request_id, FailedPrecondition("the first message must be Hello"));
@@ -267,9 +266,7 @@ void StoreLoop::HandleFrame(uint64_t session_id, const FrameHeader& h, std::stri
                       : seal                                ? table_.Seal(id, slot)
                                                             : table_.Abort(id, slot);
       if (seal && status.ok()) OnSealed(id);
-      if (reply) return Reply(session_id, h.request_id, status);
-      if (!status.ok()) AIRT_LOG(WARNING) << "unanswered request failed: " << status.ToString();
-      return;
+      return Reply(session_id, h.request_id, status);
     }
     case MessageType::kDelete: {
       uint32_t n;
