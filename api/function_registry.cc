@@ -3,6 +3,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <memory>
@@ -30,6 +31,34 @@ bool FunctionRegistry::Register(std::string name, Invoker invoker) {
   return true;
 }
 
+bool FunctionRegistry::RegisterMethod(std::string name, MethodInvoker invoker) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (methods_.count(name) > 0 || invokers_.count(name) > 0) {
+    problems_.push_back("actor method '" + name +
+                        "' is registered twice: the first registration is kept");
+    return false;
+  }
+  methods_.emplace(std::move(name), std::move(invoker));
+  return true;
+}
+
+void FunctionRegistry::RememberMethod(std::string key, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  names_by_method_key_.emplace(std::move(key), name);
+}
+
+std::string FunctionRegistry::NameOfMethod(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = names_by_method_key_.find(key);
+  return it == names_by_method_key_.end() ? std::string() : it->second;
+}
+
+const MethodInvoker* FunctionRegistry::FindMethod(std::string_view name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = methods_.find(name);
+  return it == methods_.end() ? nullptr : &it->second;
+}
+
 void FunctionRegistry::RememberAddress(const void* address, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   names_by_address_.emplace(address, name);
@@ -55,8 +84,10 @@ const Invoker* FunctionRegistry::Find(std::string_view name) const {
 std::vector<std::string> FunctionRegistry::Names() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> names;
-  names.reserve(invokers_.size());
+  names.reserve(invokers_.size() + methods_.size());
   for (const auto& entry : invokers_) names.push_back(entry.first);
+  for (const auto& entry : methods_) names.push_back(entry.first);
+  std::sort(names.begin(), names.end());
   return names;
 }
 

@@ -51,13 +51,49 @@ struct JobInfo {
   alive @5 :Bool;
 }
 
+# An actor's life as the head's directory records it. PENDING until its constructor has run;
+# RESTARTING after its process died while restarts are left; DEAD for good (killed, out of
+# restarts, its constructor raised, or its job ended).
+enum ActorState {
+  pending @0;
+  alive @1;
+  restarting @2;
+  dead @3;
+}
+
+# One actor in the head's directory. The owner (the process that created it) places it through a
+# worker lease and keeps this entry current; every other handle holder reads it to find the actor.
+struct ActorInfo {
+  actorId @0 :Data;          # 16 bytes (ActorId; its last 4 bytes are the job's id)
+  jobId @1 :Data;            # 4 bytes
+  name @2 :Text;             # "" for an unnamed actor; unique within its namespace while not DEAD
+  namespace @3 :Text;
+  className @4 :Text;        # the factory's registered name, e.g. "Counter::Create"
+  state @5 :ActorState;
+  workerAddress @6 :Text;    # "host:port" of the worker serving it, when ALIVE
+  nodeAddress @7 :Text;      # "host:port" of that worker's node (its Node service)
+  workerId @8 :Data;         # 28 bytes, when ALIVE
+  pid @9 :Int32;             # the worker's process id, when ALIVE
+  numRestarts @10 :UInt32;
+  maxRestarts @11 :Int32;    # -1: without limit
+  deathCause @12 :Text;      # why it is DEAD (or why it last died)
+  detached @13 :Bool;        # outlives its job
+  language @14 :UInt8;       # 0 C++, 1 Python (node.capnp's Language)
+}
+
+# Held by a driver for as long as its job runs: when the driver's connection drops (the driver
+# exited or was killed), the head finishes the job as finishJob would.
+interface JobLease {}
+
 interface Head {
   # A node joins (or rejoins after the head forgot it). Re-registering an id replaces its entry.
   registerNode @0 (info :NodeInfo) -> (heartbeatIntervalMs :UInt32, nodeTimeoutMs :UInt32);
   # `known` false: the head does not know this node (it restarted, or declared the node dead):
-  # the node registers again.
+  # the node registers again. `jobsSeen` is the `finishedSeq` of the node's previous heartbeat
+  # (0 at first); `finishedJobs` lists the jobs finished since then, whose workers the node stops.
   heartbeat @1 (nodeId :Data, available :List(Resource), gpuIdsInUse :List(UInt32),
-                quarantinedGpuIds :List(UInt32)) -> (known :Bool);
+                quarantinedGpuIds :List(UInt32), jobsSeen :UInt64)
+      -> (known :Bool, finishedJobs :List(Data), finishedSeq :UInt64);
   # A node leaving cleanly (airt stop); it is shown dead at once.
   unregisterNode @2 (nodeId :Data) -> ();
   # Every node the head knows, alive or dead, in registration order.
@@ -69,8 +105,23 @@ interface Head {
   kvDelete @6 (namespace :Text, key :Text) -> (deleted :Bool);
   kvKeys @7 (namespace :Text, prefix :Text) -> (keys :List(Text));
 
-  # One job per driver.
-  registerJob @8 (driverPid :Int32, driverAddress :Text) -> (jobId :Data);
+  # One job per driver. The job finishes at finishJob, or when the driver drops `lease` (its
+  # connection closed). Finishing a job marks its non-detached actors DEAD.
+  registerJob @8 (driverPid :Int32, driverAddress :Text) -> (jobId :Data, lease :JobLease);
   finishJob @9 (jobId :Data) -> ();
   listJobs @10 () -> (jobs :List(JobInfo));
+
+  # The actor directory. registerActor adds a PENDING actor (kAlreadyExists when its name is taken
+  # in its namespace by an actor not DEAD; kFailedPrecondition when its job has finished).
+  registerActor @11 (info :ActorInfo) -> ();
+  # The owner's news: state, worker, restarts, death cause (id, job, name and class stay).
+  # kFailedPrecondition when the actor is DEAD already (killed): the caller stops its worker.
+  updateActor @12 (info :ActorInfo) -> ();
+  # By id when `actorId` is set, else by name in `namespace` (only an actor not DEAD).
+  getActor @13 (actorId :Data, name :Text, namespace :Text) -> (found :Bool, info :ActorInfo);
+  # Every actor the head knows, in registration order.
+  listActors @14 () -> (actors :List(ActorInfo));
+  # ray.kill: marks the actor DEAD with `cause` (its owner will not restart it) and returns its
+  # entry, whose worker the caller then stops through that node's killWorker.
+  killActor @15 (actorId :Data, cause :Text) -> (info :ActorInfo);
 }

@@ -55,6 +55,9 @@ interface Node {
   # Sends the output of this node's workers of `jobId` to `sink` from now on, a batch of lines
   # about every 100 ms, until a write to it fails. Several sinks per job are allowed.
   subscribeLogs @3 (jobId :Data, sink :LogSink) -> ();
+  # Stops this node's worker `workerId` at once (SIGKILL; ray.kill of its actor) and gives its
+  # lease back. `killed` false when the node has no such worker (it exited already).
+  killWorker @4 (workerId :Data) -> (killed :Bool);
 }
 
 # Where a node sends its workers' output (a driver prints it). Each line is one line a worker
@@ -84,6 +87,15 @@ struct TaskSpec {
   args @3 :List(TaskArg);
   numReturns @4 :UInt32;
   name @5 :Text;               # the user's SetName, for logs and errors
+  kind @6 :TaskKind;
+  actorId @7 :Data;            # 16 bytes for actor creation and actor methods; empty otherwise
+  maxConcurrency @8 :UInt32;   # actor creation: methods run on this many threads (0 means 1)
+}
+
+enum TaskKind {
+  normal @0;                   # a remote function
+  actorCreation @1;            # the actor's factory: the worker keeps what it returns
+  actorMethod @2;              # a method of the worker's actor
 }
 
 struct TaskReturn {

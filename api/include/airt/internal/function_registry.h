@@ -3,9 +3,10 @@
 // API; include airt/remote.h instead.
 //
 // An invoker takes the serialized arguments and gives back the serialized returns or why it could
-// not. Actors will fit the same table: a class factory is an invoker whose return is an instance
-// handle, and a method is an invoker that also takes the instance; both keyed by name
-// ("Counter::Increment").
+// not. Actors fit the same tables: a class factory (`static Counter* Counter::Create(...)`) is an
+// invoker whose outcome holds the new instance, and a method (`&Counter::Add`) is a method invoker
+// that also takes the instance; both keyed by the name written ("Counter::Create",
+// "Counter::Add").
 #pragma once
 
 #include <functional>
@@ -30,11 +31,15 @@ struct InvokeOutcome {
   Kind kind = Kind::kOk;
   std::string error;                 // when not kOk: what went wrong, naming the function
   std::vector<std::string> returns;  // when kOk: the serialized return values (none for void)
+  std::shared_ptr<void> instance;    // when kOk and the function is an actor factory: the actor
 };
 
 // Runs a function on serialized arguments (each one msgpack value). Runs user code on the calling
 // thread; never throws.
 using Invoker = std::function<InvokeOutcome(std::span<const std::string_view> args)>;
+// Runs an actor method on `instance` (what the class's factory made). Never throws.
+using MethodInvoker =
+    std::function<InvokeOutcome(void* instance, std::span<const std::string_view> args)>;
 
 // Thread-safe. Entries are never removed, so a found invoker stays valid for the registry's life.
 class FunctionRegistry {
@@ -50,6 +55,8 @@ class FunctionRegistry {
   // Adds `name`. False when the name is taken: the first registration stays, and the clash is
   // recorded (TakeProblems).
   bool Register(std::string name, Invoker invoker);
+  // Adds the actor method `name`; false on a clash, as Register.
+  bool RegisterMethod(std::string name, MethodInvoker invoker);
   // Records a registration that could not be made (static initialization cannot return errors).
   void RecordProblem(std::string problem);
 
@@ -58,9 +65,14 @@ class FunctionRegistry {
   void RememberAddress(const void* address, const std::string& name);
   // The name the function at `address` was registered under, or "" when it was not.
   std::string NameOf(const void* address) const;
+  // The same for a member function pointer, keyed by its bytes (MethodKey).
+  void RememberMethod(std::string key, const std::string& name);
+  std::string NameOfMethod(const std::string& key) const;
 
   // The invoker registered as `name`, or null.
   const Invoker* Find(std::string_view name) const;
+  // The method invoker registered as `name`, or null.
+  const MethodInvoker* FindMethod(std::string_view name) const;
   // Every registered name, sorted.
   std::vector<std::string> Names() const;
   // The problems recorded since the last call, oldest first.
@@ -69,9 +81,17 @@ class FunctionRegistry {
  private:
   mutable std::mutex mu_;
   std::map<std::string, Invoker, std::less<>> invokers_;  // guarded by mu_
+  std::map<std::string, MethodInvoker, std::less<>> methods_;  // guarded by mu_
+  std::map<std::string, std::string> names_by_method_key_;     // guarded by mu_
   std::vector<std::string> problems_;                     // guarded by mu_
   std::map<const void*, std::string> names_by_address_;   // guarded by mu_
 };
+
+// A member function pointer's bytes: the key RememberMethod and NameOfMethod take.
+template <typename M>
+std::string MethodKey(M method) {
+  return std::string(reinterpret_cast<const char*>(&method), sizeof(method));
+}
 
 // The names in an AIRT_REMOTE list as written ("f, ns::g, AIRT_FUNC(h, int)" -> f, ns::g, h):
 // blanks and a leading '&' dropped. Empty when an entry is empty or cannot be read.

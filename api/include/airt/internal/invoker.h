@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,9 +45,11 @@ bool DeserializeArgument(const std::string& function, size_t count, std::string_
   }
 }
 
-template <typename R, typename... Args, size_t... I>
-InvokeOutcome Invoke(const std::string& function, R (*fn)(Args...),
-                     std::span<const std::string_view> args, std::index_sequence<I...>) {
+// Deserializes `args` to Args... and calls `call` with them; a non-void R is serialized into the
+// returns, except an actor factory's R = T*, which becomes the outcome's instance.
+template <typename R, typename... Args, typename Call, size_t... I>
+InvokeOutcome InvokeWith(const std::string& function, Call&& call,
+                         std::span<const std::string_view> args, std::index_sequence<I...>) {
   constexpr size_t kCount = sizeof...(Args);
   if (args.size() != kCount) {
     return BadArguments(function, "takes " + std::to_string(kCount) + " argument" +
@@ -61,9 +64,14 @@ InvokeOutcome Invoke(const std::string& function, R (*fn)(Args...),
   if (!converted) return outcome;
   try {
     if constexpr (std::is_void_v<R>) {
-      fn(std::forward<Args>(*std::get<I>(values))...);
+      call(std::forward<Args>(*std::get<I>(values))...);
+    } else if constexpr (std::is_pointer_v<R>) {
+      using Actor = std::remove_pointer_t<R>;
+      std::shared_ptr<Actor> instance(call(std::forward<Args>(*std::get<I>(values))...));
+      if (!instance) return UserException("'" + function + "' returned a null actor");
+      outcome.instance = std::move(instance);
     } else {
-      outcome.returns.push_back(Serialize(fn(std::forward<Args>(*std::get<I>(values))...)));
+      outcome.returns.push_back(Serialize(call(std::forward<Args>(*std::get<I>(values))...)));
     }
   } catch (const std::exception& e) {
     return UserException(e.what());
@@ -77,11 +85,52 @@ template <typename R, typename... Args>
 Invoker MakeInvoker(std::string function, R (*fn)(Args...)) {
   static_assert((!std::is_pointer_v<ParameterValue<Args>> && ...),
                 "remote functions cannot take pointers: take values or references");
-  static_assert(!std::is_pointer_v<std::remove_cvref_t<R>>,
-                "remote functions cannot return pointers");
+  static_assert(!std::is_pointer_v<std::remove_cvref_t<R>> || std::is_class_v<std::remove_pointer_t<R>>,
+                "remote functions cannot return pointers, except actor factories (T* Create(...))");
   return [function = std::move(function), fn](std::span<const std::string_view> args) {
-    return Invoke(function, fn, args, std::index_sequence_for<Args...>{});
+    return InvokeWith<R, Args...>(function, fn, args, std::index_sequence_for<Args...>{});
   };
+}
+
+template <typename T, typename R, typename... Args, typename M>
+MethodInvoker MakeMethodInvokerFor(std::string function, M method) {
+  static_assert((!std::is_pointer_v<ParameterValue<Args>> && ...),
+                "actor methods cannot take pointers: take values or references");
+  static_assert(!std::is_pointer_v<std::remove_cvref_t<R>>, "actor methods cannot return pointers");
+  return [function = std::move(function), method](void* instance,
+                                                  std::span<const std::string_view> args) {
+    if (instance == nullptr) {
+      return UserException("'" + function +
+                           "' is an actor method: call it on an actor handle, not as a task");
+    }
+    T* self = static_cast<T*>(instance);
+    auto call = [self, method](auto&&... a) -> R {
+      return (self->*method)(std::forward<decltype(a)>(a)...);
+    };
+    return InvokeWith<R, Args...>(function, call, args, std::index_sequence_for<Args...>{});
+  };
+}
+
+template <typename T, typename R, typename... Args>
+MethodInvoker MakeMethodInvoker(std::string function, R (T::*method)(Args...)) {
+  return MakeMethodInvokerFor<T, R, Args...>(std::move(function), method);
+}
+
+template <typename T, typename R, typename... Args>
+MethodInvoker MakeMethodInvoker(std::string function, R (T::*method)(Args...) const) {
+  return MakeMethodInvokerFor<T, R, Args...>(std::move(function), method);
+}
+
+// One entry of an AIRT_REMOTE list: a free function or actor factory, or an actor method.
+template <typename F>
+bool RegisterRemote(FunctionRegistry& registry, const std::string& name, F fn) {
+  if constexpr (std::is_member_function_pointer_v<F>) {
+    registry.RememberMethod(MethodKey(fn), name);
+    return registry.RegisterMethod(name, MakeMethodInvoker(name, fn));
+  } else {
+    registry.RememberAddress(reinterpret_cast<const void*>(fn), name);
+    return registry.Register(name, MakeInvoker(name, fn));
+  }
 }
 
 // AIRT_REMOTE: registers each of `fns` under its name in the `list` text. Problems (a clash, a
@@ -97,9 +146,7 @@ bool RegisterRemoteFunctions(FunctionRegistry& registry, const char* list, Fns..
   }
   size_t i = 0;
   bool all = true;
-  ((all = registry.Register(names[i], MakeInvoker(names[i], fns)) && all,
-    registry.RememberAddress(reinterpret_cast<const void*>(fns), names[i]), ++i),
-   ...);
+  ((all = RegisterRemote(registry, names[i++], fns) && all), ...);
   return all;
 }
 
