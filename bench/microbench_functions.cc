@@ -6,4 +6,11 @@
 // that what is measured is the runtime's own cost per task.
 int SmallValue() { return 0; }
 
-AIRT_REMOTE(SmallValue);
+// Ray's microbenchmark's `Actor`: a method that does nothing and returns a tiny value.
+class BenchActor {
+ public:
+  static BenchActor* Create() { return new BenchActor(); }
+  int SmallValue() { return 0; }
+};
+
+AIRT_REMOTE(SmallValue, BenchActor::Create, &BenchActor::SmallValue);

@@ -3,7 +3,6 @@
 // workers load libairt_microbench_functions), connects as a driver, and prints one line per
 // metric, under Ray's metric names:
 //   <metric> <figure>                  ops/s (single_client_put_gigabytes: GB/s)
-//   <metric> not measured: <why>       what airt cannot do yet (actors)
 // bench/peer_microbenchmark.py runs the same operations, with the same sizes, on Ray and Dask;
 // bench/run_microbenchmarks runs both and prints the ratios. Sizes are scaled down from
 // ray_perf.py (and the timing is one warm-up and one timed stretch per metric instead of a 10 s
@@ -27,7 +26,13 @@
 #include "common/process.h"
 #include "common/status.h"
 
-int SmallValue();  // bench/microbench_functions.cc
+// bench/microbench_functions.cc
+int SmallValue();
+class BenchActor {
+ public:
+  static BenchActor* Create();
+  int SmallValue();
+};
 
 namespace {
 
@@ -75,11 +80,6 @@ void Print(const char* metric, double figure) {
   std::fflush(stdout);
 }
 
-void NotMeasured(const char* metric, const char* why) {
-  std::printf("%s not measured: %s\n", metric, why);
-  std::fflush(stdout);
-}
-
 // Prints why and returns main's exit code, so that the daemons and the scratch folder are still
 // cleaned up by their destructors.
 int Fail(const airt::Status& status, const std::string& what) {
@@ -119,11 +119,44 @@ void RunMetrics(const Plan& plan) {
           }
           for (std::thread& t : clients) t.join();
         }));
-  const char* no_actors = "actors are not built yet";
-  NotMeasured("1_1_actor_calls_sync", no_actors);
-  NotMeasured("1_1_actor_calls_async", no_actors);
-  NotMeasured("1_1_actor_calls_concurrent", no_actors);
-  NotMeasured("n_n_actor_calls_async", no_actors);
+  auto actor_calls = [&](int concurrency, bool sync) {
+    auto actor = airt::Actor(BenchActor::Create).SetMaxConcurrency(concurrency).Remote();
+    auto call = [&] { return actor.Task(&BenchActor::SmallValue).Remote(); };
+    if (sync) return Rate(plan, 1, [&] { airt::Get(call()); });
+    return Rate(plan, plan.batch, [&] {
+      std::vector<airt::ObjectRef<int>> refs;
+      refs.reserve(plan.batch);
+      for (int i = 0; i < plan.batch; ++i) refs.push_back(call());
+      airt::Get(refs);
+    });
+  };
+  Print("1_1_actor_calls_sync", actor_calls(1, true));
+  Print("1_1_actor_calls_async", actor_calls(1, false));
+  Print("1_1_actor_calls_concurrent", actor_calls(16, false));
+  {
+    // As ray_perf.py: cores / 2 actors, `clients` callers each making client_batch calls spread
+    // over them. Ray's callers are tasks; airt's are driver threads (tasks cannot call actors
+    // yet), as for multi_client_tasks_async.
+    std::vector<airt::ActorHandle<BenchActor>> actors;
+    for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency() / 2); ++i) {
+      actors.push_back(airt::Actor(BenchActor::Create).Remote());
+    }
+    Print("n_n_actor_calls_async",
+          Rate(plan, static_cast<double>(plan.clients) * plan.client_batch, [&] {
+            std::vector<std::thread> clients;
+            for (int c = 0; c < plan.clients; ++c) {
+              clients.emplace_back([&] {
+                std::vector<airt::ObjectRef<int>> refs;
+                refs.reserve(plan.client_batch);
+                for (int i = 0; i < plan.client_batch; ++i) {
+                  refs.push_back(actors[i % actors.size()].Task(&BenchActor::SmallValue).Remote());
+                }
+                airt::Get(refs);
+              });
+            }
+            for (std::thread& t : clients) t.join();
+          }));
+  }
 
   airt::ObjectRef<int> value = airt::Put(0);
   Print("single_client_get_calls", Rate(plan, 1, [&] { airt::Get(value); }));

@@ -13,7 +13,7 @@ Every figure is measured in this run; bench/run_microbenchmarks puts them next t
 The peers:
   Ray   ray.init(num_cpus=2, include_dashboard=False); tasks and actors as in ray_perf.py.
         multi_client_tasks_async uses client actors (num_cpus=0), each submitting its own batch,
-        as ray_perf.py does (airt, which has no actors, uses driver threads instead).
+        as ray_perf.py does (airt, whose tasks cannot call actors yet, uses driver threads instead).
   Dask  LocalCluster(n_workers=2, threads_per_worker=1, processes=True); tasks are
         client.submit(pure=False), puts are client.scatter(hash=False), gets are Future.result(),
         actors are Dask actors (submit(actor=True); n_n: tasks calling them);

@@ -10,6 +10,7 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 
+#include "api/core_worker/actor_manager.h"
 #include "api/core_worker/capnp_util.h"
 #include "api/core_worker/task_dispatcher.h"
 #include "common/logging.h"
@@ -72,6 +73,12 @@ class CoreWorker::Impl {
     return memory_.WaitFor(ids, n, timeout_ms);
   }
   const JobId& job_id() const { return job_id_; }
+  Result<ActorId> CreateActor(const std::string& factory, std::vector<TaskArgument> args,
+                              ActorOptions options);
+  std::vector<ObjectId> SubmitActorTask(const ActorId& actor, const std::string& method,
+                                        std::vector<TaskArgument> args, uint32_t num_returns);
+  Result<ActorId> GetActor(const std::string& name, const std::string& ns);
+  Status KillActor(const ActorId& actor, bool no_restart);
 
  private:
   // State confined to the loop thread.
@@ -82,7 +89,9 @@ class CoreWorker::Impl {
     std::map<std::string, kj::Own<Peer>> peers;
     std::vector<kj::Own<Peer>> retired;  // kept until the loop ends: callbacks may point at them
     proto::Head::Client head = nullptr;
-    kj::Own<TaskDispatcher> dispatcher;  // once joined
+    proto::JobLease::Client job_lease = nullptr;  // held while the job runs
+    kj::Own<TaskDispatcher> dispatcher;           // once joined
+    kj::Own<ActorManager> actors;                 // once joined
   };
 
   template <typename Fn>
@@ -94,6 +103,9 @@ class CoreWorker::Impl {
   capnp::Capability::Client Connect(const std::string& address);
   void Forget(const std::string& address);
   kj::Promise<void> Run(PendingTask* task);
+  // A new task of `kind` with `num_returns` return ids (at least one).
+  kj::Own<PendingTask> NewTask(proto::TaskKind kind, const ActorId& actor, std::string function,
+                               std::vector<TaskArgument> args, uint32_t num_returns);
 
   CoreWorkerOptions options_;
   MemoryStore memory_;
@@ -102,6 +114,7 @@ class CoreWorker::Impl {
   kj::Own<kj::PromiseFulfiller<void>> stop_;  // loop thread
   Loop* loop_ = nullptr;                      // loop thread
   JobId job_id_;
+  std::string namespace_;
   TaskId driver_task_;
   std::string node_address_, transfer_address_, store_socket_;
   std::unique_ptr<objectstore::StoreClient> store_;
@@ -127,19 +140,26 @@ Status CoreWorker::Impl::Start() {
   Status joined = CatchKj([&] {
     OnLoop([&]() -> kj::Promise<void> {
       loop_->head = Connect(options_.head_address).castAs<proto::Head>();
-      auto job = loop_->head.registerJobRequest();
-      job.setDriverPid(::getpid());
-      return job.send()
-          .then([this](auto reply) {
-            std::string id = ToString(reply.getJobId());
-            if (id.size() != JobId::kSize) throw Fail(Internal("the head gave a malformed job id"));
-            job_id_ = JobId::FromRaw(reinterpret_cast<const uint8_t*>(id.data()));
-            return loop_->head.clusterViewRequest().send();
-          })
+      kj::Promise<void> joined = kj::READY_NOW;
+      if (options_.job.IsNil()) {
+        auto job = loop_->head.registerJobRequest();
+        job.setDriverPid(::getpid());
+        joined = job.send().then([this](auto reply) {
+          std::string id = ToString(reply.getJobId());
+          if (id.size() != JobId::kSize) throw Fail(Internal("the head gave a malformed job id"));
+          job_id_ = JobId::FromRaw(reinterpret_cast<const uint8_t*>(id.data()));
+          loop_->job_lease = reply.getLease();
+        });
+      } else {
+        job_id_ = options_.job;
+      }
+      return joined
+          .then([this] { return loop_->head.clusterViewRequest().send(); })
           .then([this](auto view) {
             for (auto node : view.getNodes()) {
               auto info = node.getInfo();
               if (!node.getAlive() || options_.node_address != info.getAddress().cStr()) continue;
+              if (options_.node_port != 0 && options_.node_port != info.getNodePort()) continue;
               std::string host = info.getAddress().cStr();
               node_address_ = host + ":" + std::to_string(info.getNodePort());
               transfer_address_ = host + ":" + std::to_string(info.getTransferPort());
@@ -148,13 +168,19 @@ Status CoreWorker::Impl::Start() {
                   loop_->io.provider->getTimer(), loop_->tasks, memory_,
                   [this](const std::string& a) { return Connect(a); },
                   [this](const std::string& a) { Forget(a); }, node_address_, job_id_);
+              loop_->actors = kj::heap<ActorManager>(
+                  loop_->io.provider->getTimer(), loop_->tasks, memory_,
+                  [this](const std::string& a) { return Connect(a); },
+                  [this](const std::string& a) { Forget(a); }, loop_->head, node_address_,
+                  job_id_);
               return;
             }
             throw Fail(NotFound("no alive node at " + options_.node_address +
                                 " in the cluster of the head at " + options_.head_address));
           })
-          .then([this] {
-            // The job's workers' output, printed here; the driver works without it.
+          .then([this]() -> kj::Promise<void> {
+            // The job's workers' output, printed by its driver; the driver works without it.
+            if (!options_.job.IsNil()) return kj::READY_NOW;
             auto subscribe = Connect(node_address_).castAs<proto::Node>().subscribeLogsRequest();
             subscribe.setJobId(AsData(job_id_.Binary()));
             subscribe.setSink(kj::heap<PrintLogs>());
@@ -167,7 +193,10 @@ Status CoreWorker::Impl::Start() {
     });
   });
   if (!joined.ok()) return joined.WithContext("joining the cluster at " + options_.head_address);
-  driver_task_ = TaskId::ForDriver(job_id_);
+  // A worker's puts get ids of a task of their own: several workers put into one job.
+  driver_task_ = options_.job.IsNil() ? TaskId::ForDriver(job_id_)
+                                      : TaskId::Of(ActorId::NilFor(job_id_));
+  namespace_ = options_.ns.empty() ? "anonymous-job-" + job_id_.Hex() : options_.ns;
   AIRT_ASSIGN_OR_RETURN(store_, objectstore::StoreClient::Connect(store_socket_));
   return Status::Ok();
 }
@@ -179,11 +208,14 @@ void CoreWorker::Impl::Stop() {
       if (job_id_.IsNil()) return kj::READY_NOW;  // never joined
       auto request = loop_->head.finishJobRequest();
       request.setJobId(AsData(job_id_.Binary()));
-      auto returned =
-          loop_->dispatcher ? loop_->dispatcher->ReturnAll() : kj::Promise<void>(kj::READY_NOW);
+      kj::Promise<void> returned = kj::READY_NOW;
+      if (loop_->dispatcher) {
+        returned = loop_->actors->StopOwned().then([this] { return loop_->dispatcher->ReturnAll(); });
+      }
+      bool finish = options_.job.IsNil();  // a worker's core worker leaves the job running
       return loop_->io.provider->getTimer().timeoutAfter(
-          2 * kj::SECONDS, returned.then([request = kj::mv(request)]() mutable {
-            return request.send().ignoreResult();
+          2 * kj::SECONDS, returned.then([request = kj::mv(request), finish]() mutable {
+            return finish ? request.send().ignoreResult() : kj::Promise<void>(kj::READY_NOW);
           }));
     });
   });
@@ -226,15 +258,9 @@ void CoreWorker::Impl::Forget(const std::string& address) {
 std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,
                                                std::vector<TaskArgument> args,
                                                const TaskOptions& options) {
-  auto task = kj::heap<PendingTask>();
-  task->id = TaskId::Of(ActorId::NilFor(job_id_));
-  task->function = function;
-  task->args = std::move(args);
-  task->resolved.resize(task->args.size());
+  auto task = NewTask(proto::TaskKind::NORMAL, ActorId(), function, std::move(args),
+                      options.num_returns);
   task->options = options;
-  for (uint32_t i = 0; i < std::max<uint32_t>(options.num_returns, 1); ++i) {
-    task->returns.push_back(ObjectId::ForReturn(task->id, i + 1));
-  }
   std::vector<ObjectId> returns = task->returns;
   OnLoop([&] {
     PendingTask* raw = task.get();
@@ -245,27 +271,73 @@ std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,
 
 kj::Promise<void> CoreWorker::Impl::Run(PendingTask* task) {
   // Every object argument must exist before the task is pushed (its value or its location).
-  auto waits = kj::heapArrayBuilder<kj::Promise<void>>(task->args.size());
-  for (size_t i = 0; i < task->args.size(); ++i) {
-    if (!task->args[i].ref) {
-      waits.add(kj::READY_NOW);
-      continue;
-    }
-    waits.add(memory_.WhenReady(*task->args[i].ref).then([task, i](ObjectEntry entry) {
-      task->resolved[i] = std::move(entry);
-    }));
+  return ResolveArguments(memory_, *task).then(
+      [this, task](std::optional<ObjectError> failed) -> kj::Promise<void> {
+        if (failed) {
+          loop_->dispatcher->Fail(*task, failed->kind, failed->message);
+          return kj::READY_NOW;
+        }
+        return loop_->dispatcher->Dispatch(task);
+      });
+}
+
+kj::Own<PendingTask> CoreWorker::Impl::NewTask(proto::TaskKind kind, const ActorId& actor,
+                                               std::string function,
+                                               std::vector<TaskArgument> args,
+                                               uint32_t num_returns) {
+  auto task = kj::heap<PendingTask>();
+  task->kind = kind;
+  task->actor_id = actor;
+  task->id = TaskId::Of(kind == proto::TaskKind::NORMAL ? ActorId::NilFor(job_id_) : actor);
+  task->function = std::move(function);
+  task->args = std::move(args);
+  task->resolved.resize(task->args.size());
+  for (uint32_t i = 0; i < std::max<uint32_t>(num_returns, 1); ++i) {
+    task->returns.push_back(ObjectId::ForReturn(task->id, i + 1));
   }
-  return kj::joinPromises(waits.finish()).then([this, task]() -> kj::Promise<void> {
-    for (size_t i = 0; i < task->args.size(); ++i) {
-      if (task->args[i].ref && task->resolved[i].error) {
-        const ObjectError& dep = *task->resolved[i].error;
-        loop_->dispatcher->Fail(*task, dep.kind,
-                                "argument " + std::to_string(i) + " failed: " + dep.message);
-        return kj::READY_NOW;
-      }
-    }
-    return loop_->dispatcher->Dispatch(task);
+  return task;
+}
+
+Result<ActorId> CoreWorker::Impl::CreateActor(const std::string& factory,
+                                              std::vector<TaskArgument> args,
+                                              ActorOptions options) {
+  if (options.ns.empty()) options.ns = namespace_;
+  ActorId id = ActorId::Of(job_id_);
+  auto creation = NewTask(proto::TaskKind::ACTOR_CREATION, id, factory, std::move(args), 1);
+  creation->max_concurrency = std::max<uint32_t>(options.max_concurrency, 1);
+  creation->options.name = options.name;
+  Status created = CatchKj([&] {
+    OnLoop([&] { return loop_->actors->Create(kj::mv(creation), options); });
   });
+  if (!created.ok()) return created.WithContext("creating actor " + factory);
+  return id;
+}
+
+std::vector<ObjectId> CoreWorker::Impl::SubmitActorTask(const ActorId& actor,
+                                                        const std::string& method,
+                                                        std::vector<TaskArgument> args,
+                                                        uint32_t num_returns) {
+  auto call = NewTask(proto::TaskKind::ACTOR_METHOD, actor, method, std::move(args), num_returns);
+  std::vector<ObjectId> returns = call->returns;
+  OnLoop([&] { loop_->actors->Submit(kj::mv(call)); });
+  return returns;
+}
+
+Result<ActorId> CoreWorker::Impl::GetActor(const std::string& name, const std::string& ns) {
+  ActorId id;
+  Status found = CatchKj([&] {
+    OnLoop([&] {
+      return loop_->actors->Lookup(name, ns.empty() ? namespace_ : ns).then([&](ActorId got) {
+        id = got;
+      });
+    });
+  });
+  if (!found.ok()) return found;
+  return id;
+}
+
+Status CoreWorker::Impl::KillActor(const ActorId& actor, bool no_restart) {
+  return CatchKj([&] { OnLoop([&] { return loop_->actors->Kill(actor, no_restart); }); });
 }
 
 Result<ObjectId> CoreWorker::Impl::Put(std::string bytes) {
@@ -329,5 +401,20 @@ std::vector<bool> CoreWorker::Wait(std::span<const ObjectId> ids, size_t num_rea
   return impl_->Wait(ids, num_ready, timeout_ms);
 }
 const JobId& CoreWorker::job_id() const { return impl_->job_id(); }
+Result<ActorId> CoreWorker::CreateActor(const std::string& factory, std::vector<TaskArgument> args,
+                                        const ActorOptions& options) {
+  return impl_->CreateActor(factory, std::move(args), options);
+}
+std::vector<ObjectId> CoreWorker::SubmitActorTask(const ActorId& actor, const std::string& method,
+                                                  std::vector<TaskArgument> args,
+                                                  uint32_t num_returns) {
+  return impl_->SubmitActorTask(actor, method, std::move(args), num_returns);
+}
+Result<ActorId> CoreWorker::GetActor(const std::string& name, const std::string& ns) {
+  return impl_->GetActor(name, ns);
+}
+Status CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
+  return impl_->KillActor(actor, no_restart);
+}
 
 }  // namespace airt::core

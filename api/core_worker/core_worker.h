@@ -24,7 +24,15 @@ namespace airt::core {
 struct CoreWorkerOptions {
   std::string head_address;                // host:port
   std::string node_address = "127.0.0.1";  // this machine's node: the first alive one here
+  uint16_t node_port = 0;                  // its service port; 0: any node at node_address
+  // A worker's core worker joins the job of the tasks it runs (Nil: a driver registers a new job,
+  // and finishes it at the end).
+  JobId job;
+  WorkerId worker;  // a worker's own id (tells its node when a Get blocks)
   uint64_t inline_threshold = 100 * 1024;  // larger puts go to the node's store
+  // Where this job's named actors live and are looked up; "" gives the job an anonymous one of
+  // its own, as Ray does.
+  std::string ns;
 };
 
 struct TaskOptions {
@@ -33,6 +41,17 @@ struct TaskOptions {
   uint32_t num_returns = 1;
   uint32_t max_retries = 3;  // re-runs when the worker dies
   std::string name;
+};
+
+struct ActorOptions {
+  // None by default: as in Ray, an actor holds no resources for its life unless it asks.
+  std::map<std::string, double> resources;
+  std::string accelerator_type;
+  std::string name;  // "" for an unnamed actor
+  std::string ns;    // "" for the job's namespace
+  int32_t max_restarts = 0;  // -1: without limit
+  uint32_t max_concurrency = 1;
+  bool detached = false;  // outlives its job (and is not restarted once its owner is gone)
 };
 
 // An argument: serialized bytes, or a reference to an object this worker owns.
@@ -49,7 +68,8 @@ struct GotObject {
 
 class CoreWorker {
  public:
-  // Registers a job with the head and connects to this machine's node and its store.
+  // Registers a job with the head (or joins options.job) and connects to this machine's node and
+  // its store.
   // kUnavailable: the head or the node cannot be reached; kNotFound: no alive node at
   // options.node_address.
   static Result<std::unique_ptr<CoreWorker>> Connect(CoreWorkerOptions options);
@@ -72,6 +92,20 @@ class CoreWorker {
   // Waits until `num_ready` of `ids` are ready (an error counts as ready, as in Ray) or
   // timeout_ms passes (< 0: no limit); returns which are ready.
   std::vector<bool> Wait(std::span<const ObjectId> ids, size_t num_ready, int64_t timeout_ms);
+
+  // Creates an actor: its factory runs on a leased worker in the background. kAlreadyExists when
+  // its name is taken in its namespace; kUnavailable when the head cannot be reached.
+  Result<ActorId> CreateActor(const std::string& factory, std::vector<TaskArgument> args,
+                              const ActorOptions& options);
+  // Calls `method` on the actor; returns its returns' ids at once. Calls from this process run in
+  // the order they were made. Errors arrive in the returns (kActorDied when the actor died).
+  std::vector<ObjectId> SubmitActorTask(const ActorId& actor, const std::string& method,
+                                        std::vector<TaskArgument> args, uint32_t num_returns);
+  // The actor named `name` in `ns` ("" for this job's namespace). kNotFound when there is none.
+  Result<ActorId> GetActor(const std::string& name, const std::string& ns);
+  // Stops the actor's process now; with no_restart it is DEAD for good, else its owner restarts
+  // it as after a crash. kNotFound for an unknown actor.
+  Status KillActor(const ActorId& actor, bool no_restart);
 
   const JobId& job_id() const;
 

@@ -33,6 +33,7 @@ enum class ObjectErrorKind {
   kWorkerCrashed,     // the worker died more times than the task may be retried
   kInfeasible,        // no node can ever hold the task's resource shape
   kUnavailable,       // a node or the head could not be reached
+  kActorDied,         // the actor died before or while running the call, or is DEAD
 };
 
 struct ObjectError {

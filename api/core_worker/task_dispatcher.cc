@@ -7,7 +7,6 @@
 namespace airt::core {
 namespace {
 
-constexpr int kMaxSpillbacks = 8;
 constexpr auto kIdleReturn = 10 * kj::MILLISECONDS;
 
 }  // namespace
@@ -49,8 +48,9 @@ void TaskDispatcher::Pump(const std::string& key) {
   int to_request = std::min({wanted - q.requesting, room, kMaxPendingLeaseRequests - q.requesting});
   for (int i = 0; i < to_request; ++i) {
     ++q.requesting;
-    TaskOptions options = q.waiting.front()->options;
-    background_.add(RequestLease(local_node_, options, 0)
+    const TaskOptions& options = q.waiting.front()->options;
+    background_.add(RequestLease(connect_, local_node_,
+                                 LeaseRequest{options.resources, options.accelerator_type}, job_)
                         .then(
                             [this, key](LeaseOutcome lease) {
                               ShapeQueue& q = queues_[key];
@@ -87,34 +87,14 @@ void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* tas
   ++lease.in_flight;
   ++lease.generation;
   auto push = connect_(lease.worker).castAs<proto::Worker>().pushTaskRequest();
-  auto spec = push.initTask();
-  spec.setTaskId(AsData(task->id.Binary()));
-  spec.setJobId(AsData(job_.Binary()));
-  spec.setFunctionName(task->function);
-  spec.setNumReturns(static_cast<uint32_t>(task->returns.size()));
-  spec.setName(task->options.name);
-  auto args = spec.initArgs(static_cast<uint>(task->args.size()));
-  for (size_t i = 0; i < task->args.size(); ++i) {
-    const ObjectEntry& dep = task->resolved[i];
-    if (!task->args[i].ref) {
-      args[i].setInline(AsData(task->args[i].value));
-    } else if (dep.value) {
-      args[i].setInline(AsData(*dep.value));
-    } else {
-      auto where = args[i].initObject();
-      where.setObjectId(AsData(dep.location->id.Binary()));
-      where.setTransferAddress(dep.location->transfer_address);
-      where.setSize(dep.location->size);
-    }
-  }
+  FillTaskSpec(*task, job_, push.initTask());
   uint64_t lease_id = lease.id;
   background_.add(push.send().then(
       [this, key, lease_id, task](auto reply) {
         for (Lease& l : queues_[key].leases) {
           if (l.id != lease_id) continue;
           --l.in_flight;
-          RecordReturns(*task, reply);
-          task->done->fulfill();
+          RecordTaskReply(memory_, *task, reply);
           AfterTask(key, l);
           return;
         }
@@ -162,10 +142,7 @@ void TaskDispatcher::Remove(const std::string& key, uint64_t lease_id, bool disc
   auto& leases = queues_[key].leases;
   for (auto it = leases.begin(); it != leases.end(); ++it) {
     if (it->id != lease_id) continue;
-    auto request = connect_(it->node).castAs<proto::Node>().returnWorkerLeaseRequest();
-    request.setLeaseId(lease_id);
-    request.setDisconnectWorker(disconnect);
-    background_.add(request.send().ignoreResult());
+    background_.add(ReturnLease(connect_, it->node, lease_id, disconnect));
     if (disconnect) forget_(it->worker);
     leases.erase(it);
     return;
@@ -180,89 +157,11 @@ kj::Promise<void> TaskDispatcher::ReturnAll() {
   }());
   for (auto& [key, q] : queues_) {
     for (Lease& l : q.leases) {
-      auto request = connect_(l.node).castAs<proto::Node>().returnWorkerLeaseRequest();
-      request.setLeaseId(l.id);
-      request.setDisconnectWorker(l.dead);
-      returns.add(request.send().ignoreResult());
+      returns.add(ReturnLease(connect_, l.node, l.id, l.dead));
     }
     q.leases.clear();
   }
   return kj::joinPromises(returns.finish());
-}
-
-kj::Promise<TaskDispatcher::LeaseOutcome> TaskDispatcher::RequestLease(const std::string& node,
-                                                                       const TaskOptions& options,
-                                                                       int hops) {
-  auto request = connect_(node).castAs<proto::Node>().requestWorkerLeaseRequest();
-  auto shape = request.initShape();
-  auto resources = shape.initResources(static_cast<uint>(options.resources.size()));
-  uint i = 0;
-  for (const auto& [name, amount] : options.resources) {
-    resources[i].setName(name);
-    resources[i++].setAmount(amount);
-  }
-  shape.setAcceleratorType(options.accelerator_type);
-  request.setJobId(AsData(job_.Binary()));
-  request.setLanguage(proto::Language::CPP);
-  return request.send().then(
-      [this, node, options, hops](auto response) -> kj::Promise<LeaseOutcome> {
-        auto reply = response.getReply();
-        switch (reply.which()) {
-          case proto::LeaseReply::GRANTED: {
-            auto grant = reply.getGranted();
-            auto worker = grant.getWorker();
-            return LeaseOutcome{
-                node, grant.getLeaseId(),
-                std::string(worker.getHost().cStr()) + ":" + std::to_string(worker.getPort()), ""};
-          }
-          case proto::LeaseReply::SPILLBACK:
-            if (hops >= kMaxSpillbacks) {
-              throw ToKjException(Unavailable("the lease was spilled back " + std::to_string(hops) +
-                                              " times without a grant"));
-            }
-            return RequestLease(reply.getSpillback().cStr(), options, hops + 1);
-          case proto::LeaseReply::INFEASIBLE:
-            return LeaseOutcome{node, 0, "", reply.getInfeasible().cStr()};
-        }
-        throw ToKjException(Internal("a lease reply of unknown kind from " + node));
-      });
-}
-
-void TaskDispatcher::RecordReturns(PendingTask& task,
-                                   proto::Worker::PushTaskResults::Reader reply) {
-  if (reply.getFailed()) {
-    auto error = reply.getError();
-    ObjectErrorKind kind = error.getKind() == proto::TaskError::Kind::FUNCTION_NOT_FOUND
-                               ? ObjectErrorKind::kFunctionNotFound
-                               : ObjectErrorKind::kTaskError;
-    Fail(task, kind, error.getMessage().cStr());
-    return;
-  }
-  auto returns = reply.getReturns();
-  if (returns.size() != task.returns.size()) {
-    Fail(task, ObjectErrorKind::kTaskError,
-         "the worker answered " + std::to_string(returns.size()) + " returns, expected " +
-             std::to_string(task.returns.size()));
-    return;
-  }
-  for (uint i = 0; i < returns.size(); ++i) {
-    ObjectEntry entry;
-    if (returns[i].isInline()) {
-      entry.value = std::make_shared<const std::string>(ToString(returns[i].getInline()));
-    } else {
-      auto where = returns[i].getObject();
-      entry.location =
-          ObjectLocation{task.returns[i], where.getTransferAddress().cStr(), where.getSize()};
-    }
-    memory_.Put(task.returns[i], std::move(entry));
-  }
-}
-
-void TaskDispatcher::Fail(PendingTask& task, ObjectErrorKind kind, const std::string& message) {
-  for (const ObjectId& id : task.returns) {
-    memory_.Put(id, ObjectEntry{nullptr, std::nullopt, ObjectError{kind, task.function, message}});
-  }
-  if (task.done) task.done->fulfill();
 }
 
 }  // namespace airt::core

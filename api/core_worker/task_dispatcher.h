@@ -15,26 +15,15 @@
 #include <kj/timer.h>
 
 #include "api/core_worker/core_worker.h"
+#include "api/core_worker/lease_client.h"
 #include "api/core_worker/memory_store.h"
+#include "api/core_worker/task_spec.h"
 #include "common/proto/node.capnp.h"
 
 namespace airt::core {
 
-// A task on its way: what to run, its resolved object arguments, how often it was tried.
-struct PendingTask {
-  TaskId id;
-  std::string function;
-  std::vector<TaskArgument> args;
-  std::vector<ObjectEntry> resolved;  // by argument index, for reference arguments
-  TaskOptions options;
-  std::vector<ObjectId> returns;
-  uint32_t attempts = 0;
-  kj::Own<kj::PromiseFulfiller<void>> done;  // set by Dispatch
-};
-
 class TaskDispatcher {
  public:
-  using ConnectFn = std::function<capnp::Capability::Client(const std::string& address)>;
   using ForgetFn = std::function<void(const std::string& address)>;
 
   TaskDispatcher(kj::Timer& timer, kj::TaskSet& background, MemoryStore& memory, ConnectFn connect,
@@ -54,7 +43,9 @@ class TaskDispatcher {
   kj::Promise<void> ReturnAll();
 
   // Records `message` as the error of every return of `task`.
-  void Fail(PendingTask& task, ObjectErrorKind kind, const std::string& message);
+  void Fail(PendingTask& task, ObjectErrorKind kind, const std::string& message) {
+    FailTask(memory_, task, kind, message);
+  }
 
  private:
   static constexpr int kMaxInFlight = 8;
@@ -77,22 +68,12 @@ class TaskDispatcher {
     std::list<Lease> leases;
     int requesting = 0;
   };
-  struct LeaseOutcome {
-    std::string node;
-    uint64_t lease_id = 0;
-    std::string worker;
-    std::string infeasible;  // non-empty: no node can ever hold the shape
-  };
-
   static std::string ShapeKey(const TaskOptions& options);
   void Pump(const std::string& key);
   void Push(const std::string& key, Lease& lease, PendingTask* task);
   void AfterTask(const std::string& key, Lease& lease);
   void ScheduleIdleReturn(const std::string& key, uint64_t lease_id, uint64_t generation);
   void Remove(const std::string& key, uint64_t lease_id, bool disconnect);
-  kj::Promise<LeaseOutcome> RequestLease(const std::string& node, const TaskOptions& options,
-                                         int hops);
-  void RecordReturns(PendingTask& task, proto::Worker::PushTaskResults::Reader reply);
 
   kj::Timer& timer_;
   kj::TaskSet& background_;

@@ -51,6 +51,9 @@ TaskExecutor::~TaskExecutor() {
   }
   wake_.notify_all();
   thread_.join();
+  for (std::thread& t : extra_threads_) t.join();
+  // The actor goes after every thread that could run its methods.
+  actor_.reset();
 }
 
 void TaskExecutor::Submit(TaskToRun task, std::function<void(TaskOutcome)> done) {
@@ -86,6 +89,15 @@ void TaskExecutor::Loop() {
     }
     if (item.task) {
       TaskOutcome outcome = Run(*item.task);
+      bool start_threads = item.task->kind == TaskKind::kActorCreation && !outcome.failure &&
+                           outcome.status.ok() && item.task->max_concurrency > 1;
+      if (start_threads) {
+        // Methods may now run side by side; only this thread starts the others, once.
+        std::lock_guard<std::mutex> lock(mu_);
+        for (uint32_t i = 1; i < item.task->max_concurrency; ++i) {
+          extra_threads_.emplace_back([this] { Loop(); });
+        }
+      }
       item.done(std::move(outcome));
     } else {
       item.marker();
@@ -93,10 +105,53 @@ void TaskExecutor::Loop() {
   }
 }
 
+internal::InvokeOutcome TaskExecutor::Invoke(const TaskToRun& task,
+                                             std::span<const std::string_view> args,
+                                             std::optional<TaskFailure>* refused) {
+  auto not_found = [&] {
+    *refused = TaskFailure{
+        TaskFailure::Kind::kFunctionNotFound,
+        NotFoundMessage(task.function_name, registry_.Names(), options_.code_search_path)};
+    return internal::InvokeOutcome{};
+  };
+  if (task.kind == TaskKind::kActorMethod) {
+    const internal::MethodInvoker* method = registry_.FindMethod(task.function_name);
+    if (method == nullptr) return not_found();
+    if (!actor_) {
+      *refused = TaskFailure{TaskFailure::Kind::kBadArguments,
+                             "this worker hosts no actor to run '" + task.function_name + "' on"};
+      return internal::InvokeOutcome{};
+    }
+    return (*method)(actor_.get(), args);
+  }
+  const internal::Invoker* invoker = registry_.Find(task.function_name);
+  if (invoker == nullptr) return not_found();
+  if (task.kind == TaskKind::kNormal) return (*invoker)(args);
+  if (actor_) {
+    *refused = TaskFailure{TaskFailure::Kind::kBadArguments,
+                           "this worker hosts an actor already; '" + task.function_name +
+                               "' cannot create another"};
+    return internal::InvokeOutcome{};
+  }
+  internal::InvokeOutcome created = (*invoker)(args);
+  if (created.kind == internal::InvokeOutcome::Kind::kOk) {
+    if (!created.instance) {
+      *refused = TaskFailure{TaskFailure::Kind::kBadArguments,
+                             "'" + task.function_name +
+                                 "' is not an actor factory (a function returning T*)"};
+      return internal::InvokeOutcome{};
+    }
+    actor_ = std::move(created.instance);
+    AIRT_LOG(INFO) << "actor " << task.actor_id.Hex() << " created by " << task.function_name;
+  }
+  created.returns.clear();  // the creation's one return says "ready": nil
+  return created;
+}
+
 TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
   TaskOutcome outcome;
-  const internal::Invoker* invoker = registry_.Find(task.function_name);
-  if (invoker == nullptr) {
+  if (task.kind == TaskKind::kActorMethod ? registry_.FindMethod(task.function_name) == nullptr
+                                          : registry_.Find(task.function_name) == nullptr) {
     outcome.failure = TaskFailure{
         TaskFailure::Kind::kFunctionNotFound,
         NotFoundMessage(task.function_name, registry_.Names(), options_.code_search_path)};
@@ -127,8 +182,14 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
   }
 
   AIRT_LOG(DEBUG) << "running " << Describe(task);
-  internal::InvokeOutcome invoked = (*invoker)(std::span<const std::string_view>(args));
+  std::optional<TaskFailure> refused;
+  internal::InvokeOutcome invoked = Invoke(task, std::span<const std::string_view>(args), &refused);
   pins.clear();  // the arguments are no longer read
+  if (refused) {
+    outcome.failure = std::move(refused);
+    AIRT_LOG(WARNING) << Describe(task) << ": " << outcome.failure->message;
+    return outcome;
+  }
 
   switch (invoked.kind) {
     case internal::InvokeOutcome::Kind::kOk: break;

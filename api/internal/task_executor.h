@@ -1,6 +1,10 @@
 // Runs tasks on a thread of its own, one at a time, in the order they were submitted: resolves
 // object arguments (pulling them from other nodes), calls the function, stores large returns in
 // the node's store. Knows nothing of RPC; the worker service hands tasks in and results out.
+//
+// A worker hosts at most one actor: an actor-creation task runs the class's factory and keeps the
+// instance; method tasks run on it. With max_concurrency N > 1 the methods run on N threads (in
+// submission order as they start, concurrently after); otherwise one at a time, in order.
 #pragma once
 
 #include <condition_variable>
@@ -8,7 +12,10 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <memory>
 #include <optional>
+#include <span>
+#include <string_view>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,7 +34,12 @@ struct TaskArgument {
   std::string transfer_address;  // is_object: "host:port" to pull it from; "" when local
 };
 
+enum class TaskKind { kNormal, kActorCreation, kActorMethod };
+
 struct TaskToRun {
+  TaskKind kind = TaskKind::kNormal;
+  ActorId actor_id;              // kActorCreation, kActorMethod
+  uint32_t max_concurrency = 1;  // kActorCreation: threads that run the actor's methods
   TaskId task_id;
   std::string function_name;
   std::string name;  // the user's name for the task, for logs
@@ -88,6 +100,9 @@ class TaskExecutor {
     std::function<void()> marker;
   };
   void Loop();
+  // Invokes the task's function, factory or method on `args`.
+  internal::InvokeOutcome Invoke(const TaskToRun& task, std::span<const std::string_view> args,
+                                 std::optional<TaskFailure>* refused);
   Result<objectstore::ObjectPin> Fetch(const TaskArgument& arg);
   Status StoreReturns(const TaskToRun& task, std::vector<std::string> values,
                       std::vector<TaskReturnValue>* out);
@@ -101,6 +116,8 @@ class TaskExecutor {
   std::deque<Item> queue_;  // guarded by mu_
   bool stopping_ = false;   // guarded by mu_
   std::thread thread_;
+  std::vector<std::thread> extra_threads_;  // an actor's max_concurrency - 1; executor threads only
+  std::shared_ptr<void> actor_;  // set by the creation task, before its method tasks are taken
 };
 
 }  // namespace airt::worker

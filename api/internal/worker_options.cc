@@ -25,6 +25,8 @@ Result<WorkerOptions> ParseWorkerOptions(int argc, char** argv) {
   std::string worker_id, job_id;
   uint64_t node_port = 0;
   FlagSet flags("airt-worker");
+  flags.AddString("head-address", &options.head_address,
+                  "the head, host:port, for tasks that submit tasks or call actors");
   flags.AddString("node-address", &options.node_address,
                   "the node's host (the worker serves there too); required");
   flags.AddUint64("node-port", &node_port, "the node's service port; required");

@@ -10,6 +10,7 @@
 namespace airt::worker {
 
 struct WorkerOptions {
+  std::string head_address;      // "host:port" of the head, for tasks that submit work; may be ""
   std::string node_address;      // the node's host; the worker serves on it too
   uint16_t node_port = 0;        // the node's Cap'n Proto service
   WorkerId worker_id;            // given by the node; sent back in registerWorker

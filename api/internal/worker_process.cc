@@ -12,6 +12,7 @@
 #include "airt/internal/function_registry.h"
 #include "api/internal/code_loader.h"
 #include "api/internal/task_executor.h"
+#include "api/internal/worker_context.h"
 #include "api/internal/worker_service.h"
 #include "common/logging.h"
 #include "common/proto/node.capnp.h"
@@ -65,6 +66,13 @@ int RunWorker(const WorkerOptions& options) {
                     << store.status().ToString();
     return kExitStartFailed;
   }
+  core::CoreWorkerOptions api;
+  api.head_address = options.head_address;
+  api.node_address = options.node_address;
+  api.node_port = options.node_port;
+  api.job = options.job_id;
+  api.worker = options.worker_id;
+  if (!options.job_id.IsNil()) internal::EnterWorkerMode(std::move(api));
   LoadCodeSearchPath(options.code_search_path);
   internal::FunctionRegistry& registry = internal::FunctionRegistry::Global();
   LogRegistry(registry);

@@ -1,5 +1,6 @@
 #include "api/internal/worker_service.h"
 
+#include <algorithm>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -58,6 +59,23 @@ Result<TaskToRun> ParseTaskSpec(proto::TaskSpec::Reader spec, const JobId& job) 
                            ", got " + std::to_string(spec.getNumReturns()));
   }
   task.num_returns = spec.getNumReturns();
+  switch (spec.getKind()) {
+    case proto::TaskKind::NORMAL: task.kind = TaskKind::kNormal; break;
+    case proto::TaskKind::ACTOR_CREATION: task.kind = TaskKind::kActorCreation; break;
+    case proto::TaskKind::ACTOR_METHOD: task.kind = TaskKind::kActorMethod; break;
+    default: return InvalidArgument("kind is not a TaskKind");
+  }
+  if (task.kind != TaskKind::kNormal) {
+    Result<ActorId::BaseId> actor = ActorId::FromBinary(AsStringView(spec.getActorId()));
+    if (!actor.ok()) return actor.status().WithContext("actorId");
+    task.actor_id = *actor;
+  }
+  if (spec.getMaxConcurrency() > kMaxActorConcurrency) {
+    return InvalidArgument("maxConcurrency must be at most " +
+                           std::to_string(kMaxActorConcurrency) + ", got " +
+                           std::to_string(spec.getMaxConcurrency()));
+  }
+  task.max_concurrency = std::max<uint32_t>(spec.getMaxConcurrency(), 1);
   task.args.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     TaskArgument arg;

@@ -1,6 +1,7 @@
 // airt's C++ API, shaped like Ray's (ray/api.h): remote functions (airt/remote.h), and tasks,
-// objects and errors from a driver (airt/driver.h). Actors come next.
+// objects and errors from a driver (airt/driver.h), actors (airt/actor.h).
 #pragma once
 
+#include "airt/actor.h"   // IWYU pragma: export
 #include "airt/driver.h"  // IWYU pragma: export
 #include "airt/remote.h"  // IWYU pragma: export

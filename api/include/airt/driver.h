@@ -55,6 +55,12 @@ class WorkerCrashedError : public Exception {
  public:
   using Exception::Exception;
 };
+// The actor died before or while running the call, or is dead for good (killed, out of
+// restarts, its constructor raised, its owner exited). Ray: RayActorException.
+class ActorDiedError : public Exception {
+ public:
+  using Exception::Exception;
+};
 // No node can ever hold the task's resource request; what() names it and the nodes' totals.
 class InfeasibleError : public Exception {
  public:

@@ -1,6 +1,5 @@
 // Ray's C++ API names over airt: a program written against ray/api.h builds against airt with
-// only its include line changed. What airt does not have yet (actors: ray::Actor, ActorHandle,
-// GetActor) is left out, so such a program fails to compile rather than misbehave.
+// only its include line changed.
 #pragma once
 
 #include "airt/api.h"
@@ -21,8 +20,12 @@ using ObjectRef = airt::ObjectRef<T>;
 template <typename T>
 using WaitResult = airt::WaitResult<T>;
 using PlacementGroup = airt::PlacementGroup;
+template <typename T>
+using ActorHandle = airt::ActorHandle<T>;
 
+using airt::Actor;
 using airt::Get;
+using airt::GetActor;
 using airt::Put;
 using airt::Task;
 using airt::Wait;
@@ -30,11 +33,7 @@ using airt::Wait;
 namespace internal {
 using RayException = airt::Exception;
 using RayTaskException = airt::TaskError;
-// Ray raises this for dead actors; airt has no actors yet, so nothing throws it.
-class RayActorException : public airt::Exception {
- public:
-  using airt::Exception::Exception;
-};
+using RayActorException = airt::ActorDiedError;
 }  // namespace internal
 
 }  // namespace ray

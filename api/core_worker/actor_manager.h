@@ -1,0 +1,114 @@
+// Actors, from a submitter's side. The owner (the process that created an actor) places it on a
+// worker through a lease, runs its factory there, records it in the head's directory, and restarts
+// it (the factory again, on a new worker) when its process dies, up to max_restarts. Any process
+// holding a handle sends method calls straight to the actor's worker, in submission order, over
+// one connection; a holder that is not the owner learns where the actor lives from the head.
+//
+// A call in flight when the actor's process dies fails with kActorDied (Ray's default
+// max_task_retries=0); calls made after wait for the restart, and fail once the actor is DEAD.
+// Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include "api/core_worker/core_worker.h"
+#include "api/core_worker/lease_client.h"
+#include "api/core_worker/memory_store.h"
+#include "api/core_worker/task_spec.h"
+#include "common/ids.h"
+#include "common/proto/cluster.capnp.h"
+
+namespace airt::core {
+
+class ActorManager {
+ public:
+  using ForgetFn = std::function<void(const std::string& address)>;
+
+  ActorManager(kj::Timer& timer, kj::TaskSet& background, MemoryStore& memory, ConnectFn connect,
+               ForgetFn forget, proto::Head::Client head, std::string local_node, JobId job)
+      : timer_(timer),
+        background_(background),
+        memory_(memory),
+        connect_(std::move(connect)),
+        forget_(std::move(forget)),
+        head_(kj::mv(head)),
+        local_node_(std::move(local_node)),
+        job_(job) {}
+
+  // Registers the actor `creation` creates (its id, factory and arguments) in the head's
+  // directory, then places and constructs it in the background. Rejects with kAlreadyExists when
+  // its name is taken. `creation` resolves (its one return) once the constructor ran, or failed.
+  kj::Promise<void> Create(kj::Own<PendingTask> creation, const ActorOptions& options);
+
+  // Queues a method call; it is sent when the calls before it have been and the actor is alive.
+  void Submit(kj::Own<PendingTask> call);
+
+  // The directory's entry for `name` in `ns` (an actor not DEAD). kNotFound when there is none.
+  kj::Promise<ActorId> Lookup(const std::string& name, const std::string& ns);
+
+  // Ray's kill. no_restart: marks the actor DEAD in the directory first, so its owner does not
+  // restart it; either way its worker is stopped at once. kNotFound for an unknown actor.
+  kj::Promise<void> Kill(const ActorId& id, bool no_restart);
+
+  // The owner's non-detached actors' workers are stopped and their leases given back (Shutdown).
+  kj::Promise<void> StopOwned();
+
+ private:
+  enum class State { kUnknown, kPending, kAlive, kRestarting, kDead };
+
+  struct Actor {
+    ActorId id;
+    bool owned = false;
+    State state = State::kUnknown;
+    uint64_t incarnation = 0;  // bumped by each placement; a death of an older one is stale
+    std::string worker;        // host:port, when alive
+    std::string node;          // the node that leased the worker
+    std::string worker_id;
+    uint64_t lease_id = 0;
+    int32_t pid = 0;
+    std::string death_cause;
+    bool resolving = false;     // a holder asking the head where the actor lives
+    std::deque<kj::Own<PendingTask>> queue;  // calls not yet sent, in submission order
+    // Owner only.
+    kj::Own<PendingTask> creation;
+    ActorOptions options;
+    uint32_t restarts = 0;
+  };
+
+  Actor& Entry(const ActorId& id);
+  // Owner: gets a lease and runs the factory on its worker.
+  void Place(Actor& actor);
+  void OnCreated(const ActorId& id, uint64_t incarnation,
+                 proto::Worker::PushTaskResults::Reader reply);
+  // The actor's process died (or could not be reached) in `incarnation`.
+  void OnDied(const ActorId& id, uint64_t incarnation, const std::string& why);
+  void MarkDead(Actor& actor, const std::string& cause);
+  // Fails every queued call with the actor's death cause.
+  void FailQueued(Actor& actor);
+  // Holder: asks the head where the actor is, polling while it is pending or restarting.
+  void Resolve(const ActorId& id);
+  // Sends queued calls whose arguments are ready, in order, while the actor is alive.
+  void Pump(Actor& actor);
+  kj::Promise<void> UpdateDirectory(const Actor& actor, proto::ActorState state);
+
+  kj::Timer& timer_;
+  kj::TaskSet& background_;
+  MemoryStore& memory_;
+  ConnectFn connect_;
+  ForgetFn forget_;
+  proto::Head::Client head_;
+  std::string local_node_;
+  JobId job_;
+  std::unordered_map<ActorId, std::unique_ptr<Actor>> actors_;
+};
+
+}  // namespace airt::core

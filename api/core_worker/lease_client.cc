@@ -1,0 +1,72 @@
+#include "api/core_worker/lease_client.h"
+
+#include "api/core_worker/capnp_util.h"
+#include "common/proto/node.capnp.h"
+#include "common/rpc_status.h"
+
+namespace airt::core {
+namespace {
+
+constexpr int kMaxSpillbacks = 8;
+
+kj::Promise<LeaseOutcome> RequestLeaseHop(const ConnectFn& connect, const std::string& node,
+                                          const LeaseRequest& lease, const JobId& job, int hops) {
+  auto request = connect(node).castAs<proto::Node>().requestWorkerLeaseRequest();
+  auto shape = request.initShape();
+  auto resources = shape.initResources(static_cast<uint>(lease.resources.size()));
+  uint i = 0;
+  for (const auto& [name, amount] : lease.resources) {
+    resources[i].setName(name);
+    resources[i++].setAmount(amount);
+  }
+  shape.setAcceleratorType(lease.accelerator_type);
+  request.setJobId(AsData(job.Binary()));
+  request.setLanguage(proto::Language::CPP);
+  return request.send().then(
+      [&connect, node, lease, job, hops](auto response) -> kj::Promise<LeaseOutcome> {
+        auto reply = response.getReply();
+        switch (reply.which()) {
+          case proto::LeaseReply::GRANTED: {
+            auto grant = reply.getGranted();
+            auto worker = grant.getWorker();
+            LeaseOutcome out;
+            out.node = node;
+            out.lease_id = grant.getLeaseId();
+            out.worker = std::string(worker.getHost().cStr()) + ":" + std::to_string(worker.getPort());
+            out.worker_id = ToString(worker.getWorkerId());
+            out.pid = worker.getPid();
+            return out;
+          }
+          case proto::LeaseReply::SPILLBACK:
+            if (hops >= kMaxSpillbacks) {
+              throw ToKjException(Unavailable("the lease was spilled back " + std::to_string(hops) +
+                                              " times without a grant"));
+            }
+            return RequestLeaseHop(connect, reply.getSpillback().cStr(), lease, job, hops + 1);
+          case proto::LeaseReply::INFEASIBLE: {
+            LeaseOutcome out;
+            out.node = node;
+            out.infeasible = reply.getInfeasible().cStr();
+            return out;
+          }
+        }
+        throw ToKjException(Internal("a lease reply of unknown kind from " + node));
+      });
+}
+
+}  // namespace
+
+kj::Promise<LeaseOutcome> RequestLease(const ConnectFn& connect, const std::string& node,
+                                       const LeaseRequest& request, const JobId& job) {
+  return RequestLeaseHop(connect, node, request, job, 0);
+}
+
+kj::Promise<void> ReturnLease(const ConnectFn& connect, const std::string& node,
+                              uint64_t lease_id, bool disconnect) {
+  auto request = connect(node).castAs<proto::Node>().returnWorkerLeaseRequest();
+  request.setLeaseId(lease_id);
+  request.setDisconnectWorker(disconnect);
+  return request.send().ignoreResult();
+}
+
+}  // namespace airt::core

@@ -1,0 +1,42 @@
+// Asking nodes for worker leases on a submitter's behalf: follows spillbacks to the node with room
+// and reports a shape no node can ever hold. Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include <capnp/capability.h>
+#include <kj/async.h>
+
+#include "common/ids.h"
+
+namespace airt::core {
+
+using ConnectFn = std::function<capnp::Capability::Client(const std::string& address)>;
+
+struct LeaseRequest {
+  std::map<std::string, double> resources;
+  std::string accelerator_type;
+};
+
+struct LeaseOutcome {
+  std::string node;  // host:port of the node that granted it
+  uint64_t lease_id = 0;
+  std::string worker;     // host:port of the worker's service
+  std::string worker_id;  // 28 bytes
+  int32_t pid = 0;
+  std::string infeasible;  // non-empty: no node can ever hold the shape (says why)
+};
+
+// Asks `node` for a C++ worker of `job` holding `request`; a spillback is followed (at most 8
+// hops). Rejects (a kj::Exception) when a node cannot be reached.
+kj::Promise<LeaseOutcome> RequestLease(const ConnectFn& connect, const std::string& node,
+                                       const LeaseRequest& request, const JobId& job);
+
+// Gives lease `lease_id` back to `node`; `disconnect` stops its worker instead of reusing it.
+kj::Promise<void> ReturnLease(const ConnectFn& connect, const std::string& node,
+                              uint64_t lease_id, bool disconnect);
+
+}  // namespace airt::core

@@ -1,0 +1,50 @@
+// A task on its way from a submitter to a worker (a remote function, an actor's creation, or an
+// actor method), and the two ends of its trip: the TaskSpec it is pushed as, and its reply
+// recorded into the owner's memory store. Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <kj/async.h>
+
+#include "api/core_worker/core_worker.h"
+#include "api/core_worker/memory_store.h"
+#include "common/ids.h"
+#include "common/proto/node.capnp.h"
+
+namespace airt::core {
+
+struct PendingTask {
+  TaskId id;
+  proto::TaskKind kind = proto::TaskKind::NORMAL;
+  ActorId actor_id;              // actor creation and methods
+  uint32_t max_concurrency = 1;  // actor creation
+  std::string function;
+  std::vector<TaskArgument> args;
+  std::vector<ObjectEntry> resolved;  // by argument index, for reference arguments
+  TaskOptions options;
+  std::vector<ObjectId> returns;
+  uint32_t attempts = 0;
+  bool args_ready = false;  // every reference argument's entry is in `resolved`
+  kj::Own<kj::PromiseFulfiller<void>> done;  // set by whoever dispatches it
+};
+
+// Resolves once every reference argument of `task` has an entry in the memory store, copied into
+// `task.resolved`; sets args_ready. The error of the first failed argument, or none.
+kj::Promise<std::optional<ObjectError>> ResolveArguments(MemoryStore& memory, PendingTask& task);
+
+// Writes `task` (its object arguments resolved) as the spec a worker runs.
+void FillTaskSpec(const PendingTask& task, const JobId& job, proto::TaskSpec::Builder spec);
+
+// Records a worker's answer: each return's value or location, or the task's error in every one.
+void RecordTaskReply(MemoryStore& memory, PendingTask& task,
+                     proto::Worker::PushTaskResults::Reader reply);
+
+// Records `message` as the error of every return of `task` and fulfills its `done`.
+void FailTask(MemoryStore& memory, PendingTask& task, ObjectErrorKind kind,
+              const std::string& message);
+
+}  // namespace airt::core

@@ -1,0 +1,189 @@
+// Actors, shaped like Ray's C++ API:
+//
+//   class Counter {
+//    public:
+//     explicit Counter(int start) : n_(start) {}
+//     static Counter* Create(int start) { return new Counter(start); }
+//     int Add(int k) { return n_ += k; }
+//    private:
+//     int n_;
+//   };
+//   AIRT_REMOTE(Counter::Create, &Counter::Add);
+//
+//   airt::ActorHandle<Counter> counter = airt::Actor(Counter::Create).SetName("c").Remote(10);
+//   auto eleven = counter.Task(&Counter::Add).Remote(1);   // an ObjectRef<int>
+//   auto same = airt::GetActor<Counter>("c");              // std::optional<ActorHandle<Counter>>
+//   counter.Kill();
+//
+// An actor lives in a worker process of its own; its methods run there in the order this process
+// called them (one at a time, unless SetMaxConcurrency allows more). Its process dying restarts
+// it (the factory runs again) up to SetMaxRestarts times (default 0); a call that was running
+// then, and every call once it is dead for good, fails with ActorDiedError. When the driver that
+// created it exits, the actor is stopped.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "airt/driver.h"
+
+namespace airt {
+
+namespace internal {
+
+struct ActorSettings {
+  std::map<std::string, double> resources;  // none: as Ray, an actor holds no CPU by default
+  std::string name;
+  std::string ns;
+  int max_restarts = 0;
+  int max_concurrency = 1;
+};
+
+std::string CreateActor(const std::string& factory, std::vector<Argument> args,
+                        const ActorSettings& settings);
+std::vector<std::string> SubmitActorTask(const std::string& actor_id, const std::string& method,
+                                         std::vector<Argument> args);
+// "" when there is no such actor.
+std::string LookupActor(const std::string& name, const std::string& ns);
+void KillActor(const std::string& actor_id, bool no_restart);
+
+}  // namespace internal
+
+template <typename T>
+class ActorHandle;
+
+// Builds and submits one call of an actor method.
+template <typename T, typename R, typename... P>
+class ActorTaskCaller {
+ public:
+  ActorTaskCaller(std::string actor_id, std::string method)
+      : actor_id_(std::move(actor_id)), method_(std::move(method)) {}
+
+  template <typename... A>
+  ObjectRef<R> Remote(A&&... args) {
+    static_assert(sizeof...(A) == sizeof...(P), "Remote takes one argument per parameter");
+    std::vector<internal::Argument> arguments = {
+        internal::MakeArgument<P>(std::forward<A>(args))...};
+    return ObjectRef<R>(internal::SubmitActorTask(actor_id_, method_, std::move(arguments)).at(0));
+  }
+
+ private:
+  std::string actor_id_;
+  std::string method_;
+};
+
+// A reference to an actor: copyable, and passable to tasks and back (it travels as the actor's
+// id). Calls through any copy go to the same actor.
+template <typename T>
+class ActorHandle {
+ public:
+  ActorHandle() = default;
+  explicit ActorHandle(std::string id) : id_(std::move(id)) {}
+  const std::string& ID() const { return id_; }  // 16 bytes
+
+  template <typename R, typename... P>
+  ActorTaskCaller<T, R, P...> Task(R (T::*method)(P...)) {
+    return ActorTaskCaller<T, R, P...>(id_, MethodName(method));
+  }
+  template <typename R, typename... P>
+  ActorTaskCaller<T, R, P...> Task(R (T::*method)(P...) const) {
+    return ActorTaskCaller<T, R, P...>(id_, MethodName(method));
+  }
+
+  // Stops the actor's process now. no_restart (Ray's default): it is dead for good and every
+  // later call fails with ActorDiedError; false: it restarts as after a crash, if it may.
+  void Kill(bool no_restart = true) { internal::KillActor(id_, no_restart); }
+
+  MSGPACK_DEFINE(id_);
+
+ private:
+  template <typename M>
+  static std::string MethodName(M method) {
+    std::string name =
+        internal::FunctionRegistry::Global().NameOfMethod(internal::MethodKey(method));
+    if (name.empty()) {
+      throw Exception("this method is not registered: add &Class::Method to an AIRT_REMOTE(...)");
+    }
+    return name;
+  }
+
+  std::string id_;
+};
+
+// Builds and submits an actor's creation from its factory (a registered `static T* F(args...)`).
+template <typename T, typename... P>
+class ActorCreator {
+ public:
+  explicit ActorCreator(T* (*factory)(P...)) : factory_(factory) {}
+
+  // A name the actor can be found by with GetActor, in this job's namespace (or `ns`).
+  ActorCreator& SetName(std::string name, std::string ns = "") {
+    settings_.name = std::move(name);
+    settings_.ns = std::move(ns);
+    return *this;
+  }
+  ActorCreator& SetResource(const std::string& name, double amount) {
+    settings_.resources[name] = amount;
+    return *this;
+  }
+  ActorCreator& SetResources(const std::map<std::string, double>& resources) {
+    for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
+    return *this;
+  }
+  // How often the actor is restarted after its process dies; -1: without limit.
+  ActorCreator& SetMaxRestarts(int max_restarts) {
+    settings_.max_restarts = max_restarts;
+    return *this;
+  }
+  // How many of its method calls may run at once (on as many threads).
+  ActorCreator& SetMaxConcurrency(int max_concurrency) {
+    if (max_concurrency < 1) {
+      throw Exception("SetMaxConcurrency: " + std::to_string(max_concurrency) + " is below 1");
+    }
+    settings_.max_concurrency = max_concurrency;
+    return *this;
+  }
+  // Throws UnimplementedError: placement groups are not built yet.
+  ActorCreator& SetPlacementGroup(const PlacementGroup&, int bundle_index = -1) {
+    (void)bundle_index;
+    throw UnimplementedError(
+        "SetPlacementGroup: placement groups (gang reservation of bundles) are not built yet");
+  }
+
+  // Throws Exception when the name is taken in its namespace.
+  template <typename... A>
+  ActorHandle<T> Remote(A&&... args) {
+    static_assert(sizeof...(A) == sizeof...(P), "Remote takes one argument per parameter");
+    std::string name =
+        internal::FunctionRegistry::Global().NameOf(reinterpret_cast<const void*>(factory_));
+    if (name.empty()) {
+      throw Exception("this actor factory is not registered: add it to an AIRT_REMOTE(...) list");
+    }
+    std::vector<internal::Argument> arguments = {
+        internal::MakeArgument<P>(std::forward<A>(args))...};
+    return ActorHandle<T>(internal::CreateActor(name, std::move(arguments), settings_));
+  }
+
+ private:
+  T* (*factory_)(P...);
+  internal::ActorSettings settings_;
+};
+
+template <typename T, typename... P>
+ActorCreator<T, P...> Actor(T* (*factory)(P...)) {
+  return ActorCreator<T, P...>(factory);
+}
+
+// The actor named `name` in this job's namespace (or `ns`), or nullopt when there is none alive.
+template <typename T>
+std::optional<ActorHandle<T>> GetActor(const std::string& name, const std::string& ns = "") {
+  std::string id = internal::LookupActor(name, ns);
+  if (id.empty()) return std::nullopt;
+  return ActorHandle<T>(std::move(id));
+}
+
+}  // namespace airt

@@ -1,0 +1,261 @@
+// Actors end to end: a real airt-head, an airt-node starting real airt-worker processes, this test
+// as one driver and actor_driver processes as others.
+#include <signal.h>
+#include <sys/types.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "airt/api.h"
+#include "ray/api.h"
+#include "tests/e2e/actor_functions.h"
+#include "tests/testing/test_support.h"
+
+namespace airt {
+namespace {
+
+using airt::testing::ChildProcess;
+using airt::testing::ReadFile;
+using airt::testing::TempDir;
+using airt::testing::WaitForLine;
+using airt::testing::WaitUntil;
+using namespace std::chrono_literals;
+
+bool ProcessAlive(pid_t pid) {
+  // A zombie (the node reaps its workers) counts as gone.
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  if (stat.empty()) return false;
+  size_t close = stat.rfind(')');
+  return close == std::string::npos || stat.size() < close + 3 || stat[close + 2] != 'Z';
+}
+
+// Calls Value until the actor answers (its restart may take a moment); nullopt after 20 s.
+std::optional<int> ValueOnceBack(ActorHandle<Counter>& counter) {
+  std::optional<int> value;
+  WaitUntil(
+      [&] {
+        try {
+          value = *Get(counter.Task(&Counter::Value).Remote(), 20'000);
+          return true;
+        } catch (const ActorDiedError&) {
+          return false;  // the call was in flight when it died; the next goes to the restart
+        }
+      },
+      20s);
+  return value;
+}
+
+class Actors : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    head_ = new ChildProcess({AIRT_HEAD_BIN, "--port=0", "--heartbeat-interval-ms=100"},
+                             dir_->File("head.log"));
+    address_ = WaitForLine(dir_->File("head.log"), "head ready ", 30s, head_).value_or("");
+    ASSERT_FALSE(address_.empty()) << ReadFile(dir_->File("head.log"));
+    node_ = new ChildProcess(
+        {AIRT_NODE_BIN, "--head-address=" + address_, "--num-cpus=2",
+         "--object-store-memory=128M", "--temp-dir=" + dir_->path(),
+         "--worker-binary=" + std::string(AIRT_WORKER_BIN), "--infeasible-grace-ms=300",
+         "--worker-code-search-path=" + std::string(AIRT_TASK_FUNCTIONS)},
+        dir_->File("node.log"));
+    ASSERT_TRUE(WaitForLine(dir_->File("node.log"), "node ready ", 30s, node_))
+        << ReadFile(dir_->File("node.log"));
+    ::setenv("AIRT_ADDRESS", address_.c_str(), 1);  // actor_driver processes inherit it
+    Init();
+  }
+  static void TearDownTestSuite() {
+    Shutdown();
+    delete node_;  // killed by pid
+    delete head_;
+    delete dir_;
+  }
+  void TearDown() override {
+    if (HasFailure()) std::cerr << "---- node log ----\n" << ReadFile(dir_->File("node.log"));
+  }
+
+  static TempDir* dir_;
+  static ChildProcess* head_;
+  static ChildProcess* node_;
+  static std::string address_;
+};
+
+TempDir* Actors::dir_ = nullptr;
+ChildProcess* Actors::head_ = nullptr;
+ChildProcess* Actors::node_ = nullptr;
+std::string Actors::address_;
+
+TEST_F(Actors, MethodsRunOnOneInstanceInSubmissionOrder) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).Remote(10);
+  std::vector<ObjectRef<std::vector<int>>> calls;
+  for (int i = 0; i < 200; ++i) calls.push_back(counter.Task(&Counter::Append).Remote(i));
+  std::vector<int> expected;
+  for (int i = 0; i < 200; ++i) {
+    expected.push_back(i);
+    ASSERT_EQ(*Get(calls[i]), expected) << "call " << i;
+  }
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(5)), 15);
+  EXPECT_EQ(*Get(counter.Task(&Counter::Value).Remote()), 15);
+}
+
+TEST_F(Actors, TakeRefsAndGiveResultsToTasks) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).Remote(0);
+  ObjectRef<int> two = Put(2);
+  ObjectRef<int> after = counter.Task(&Counter::Add).Remote(two);
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(after)), 4);
+}
+
+TEST_F(Actors, AMethodsExceptionReachesGetAndTheActorLivesOn) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).Remote(1);
+  try {
+    Get(counter.Task(&Counter::Throw).Remote(std::string("no thanks")));
+    FAIL() << "expected a TaskError";
+  } catch (const TaskError& e) {
+    EXPECT_NE(std::string(e.what()).find("no thanks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Counter::Throw"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(1)), 2);
+}
+
+TEST_F(Actors, AConstructorThatThrowsLeavesTheActorDead) {
+  ActorHandle<Counter> counter = Actor(Counter::CreateChecked).Remote(-1);
+  try {
+    Get(counter.Task(&Counter::Value).Remote(), 20'000);
+    FAIL() << "expected an ActorDiedError";
+  } catch (const ActorDiedError& e) {
+    EXPECT_NE(std::string(e.what()).find("start must be >= 0"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Actors, NamedActorsAreFoundAndNamesAreUnique) {
+  ActorHandle<Counter> named = Actor(Counter::Create).SetName("the-counter").Remote(7);
+  std::optional<ActorHandle<Counter>> found = GetActor<Counter>("the-counter");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->ID(), named.ID());
+  EXPECT_EQ(*Get(found->Task(&Counter::Add).Remote(1)), 8);
+  EXPECT_FALSE(GetActor<Counter>("no-such-counter").has_value());
+  EXPECT_FALSE(GetActor<Counter>("the-counter", "another-namespace").has_value());
+  EXPECT_THROW(Actor(Counter::Create).SetName("the-counter").Remote(0), Exception);
+}
+
+TEST_F(Actors, KilledActorsFailTheirCallsAndFreeTheirName) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).SetName("doomed").SetMaxRestarts(3).Remote(1);
+  int pid = *Get(counter.Task(&Counter::Pid).Remote());
+  counter.Kill();
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(pid); }, 10s)) << "the worker still runs";
+  EXPECT_THROW(Get(counter.Task(&Counter::Value).Remote(), 20'000), ActorDiedError);
+  EXPECT_FALSE(GetActor<Counter>("doomed").has_value());
+  ActorHandle<Counter> again = Actor(Counter::Create).SetName("doomed").Remote(2);
+  EXPECT_EQ(*Get(again.Task(&Counter::Value).Remote()), 2);
+}
+
+TEST_F(Actors, AKilledProcessRestartsTheActorUntilRestartsRunOut) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).SetMaxRestarts(1).Remote(5);
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(10)), 15);
+  int pid = *Get(counter.Task(&Counter::Pid).Remote());
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  // Restarted: the constructor ran again on a new worker.
+  EXPECT_EQ(ValueOnceBack(counter), 5);
+  int second = *Get(counter.Task(&Counter::Pid).Remote());
+  EXPECT_NE(second, pid);
+  ASSERT_EQ(::kill(second, SIGKILL), 0);
+  // No restarts left.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        try {
+          Get(counter.Task(&Counter::Value).Remote(), 20'000);
+          return false;
+        } catch (const ActorDiedError& e) {
+          return std::string(e.what()).find("max_restarts=1") != std::string::npos;
+        }
+      },
+      20s));
+}
+
+TEST_F(Actors, WithoutRestartsADeadProcessMeansADeadActor) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).Remote(5);
+  int pid = *Get(counter.Task(&Counter::Pid).Remote());
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        try {
+          Get(counter.Task(&Counter::Value).Remote(), 20'000);
+          return false;
+        } catch (const ActorDiedError&) {
+          return true;
+        }
+      },
+      20s));
+}
+
+TEST_F(Actors, MaxConcurrencyRunsMethodsSideBySide) {
+  ActorHandle<Counter> wide = Actor(Counter::Create).SetMaxConcurrency(4).Remote(0);
+  std::vector<ObjectRef<bool>> meets;
+  for (int i = 0; i < 4; ++i) meets.push_back(wide.Task(&Counter::Meet).Remote(4));
+  for (auto& met : meets) EXPECT_TRUE(*Get(met));
+  // One at a time: two calls can never meet.
+  ActorHandle<Counter> narrow = Actor(Counter::Create).Remote(0);
+  auto first = narrow.Task(&Counter::Meet).Remote(2);
+  auto second = narrow.Task(&Counter::Meet).Remote(2);
+  EXPECT_FALSE(*Get(first));
+  EXPECT_TRUE(*Get(second)) << "the first call had left: the counter reached 2 at the second";
+}
+
+TEST_F(Actors, AnotherDriversNamedActorIsReachableAndDiesWithItsDriver) {
+  ChildProcess driver({AIRT_ACTOR_DRIVER_BIN, "shared-counter", "shared", "wait"},
+                      dir_->File("driver-wait.log"));
+  std::string pid = WaitForLine(dir_->File("driver-wait.log"), "actor pid ", 30s, &driver)
+                        .value_or("");
+  ASSERT_FALSE(pid.empty()) << ReadFile(dir_->File("driver-wait.log"));
+  std::optional<ActorHandle<Counter>> shared = GetActor<Counter>("shared-counter", "shared");
+  ASSERT_TRUE(shared.has_value());
+  EXPECT_EQ(*Get(shared->Task(&Counter::Add).Remote(1)), 101);
+
+  driver.Kill(SIGKILL);  // no Shutdown: the head sees its connection drop
+  driver.Wait(10s);
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(std::stoi(pid)); }, 20s))
+      << "the killed driver's actor still runs";
+  EXPECT_THROW(Get(shared->Task(&Counter::Value).Remote(), 20'000), ActorDiedError);
+  EXPECT_FALSE(GetActor<Counter>("shared-counter", "shared").has_value());
+}
+
+TEST_F(Actors, ADriversCleanExitStopsItsActors) {
+  ChildProcess driver({AIRT_ACTOR_DRIVER_BIN, "leaving-counter", "shared", "exit"},
+                      dir_->File("driver-exit.log"));
+  std::string pid = WaitForLine(dir_->File("driver-exit.log"), "actor pid ", 30s, &driver)
+                        .value_or("");
+  ASSERT_FALSE(pid.empty()) << ReadFile(dir_->File("driver-exit.log"));
+  EXPECT_EQ(driver.Wait(30s), 0) << ReadFile(dir_->File("driver-exit.log"));
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(std::stoi(pid)); }, 20s))
+      << "the driver's actor outlived it";
+}
+
+TEST_F(Actors, HandlesTravelIntoTasksAndBackOut) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).Remote(100);
+  EXPECT_EQ(*Get(Task(AddThroughHandle).Remote(counter, 5)), 105);
+  EXPECT_EQ(*Get(counter.Task(&Counter::Value).Remote()), 105);
+  ObjectRef<ActorHandle<Counter>> made = Task(MakeCounter).Remote(40);
+  ActorHandle<Counter> inner = *Get(made);
+  EXPECT_EQ(*Get(inner.Task(&Counter::Add).Remote(2)), 42);
+}
+
+TEST_F(Actors, TasksSubmitTasksAndBlockingGetsGiveBackTheirCpu) {
+  // Three tasks of {CPU: 1} on a node of 2 CPUs, each waiting in Get for 4 tasks of its own: only
+  // a worker that gives its CPU back while it waits lets the inner tasks run.
+  std::vector<ObjectRef<int>> outer;
+  for (int i = 0; i < 3; ++i) outer.push_back(Task(SumOfSubtasks).Remote(4));
+  for (auto& sum : outer) EXPECT_EQ(*Get(sum, 60'000), 12);
+}
+
+TEST_F(Actors, RayNamesWork) {
+  ray::ActorHandle<Counter> counter = ray::Actor(Counter::Create).Remote(3);
+  EXPECT_EQ(*ray::Get(counter.Task(&Counter::Add).Remote(4)), 7);
+  counter.Kill();
+  EXPECT_THROW(ray::Get(counter.Task(&Counter::Value).Remote()),
+               ray::internal::RayActorException);
+}
+
+}  // namespace
+}  // namespace airt
