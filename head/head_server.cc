@@ -3,6 +3,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 #include "head/head.h"
+#include "head/internal/actor_table.h"
 #include "head/internal/job_table.h"
 #include "head/internal/kv_table.h"
 #include "head/internal/node_table.h"
@@ -12,6 +13,7 @@ namespace airt::head {
 namespace {
 
 using internal::kMaxAddressBytes;
+using internal::kMaxDeathCauseBytes;
 using internal::kMaxKvKeyBytes;
 using internal::kMaxKvValueBytes;
 using internal::kMaxNameBytes;
@@ -31,6 +33,8 @@ Result<std::string> ParseKey(capnp::Text::Reader text) {
   return ParseText(text, "key", kMaxKvKeyBytes, /*allow_empty=*/false);
 }
 
+constexpr std::string_view kDefaultKillCause = "the actor was killed";
+
 }  // namespace
 
 Result<kj::Own<HeadServer>> HeadServer::Open(const HeadOptions& options, MetadataStore& store,
@@ -38,6 +42,7 @@ Result<kj::Own<HeadServer>> HeadServer::Open(const HeadOptions& options, Metadat
   auto server = kj::heap<HeadServer>(Token{}, options, store, clock);
   AIRT_RETURN_IF_ERROR(server->nodes_->Load().WithContext("loading the node table"));
   AIRT_RETURN_IF_ERROR(server->jobs_->Load().WithContext("loading the job table"));
+  AIRT_RETURN_IF_ERROR(server->actors_->Load().WithContext("loading the actor directory"));
   return kj::Own<HeadServer>(kj::mv(server));
 }
 
@@ -47,7 +52,9 @@ HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, 
           internal::NodeTable::Options{options.node_timeout_ms, options.max_dead_nodes}, store,
           clock)),
       kv_(std::make_unique<internal::KvTable>(store)),
-      jobs_(std::make_unique<internal::JobTable>(store, clock)) {}
+      jobs_(std::make_unique<internal::JobTable>(store, clock)),
+      actors_(std::make_unique<internal::ActorTable>(
+          internal::ActorTable::Options{options.max_dead_actors}, store, *jobs_)) {}
 
 HeadServer::~HeadServer() = default;
 
@@ -179,14 +186,80 @@ kj::Promise<void> HeadServer::registerJob(RegisterJobContext context) {
 kj::Promise<void> HeadServer::finishJob(FinishJobContext context) {
   Result<JobId> id = internal::ParseJobId(context.getParams().getJobId(), "jobId");
   if (!id.ok()) return Fail(id.status());
-  if (Status s = jobs_->Finish(*id); !s.ok()) return Fail(s);
+  if (Status s = FinishJob(*id); !s.ok()) return Fail(s);
   return kj::READY_NOW;
+}
+
+Status HeadServer::FinishJob(const JobId& id) {
+  AIRT_RETURN_IF_ERROR(jobs_->Finish(id));
+  actors_->OnJobFinished(id);
+  return Status::Ok();
 }
 
 kj::Promise<void> HeadServer::listJobs(ListJobsContext context) {
   std::vector<internal::JobRecord> jobs = jobs_->List();
   auto out = context.getResults().initJobs(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) internal::FillJobInfo(jobs[i], out[i]);
+  return kj::READY_NOW;
+}
+
+// ---- actors -----------------------------------------------------------------------------------
+
+kj::Promise<void> HeadServer::registerActor(RegisterActorContext context) {
+  Result<internal::ActorRecord> actor =
+      internal::ParseActorInfo(context.getParams().getInfo(), "info");
+  if (!actor.ok()) return Fail(actor.status());
+  if (Status s = actors_->Register(std::move(*actor)); !s.ok()) return Fail(s);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> HeadServer::updateActor(UpdateActorContext context) {
+  Result<internal::ActorRecord> news =
+      internal::ParseActorUpdate(context.getParams().getInfo(), "info");
+  if (!news.ok()) return Fail(news.status());
+  if (Status s = actors_->Update(*news); !s.ok()) return Fail(s);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> HeadServer::getActor(GetActorContext context) {
+  auto params = context.getParams();
+  std::optional<internal::ActorRecord> actor;
+  if (params.getActorId().size() != 0) {
+    Result<ActorId> id = internal::ParseActorId(params.getActorId(), "actorId");
+    if (!id.ok()) return Fail(id.status());
+    actor = actors_->Find(*id);
+  } else {
+    Result<std::string> ns = ParseNamespace(params.getNamespace());
+    if (!ns.ok()) return Fail(ns.status());
+    Result<std::string> name = ParseText(params.getName(), "name", kMaxNameBytes, true);
+    if (!name.ok()) return Fail(name.status());
+    if (name->empty())
+      return Fail(InvalidArgument("name must not be empty when actorId is not set"));
+    actor = actors_->FindNamed(*ns, *name);
+  }
+  auto results = context.getResults();
+  results.setFound(actor.has_value());
+  if (actor) internal::FillActorInfo(*actor, results.initInfo());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> HeadServer::listActors(ListActorsContext context) {
+  std::vector<internal::ActorRecord> actors = actors_->List();
+  auto out = context.getResults().initActors(actors.size());
+  for (size_t i = 0; i < actors.size(); ++i) internal::FillActorInfo(actors[i], out[i]);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> HeadServer::killActor(KillActorContext context) {
+  auto params = context.getParams();
+  Result<ActorId> id = internal::ParseActorId(params.getActorId(), "actorId");
+  if (!id.ok()) return Fail(id.status());
+  Result<std::string> cause = ParseText(params.getCause(), "cause", kMaxDeathCauseBytes, true);
+  if (!cause.ok()) return Fail(cause.status());
+  if (cause->empty()) *cause = kDefaultKillCause;
+  Result<internal::ActorRecord> killed = actors_->Kill(*id, std::move(*cause));
+  if (!killed.ok()) return Fail(killed.status());
+  internal::FillActorInfo(*killed, context.getResults().initInfo());
   return kj::READY_NOW;
 }
 

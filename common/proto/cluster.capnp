@@ -119,7 +119,8 @@ interface Head {
   updateActor @12 (info :ActorInfo) -> ();
   # By id when `actorId` is set, else by name in `namespace` (only an actor not DEAD).
   getActor @13 (actorId :Data, name :Text, namespace :Text) -> (found :Bool, info :ActorInfo);
-  # Every actor the head knows, in registration order.
+  # Every actor the head knows, in registration order (those a restarted head read back from its
+  # store first, by job, then actor id). A DEAD actor may be forgotten once many have died.
   listActors @14 () -> (actors :List(ActorInfo));
   # ray.kill: marks the actor DEAD with `cause` (its owner will not restart it) and returns its
   # entry, whose worker the caller then stops through that node's killWorker.

@@ -86,6 +86,12 @@ Status JobTable::Finish(const JobId& id) {
   return Status::Ok();
 }
 
+std::optional<JobRecord> JobTable::Find(const JobId& id) const {
+  auto found = jobs_.find(JobIdValue(id));
+  if (found == jobs_.end()) return std::nullopt;
+  return found->second;
+}
+
 std::vector<JobRecord> JobTable::List() const {
   std::vector<JobRecord> out;
   out.reserve(jobs_.size());

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ class JobTable {
   // Marks the job finished now; ok when it finished already. kNotFound: no such job. The store's
   // error when the row cannot be written; then nothing changes.
   Status Finish(const JobId& id);
+  std::optional<JobRecord> Find(const JobId& id) const;
   // Every job, in id order.
   std::vector<JobRecord> List() const;
 

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <capnp/ez-rpc.h>
 #include <gtest/gtest.h>
@@ -130,6 +131,48 @@ class HeadRpcTest : public ::testing::Test {
     auto value = reply->getValue();
     return std::optional<std::string>(
         std::string(reinterpret_cast<const char*>(value.begin()), value.size()));
+  }
+
+  // A new job's id.
+  Result<JobId> RegisterJob(int32_t driver_pid = 1234) {
+    auto request = head().registerJobRequest();
+    request.setDriverPid(driver_pid);
+    request.setDriverAddress("10.0.0.9");
+    auto reply = Send(kj::mv(request));
+    if (!reply.ok()) return reply.status();
+    if (reply->getJobId().size() != JobId::kSize) return Internal("a malformed job id");
+    return JobId::FromRaw(reply->getJobId().begin());
+  }
+
+  // The job as listJobs shows it; nullopt when it is not listed.
+  std::optional<std::pair<bool, uint64_t>> JobAliveAndEnd(const JobId& id) {
+    auto jobs = Send(head().listJobsRequest());
+    if (!jobs.ok()) return std::nullopt;
+    for (auto job : jobs->getJobs()) {
+      if (job.getJobId() == capnp::Data::Reader(id.data(), JobId::kSize)) {
+        return std::make_pair(job.getAlive(), job.getEndMs());
+      }
+    }
+    return std::nullopt;
+  }
+
+  // A valid actor of `job` named `name` in `ns`; `edit` may then spoil it.
+  static void FillActor(proto::ActorInfo::Builder info, const ActorId& id,
+                        const std::string& name = "", const std::string& ns = "") {
+    info.setActorId(capnp::Data::Reader(id.data(), ActorId::kSize));
+    info.setJobId(capnp::Data::Reader(id.Job().data(), JobId::kSize));
+    info.setName(name);
+    info.setNamespace(ns);
+    info.setClassName("Counter::Create");
+    info.setMaxRestarts(1);
+  }
+
+  Status RegisterActor(const ActorId& id, const std::string& name = "", const std::string& ns = "",
+                       const std::function<void(proto::ActorInfo::Builder)>& edit = {}) {
+    auto request = head().registerActorRequest();
+    FillActor(request.initInfo(), id, name, ns);
+    if (edit) edit(request.getInfo());
+    return Send(kj::mv(request)).status();
   }
 
   // All of `s`, NUL bytes included (a std::string converts to Text only up to its first NUL).

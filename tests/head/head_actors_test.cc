@@ -1,0 +1,158 @@
+// The actor directory over EzRpc on loopback: register, get, list, update and kill actors;
+// finishing a job kills its actors.
+#include <gtest/gtest.h>
+
+#include "tests/head/head_rpc_fixture.h"
+
+namespace airt::head::testing {
+namespace {
+
+class HeadActorsTest : public HeadRpcTest {
+ protected:
+  // getActor by id (`name` empty) or by name; the reply's info when found, kNotFound otherwise.
+  Result<capnp::Response<proto::Head::GetActorResults>> Get(const ActorId* id,
+                                                            const std::string& name = "",
+                                                            const std::string& ns = "") {
+    auto request = head().getActorRequest();
+    if (id != nullptr) request.setActorId(capnp::Data::Reader(id->data(), ActorId::kSize));
+    request.setName(name);
+    request.setNamespace(ns);
+    auto reply = Send(kj::mv(request));
+    if (reply.ok() && !reply->getFound()) return NotFound("no such actor");
+    return reply;
+  }
+
+  Result<capnp::Response<proto::Head::KillActorResults>> Kill(const ActorId& id,
+                                                              const std::string& cause) {
+    auto request = head().killActorRequest();
+    request.setActorId(capnp::Data::Reader(id.data(), ActorId::kSize));
+    request.setCause(cause);
+    return Send(kj::mv(request));
+  }
+
+  Status Update(const ActorId& id, const std::function<void(proto::ActorInfo::Builder)>& edit) {
+    auto request = head().updateActorRequest();
+    auto info = request.initInfo();
+    info.setActorId(capnp::Data::Reader(id.data(), ActorId::kSize));
+    edit(info);
+    return Send(kj::mv(request)).status();
+  }
+
+  Status FinishJob(const JobId& id) {
+    auto request = head().finishJobRequest();
+    request.setJobId(capnp::Data::Reader(id.data(), JobId::kSize));
+    return Send(kj::mv(request)).status();
+  }
+
+  static std::string Str(capnp::Text::Reader text) { return std::string(text.cStr()); }
+};
+
+TEST_F(HeadActorsTest, RegisteredActorIsFoundByIdAndByNameAndListed) {
+  JobId job = *RegisterJob();
+  ActorId counter = ActorId::Of(job), other = ActorId::Of(job);
+  ASSERT_TRUE(RegisterActor(counter, "counter", "team", [](proto::ActorInfo::Builder info) {
+                info.setState(proto::ActorState::ALIVE);  // forced to PENDING
+                info.setDetached(true);
+                info.setLanguage(1);
+              }).ok());
+  ASSERT_TRUE(RegisterActor(other).ok());
+
+  auto by_id = Get(&counter);
+  ASSERT_TRUE(by_id.ok()) << by_id.status().ToString();
+  auto info = by_id->getInfo();
+  EXPECT_EQ(info.getActorId(), capnp::Data::Reader(counter.data(), ActorId::kSize));
+  EXPECT_EQ(info.getJobId(), capnp::Data::Reader(job.data(), JobId::kSize));
+  EXPECT_EQ(Str(info.getName()), "counter");
+  EXPECT_EQ(Str(info.getNamespace()), "team");
+  EXPECT_EQ(Str(info.getClassName()), "Counter::Create");
+  EXPECT_EQ(info.getState(), proto::ActorState::PENDING);
+  EXPECT_EQ(info.getMaxRestarts(), 1);
+  EXPECT_TRUE(info.getDetached());
+  EXPECT_EQ(info.getLanguage(), 1);
+  EXPECT_EQ(info.getWorkerId().size(), 0u);
+
+  auto by_name = Get(nullptr, "counter", "team");
+  ASSERT_TRUE(by_name.ok()) << by_name.status().ToString();
+  EXPECT_EQ(by_name->getInfo().getActorId(), info.getActorId());
+  EXPECT_EQ(Get(nullptr, "counter", "").status().code(), Code::kNotFound) << "another namespace";
+  ActorId stranger = ActorId::Of(job);
+  EXPECT_EQ(Get(&stranger).status().code(), Code::kNotFound);
+
+  auto list = Send(head().listActorsRequest());
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->getActors().size(), 2u);
+  EXPECT_EQ(list->getActors()[0].getActorId(), info.getActorId());
+  EXPECT_EQ(list->getActors()[1].getActorId(), capnp::Data::Reader(other.data(), ActorId::kSize));
+}
+
+TEST_F(HeadActorsTest, RegisterActorRefusesATakenNameAndAFinishedJob) {
+  JobId job = *RegisterJob();
+  ActorId first = ActorId::Of(job);
+  ASSERT_TRUE(RegisterActor(first, "trainer", "team").ok());
+  Status taken = RegisterActor(ActorId::Of(job), "trainer", "team");
+  EXPECT_EQ(taken.code(), Code::kAlreadyExists);
+  EXPECT_EQ(taken.message(), "the actor name 'trainer' in namespace 'team' exists already (actor " +
+                                 first.Hex() + ")");
+  ASSERT_TRUE(FinishJob(job).ok());
+  Status finished = RegisterActor(ActorId::Of(job), "late");
+  EXPECT_EQ(finished.code(), Code::kFailedPrecondition);
+  EXPECT_NE(finished.message().find("which has finished"), std::string::npos);
+  Status unknown = RegisterActor(ActorId::Of(JobId::FromRandom()));
+  EXPECT_EQ(unknown.code(), Code::kFailedPrecondition);
+}
+
+TEST_F(HeadActorsTest, UpdateShowsTheWorkerAndKillReturnsIt) {
+  JobId job = *RegisterJob();
+  ActorId id = ActorId::Of(job);
+  ASSERT_TRUE(RegisterActor(id, "counter").ok());
+  WorkerId worker = WorkerId::FromRandom();
+  ASSERT_TRUE(Update(id, [&](proto::ActorInfo::Builder info) {
+                info.setState(proto::ActorState::ALIVE);
+                info.setWorkerAddress("10.0.0.2:5000");
+                info.setNodeAddress("10.0.0.2:7000");
+                info.setWorkerId(capnp::Data::Reader(worker.data(), WorkerId::kSize));
+                info.setPid(4321);
+                info.setName("ignored");  // names stay
+              }).ok());
+  auto alive = Get(nullptr, "counter");
+  ASSERT_TRUE(alive.ok()) << alive.status().ToString();
+  EXPECT_EQ(alive->getInfo().getState(), proto::ActorState::ALIVE);
+  EXPECT_EQ(Str(alive->getInfo().getWorkerAddress()), "10.0.0.2:5000");
+  EXPECT_EQ(alive->getInfo().getPid(), 4321);
+
+  auto killed = Kill(id, "");
+  ASSERT_TRUE(killed.ok()) << killed.status().ToString();
+  EXPECT_EQ(killed->getInfo().getState(), proto::ActorState::DEAD);
+  EXPECT_EQ(Str(killed->getInfo().getDeathCause()), "the actor was killed");
+  EXPECT_EQ(Str(killed->getInfo().getNodeAddress()), "10.0.0.2:7000");
+  EXPECT_EQ(killed->getInfo().getWorkerId(), capnp::Data::Reader(worker.data(), WorkerId::kSize));
+  EXPECT_EQ(Get(nullptr, "counter").status().code(), Code::kNotFound) << "DEAD: not by name";
+  EXPECT_EQ(Get(&id)->getInfo().getState(), proto::ActorState::DEAD) << "still by id";
+
+  Status late =
+      Update(id, [](proto::ActorInfo::Builder info) { info.setState(proto::ActorState::ALIVE); });
+  EXPECT_EQ(late.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(Kill(id, "again")->getInfo().getDeathCause(), "the actor was killed");
+  ActorId stranger = ActorId::Of(job);
+  EXPECT_EQ(Kill(stranger, "x").status().code(), Code::kNotFound);
+  EXPECT_EQ(Update(stranger, [](proto::ActorInfo::Builder) {}).code(), Code::kNotFound);
+}
+
+TEST_F(HeadActorsTest, FinishJobMarksItsActorsDeadButNotDetachedOnes) {
+  JobId job = *RegisterJob();
+  ActorId plain = ActorId::Of(job), detached = ActorId::Of(job);
+  ASSERT_TRUE(RegisterActor(plain, "plain").ok());
+  ASSERT_TRUE(RegisterActor(detached, "detached", "", [](proto::ActorInfo::Builder info) {
+                info.setDetached(true);
+              }).ok());
+  ASSERT_TRUE(FinishJob(job).ok());
+  auto dead = Get(&plain);
+  ASSERT_TRUE(dead.ok());
+  EXPECT_EQ(dead->getInfo().getState(), proto::ActorState::DEAD);
+  EXPECT_EQ(Str(dead->getInfo().getDeathCause()), "the driver of job " + job.Hex() + " exited");
+  EXPECT_TRUE(Get(nullptr, "detached").ok()) << "a detached actor outlives its job";
+  EXPECT_TRUE(RegisterActor(ActorId::Of(*RegisterJob()), "plain").ok()) << "the name is free";
+}
+
+}  // namespace
+}  // namespace airt::head::testing
