@@ -1,7 +1,7 @@
 // airt-head's service: the Head interface of common/proto/cluster.capnp (node table and liveness,
-// internal KV, job table, actor directory) over tables kept in a MetadataStore. head/head_main.cc
-// serves it over TCP; tests serve it over loopback. Confined to the thread whose KJ event loop
-// serves it.
+// internal KV, job table and job leases, actor directory) over tables kept in a MetadataStore.
+// head/head_main.cc serves it over TCP; tests serve it over loopback. Confined to the thread whose
+// KJ event loop serves it.
 #pragma once
 
 #include <cstddef>
@@ -43,9 +43,11 @@ struct HeadOptions {
 // actor, the store's error (context added) when the MetadataStore fails; a failed write changes
 // nothing. The actor directory's other errors are ActorTable's (head/internal/actor_table.h).
 //
-// Finishing a job marks the job's actors that are not detached DEAD.
+// Finishing a job (finishJob, or its driver dropping the JobLease that registerJob returned)
+// marks the job's actors that are not detached DEAD.
 class HeadServer final : public proto::Head::Server {
   struct Token {};
+  class JobLeaseServer;
 
  public:
   // Loads the tables an earlier head left in `store`. `store` and `clock` must outlive the
@@ -81,13 +83,15 @@ class HeadServer final : public proto::Head::Server {
 
  private:
   // Finishes the job and marks its actors that are not detached DEAD.
-  Status FinishJob(const JobId& id);
+  Status FinishJob(const JobId& id, bool driver_gone);
 
   HeadOptions options_;
   std::unique_ptr<internal::NodeTable> nodes_;
   std::unique_ptr<internal::KvTable> kv_;
   std::unique_ptr<internal::JobTable> jobs_;
   std::unique_ptr<internal::ActorTable> actors_;
+  // Null once this is destroyed: the job leases it handed out (which may outlive it) check it.
+  std::shared_ptr<HeadServer*> self_;
 };
 
 }  // namespace airt::head

@@ -37,6 +37,30 @@ constexpr std::string_view kDefaultKillCause = "the actor was killed";
 
 }  // namespace
 
+// Held by a driver for as long as its job runs; dropped when the driver lets go of it or its
+// connection closes. Confined to the head's loop thread, like the server it reaches through
+// `head`, which is null once that server is gone (then dropping it does nothing).
+class HeadServer::JobLeaseServer final : public proto::JobLease::Server {
+ public:
+  JobLeaseServer(std::shared_ptr<HeadServer*> head, const JobId& job)
+      : head_(std::move(head)), job_(job) {}
+  ~JobLeaseServer() {
+    HeadServer* head = *head_;
+    if (head == nullptr) return;
+    std::optional<internal::JobRecord> job = head->jobs_->Find(job_);
+    if (!job || !job->alive) return;
+    AIRT_LOG(INFO) << "the driver of job " << job_.Hex() << " (pid " << job->driver_pid
+                   << ") let go of its job lease or disconnected; finishing the job";
+    Status finished = head->FinishJob(job_, /*driver_gone=*/true);
+    if (!finished.ok())
+      AIRT_LOG(ERROR) << "finishing job " << job_.Hex() << ": " << finished.ToString();
+  }
+
+ private:
+  std::shared_ptr<HeadServer*> head_;
+  JobId job_;
+};
+
 Result<kj::Own<HeadServer>> HeadServer::Open(const HeadOptions& options, MetadataStore& store,
                                              Clock& clock) {
   auto server = kj::heap<HeadServer>(Token{}, options, store, clock);
@@ -54,9 +78,10 @@ HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, 
       kv_(std::make_unique<internal::KvTable>(store)),
       jobs_(std::make_unique<internal::JobTable>(store, clock)),
       actors_(std::make_unique<internal::ActorTable>(
-          internal::ActorTable::Options{options.max_dead_actors}, store, *jobs_)) {}
+          internal::ActorTable::Options{options.max_dead_actors}, store, *jobs_)),
+      self_(std::make_shared<HeadServer*>(this)) {}
 
-HeadServer::~HeadServer() = default;
+HeadServer::~HeadServer() { *self_ = nullptr; }
 
 std::vector<NodeId> HeadServer::CheckLiveness() { return nodes_->CheckLiveness(); }
 
@@ -179,19 +204,23 @@ kj::Promise<void> HeadServer::registerJob(RegisterJobContext context) {
   if (!address.ok()) return Fail(address.status());
   Result<JobId> id = jobs_->Register(params.getDriverPid(), std::move(*address));
   if (!id.ok()) return Fail(id.status());
-  context.getResults().setJobId(capnp::Data::Reader(id->data(), JobId::kSize));
+  auto results = context.getResults();
+  results.setJobId(capnp::Data::Reader(id->data(), JobId::kSize));
+  results.setLease(kj::heap<JobLeaseServer>(self_, *id));
   return kj::READY_NOW;
 }
 
 kj::Promise<void> HeadServer::finishJob(FinishJobContext context) {
   Result<JobId> id = internal::ParseJobId(context.getParams().getJobId(), "jobId");
   if (!id.ok()) return Fail(id.status());
-  if (Status s = FinishJob(*id); !s.ok()) return Fail(s);
+  if (Status s = FinishJob(*id, /*driver_gone=*/false); !s.ok()) return Fail(s);
   return kj::READY_NOW;
 }
 
-Status HeadServer::FinishJob(const JobId& id) {
-  AIRT_RETURN_IF_ERROR(jobs_->Finish(id));
+Status HeadServer::FinishJob(const JobId& id, bool driver_gone) {
+  using OnWriteError = internal::JobTable::OnWriteError;
+  AIRT_RETURN_IF_ERROR(
+      jobs_->Finish(id, driver_gone ? OnWriteError::kLogAndFinish : OnWriteError::kFail));
   actors_->OnJobFinished(id);
   return Status::Ok();
 }

@@ -72,15 +72,19 @@ Result<JobId> JobTable::Register(int32_t driver_pid, std::string driver_address)
   return job.id;
 }
 
-Status JobTable::Finish(const JobId& id) {
+Status JobTable::Finish(const JobId& id, OnWriteError on_write_error) {
   auto found = jobs_.find(JobIdValue(id));
   if (found == jobs_.end()) return NotFound("job " + id.Hex() + " is not registered");
   if (!found->second.alive) return Status::Ok();
   JobRecord finished = found->second;
   finished.alive = false;
   finished.end_ms = static_cast<uint64_t>(clock_.WallMs());
-  AIRT_RETURN_IF_ERROR(store_.Put(RowKey(found->first), EncodeJobRow(finished))
-                           .WithContext("finishing job " + id.Hex()));
+  Status written = store_.Put(RowKey(found->first), EncodeJobRow(finished))
+                       .WithContext("finishing job " + id.Hex());
+  if (!written.ok()) {
+    if (on_write_error == OnWriteError::kFail) return written;
+    AIRT_LOG(WARNING) << written.ToString() << "; it is finished in memory only";
+  }
   AIRT_LOG(INFO) << "job " << id.Hex() << " finished";
   found->second = std::move(finished);
   return Status::Ok();

@@ -22,6 +22,12 @@ uint32_t JobIdValue(const JobId& id);
 
 class JobTable {
  public:
+  // What Finish does when the row cannot be written.
+  enum class OnWriteError {
+    kFail,          // return the store's error; nothing changes (the caller may retry)
+    kLogAndFinish,  // log it; the finish stands in memory (nobody would retry)
+  };
+
   // `store` and `clock` must outlive the table.
   JobTable(MetadataStore& store, Clock& clock) : store_(store), clock_(clock) {}
 
@@ -32,9 +38,9 @@ class JobTable {
   // A new running job with an id never handed out before (1, 2, ...). The store's error when the
   // row cannot be written (the id is not reused); kResourceExhausted after 2^32 - 2 jobs.
   Result<JobId> Register(int32_t driver_pid, std::string driver_address);
-  // Marks the job finished now; ok when it finished already. kNotFound: no such job. The store's
-  // error when the row cannot be written; then nothing changes.
-  Status Finish(const JobId& id);
+  // Marks the job finished now; ok when it finished already. kNotFound: no such job. A failed
+  // write: see OnWriteError.
+  Status Finish(const JobId& id, OnWriteError on_write_error = OnWriteError::kFail);
   std::optional<JobRecord> Find(const JobId& id) const;
   // Every job, in id order.
   std::vector<JobRecord> List() const;

@@ -1,11 +1,18 @@
-// The actor directory over EzRpc on loopback: register, get, list, update and kill actors;
-// finishing a job kills its actors.
-#include <gtest/gtest.h>
+// The actor directory and job leases over EzRpc on loopback: register, get, list, update and kill
+// actors; finishing a job (by finishJob or by its driver's connection closing) kills its actors.
+#include <chrono>
 
+#include <gtest/gtest.h>
+#include <kj/async-io.h>
+#include <kj/timer.h>
+
+#include "head/internal/wire.h"
 #include "tests/head/head_rpc_fixture.h"
 
 namespace airt::head::testing {
 namespace {
+
+using namespace std::chrono_literals;
 
 class HeadActorsTest : public HeadRpcTest {
  protected:
@@ -42,6 +49,17 @@ class HeadActorsTest : public HeadRpcTest {
     auto request = head().finishJobRequest();
     request.setJobId(capnp::Data::Reader(id.data(), JobId::kSize));
     return Send(kj::mv(request)).status();
+  }
+
+  // Runs the loop (the head serves on this thread) until `condition` holds or 10 s pass.
+  bool PumpUntil(const std::function<bool()>& condition) {
+    kj::Timer& timer = server_->getIoProvider().getTimer();
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!condition()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      timer.afterDelay(2 * kj::MILLISECONDS).wait(server_->getWaitScope());
+    }
+    return true;
   }
 
   static std::string Str(capnp::Text::Reader text) { return std::string(text.cStr()); }
@@ -152,6 +170,69 @@ TEST_F(HeadActorsTest, FinishJobMarksItsActorsDeadButNotDetachedOnes) {
   EXPECT_EQ(Str(dead->getInfo().getDeathCause()), "the driver of job " + job.Hex() + " exited");
   EXPECT_TRUE(Get(nullptr, "detached").ok()) << "a detached actor outlives its job";
   EXPECT_TRUE(RegisterActor(ActorId::Of(*RegisterJob()), "plain").ok()) << "the name is free";
+}
+
+// A driver over a connection of its own: when the connection closes, its job finishes.
+TEST_F(HeadActorsTest, ClosingTheDriversConnectionFinishesItsJobAndKillsItsActors) {
+  uint port = server_->getPort().wait(server_->getWaitScope());
+  auto driver = std::make_unique<capnp::EzRpcClient>("127.0.0.1", port);
+  JobId job;
+  {
+    auto request = driver->getMain<proto::Head>().registerJobRequest();
+    request.setDriverPid(999);
+    auto reply = request.send().wait(driver->getWaitScope());
+    job = JobId::FromRaw(reply.getJobId().begin());
+    proto::JobLease::Client lease = reply.getLease();  // held by the connection from here
+    auto actor = driver->getMain<proto::Head>().registerActorRequest();
+    FillActor(actor.initInfo(), ActorId::Of(job), "worker-0");
+    actor.send().wait(driver->getWaitScope());
+    ASSERT_TRUE(Get(nullptr, "worker-0").ok());
+    EXPECT_TRUE(JobAliveAndEnd(job)->first);
+    driver.reset();  // the lease's client goes with its connection
+  }
+  ASSERT_TRUE(PumpUntil([&] { return !JobAliveAndEnd(job)->first; }));
+  EXPECT_NE(JobAliveAndEnd(job)->second, 0u) << "an end time";
+  EXPECT_EQ(Get(nullptr, "worker-0").status().code(), Code::kNotFound);
+}
+
+TEST_F(HeadActorsTest, DroppingTheLeaseFinishesTheJobOnlyOnce) {
+  JobId dropped = *RegisterJob();
+  JobId finished = *RegisterJob();
+  ASSERT_TRUE(FinishJob(finished).ok());
+  uint64_t end = JobAliveAndEnd(finished)->second;
+  clock_.AdvanceMs(500);
+  leases_.erase(dropped);
+  leases_.erase(finished);
+  ASSERT_TRUE(PumpUntil([&] { return !JobAliveAndEnd(dropped)->first; }));
+  EXPECT_EQ(JobAliveAndEnd(finished)->second, end) << "finished before: unchanged";
+}
+
+// The lease may outlive the server that handed it out (a test's head stops first); dropping it
+// then does nothing.
+TEST_F(HeadActorsTest, LeaseOutlivingItsHeadDoesNothing) {
+  kj::WaitScope& wait = server_->getWaitScope();
+  auto opened = HeadServer::Open(HeadOptions(), store_, clock_);
+  ASSERT_TRUE(opened.ok());
+  std::optional<proto::Head::Client> local(kj::mv(*opened));
+  std::optional<proto::JobLease::Client> lease;
+  JobId job;
+  {
+    auto reply = local->registerJobRequest().send().wait(wait);
+    job = JobId::FromRaw(reply.getJobId().begin());
+    lease = reply.getLease();
+  }
+  local.reset();  // the last reference: the server goes
+  kj::evalLater([] {}).wait(wait);
+  lease.reset();
+  kj::evalLater([] {}).wait(wait);
+  auto alive = JobAliveAndEnd(job);  // the fixture's head reads the same store
+  ASSERT_FALSE(alive.has_value()) << "the fixture's head loaded its jobs before this one";
+  std::optional<std::string> row = *backing_.Get("job:00000001");
+  ASSERT_TRUE(row.has_value());
+  Result<internal::JobRecord> record = internal::DecodeJobRow(*row);
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->id, job);
+  EXPECT_TRUE(record->alive) << "nobody finished it";
 }
 
 }  // namespace

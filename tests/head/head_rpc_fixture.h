@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,7 @@ class HeadRpcTest : public ::testing::Test {
     cap_ = std::make_unique<proto::Head::Client>(client_->getMain<proto::Head>());
   }
   void StopHead() {
+    leases_.clear();
     cap_.reset();
     client_.reset();
     server_.reset();
@@ -133,7 +135,7 @@ class HeadRpcTest : public ::testing::Test {
         std::string(reinterpret_cast<const char*>(value.begin()), value.size()));
   }
 
-  // A new job's id.
+  // A new job's id; its lease is held in leases_ until the test drops it or the head stops.
   Result<JobId> RegisterJob(int32_t driver_pid = 1234) {
     auto request = head().registerJobRequest();
     request.setDriverPid(driver_pid);
@@ -141,7 +143,9 @@ class HeadRpcTest : public ::testing::Test {
     auto reply = Send(kj::mv(request));
     if (!reply.ok()) return reply.status();
     if (reply->getJobId().size() != JobId::kSize) return Internal("a malformed job id");
-    return JobId::FromRaw(reply->getJobId().begin());
+    JobId id = JobId::FromRaw(reply->getJobId().begin());
+    leases_.insert_or_assign(id, reply->getLease());
+    return id;
   }
 
   // The job as listJobs shows it; nullopt when it is not listed.
@@ -188,6 +192,7 @@ class HeadRpcTest : public ::testing::Test {
   std::unique_ptr<capnp::EzRpcClient> client_;
   // Held by pointer: a kj::Own inside makes a member's destructor noexcept(false).
   std::unique_ptr<proto::Head::Client> cap_;
+  std::map<JobId, proto::JobLease::Client> leases_;  // the jobs' drivers' leases
 };
 
 }  // namespace airt::head::testing

@@ -154,5 +154,12 @@ TEST_F(JobTableTest, FailedFinishLeavesTheJobRunning) {
   EXPECT_TRUE(jobs_.List().at(0).alive);
 }
 
+TEST_F(JobTableTest, FinishOfALostDriverStandsWhenTheStoreFails) {
+  JobId id = *jobs_.Register(1, "a");
+  store_.put_error = Unavailable("injected");
+  EXPECT_TRUE(jobs_.Finish(id, JobTable::OnWriteError::kLogAndFinish).ok());
+  EXPECT_FALSE(jobs_.Find(id)->alive);
+}
+
 }  // namespace
 }  // namespace airt::head::internal
