@@ -82,6 +82,8 @@ class CoreWorker::Impl {
     std::map<std::string, kj::Own<Peer>> peers;
     std::vector<kj::Own<Peer>> retired;  // kept until the loop ends: callbacks may point at them
     proto::Head::Client head = nullptr;
+    // Held while the driver runs: the head finishes the job when it is dropped.
+    proto::JobLease::Client job_lease = nullptr;
     kj::Own<TaskDispatcher> dispatcher;  // once joined
   };
 
@@ -134,6 +136,7 @@ Status CoreWorker::Impl::Start() {
             std::string id = ToString(reply.getJobId());
             if (id.size() != JobId::kSize) throw Fail(Internal("the head gave a malformed job id"));
             job_id_ = JobId::FromRaw(reinterpret_cast<const uint8_t*>(id.data()));
+            loop_->job_lease = reply.getLease();
             return loop_->head.clusterViewRequest().send();
           })
           .then([this](auto view) {
