@@ -44,7 +44,8 @@ struct HeadOptions {
 // nothing. The actor directory's other errors are ActorTable's (head/internal/actor_table.h).
 //
 // Finishing a job (finishJob, or its driver dropping the JobLease that registerJob returned)
-// marks the job's actors that are not detached DEAD.
+// marks the job's actors that are not detached DEAD and numbers the finish, and each heartbeat
+// answers with the jobs finished since the node's last one, so that nodes stop their workers.
 class HeadServer final : public proto::Head::Server {
   struct Token {};
   class JobLeaseServer;

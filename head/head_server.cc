@@ -112,7 +112,14 @@ kj::Promise<void> HeadServer::heartbeat(HeartbeatContext context) {
   if (!load.ok()) return Fail(load.status());
   Result<bool> known = nodes_->Heartbeat(*id, std::move(*load));
   if (!known.ok()) return Fail(known.status());
-  context.getResults().setKnown(*known);
+  internal::FinishedJobs finished = jobs_->FinishedSince(params.getJobsSeen());
+  auto results = context.getResults();
+  results.setKnown(*known);
+  auto jobs = results.initFinishedJobs(finished.jobs.size());
+  for (size_t i = 0; i < finished.jobs.size(); ++i) {
+    jobs.set(i, capnp::Data::Reader(finished.jobs[i].data(), JobId::kSize));
+  }
+  results.setFinishedSeq(finished.seq);
   return kj::READY_NOW;
 }
 

@@ -91,6 +91,9 @@ interface Head {
   # `known` false: the head does not know this node (it restarted, or declared the node dead):
   # the node registers again. `jobsSeen` is the `finishedSeq` of the node's previous heartbeat
   # (0 at first); `finishedJobs` lists the jobs finished since then, whose workers the node stops.
+  # The head numbers job finishes 1, 2, ... (`finishedSeq` is the last number) and answers with at
+  # most the last 1024 finishes; a `jobsSeen` beyond `finishedSeq` (counted before the head
+  # restarted) gets those 1024.
   heartbeat @1 (nodeId :Data, available :List(Resource), gpuIdsInUse :List(UInt32),
                 quarantinedGpuIds :List(UInt32), jobsSeen :UInt64)
       -> (known :Bool, finishedJobs :List(Data), finishedSeq :UInt64);

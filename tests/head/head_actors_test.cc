@@ -1,5 +1,6 @@
 // The actor directory and job leases over EzRpc on loopback: register, get, list, update and kill
-// actors; finishing a job (by finishJob or by its driver's connection closing) kills its actors.
+// actors; finishing a job (by finishJob or by its driver's connection closing) kills its actors;
+// heartbeats tell nodes which jobs finished.
 #include <chrono>
 
 #include <gtest/gtest.h>
@@ -205,6 +206,12 @@ TEST_F(HeadActorsTest, DroppingTheLeaseFinishesTheJobOnlyOnce) {
   leases_.erase(finished);
   ASSERT_TRUE(PumpUntil([&] { return !JobAliveAndEnd(dropped)->first; }));
   EXPECT_EQ(JobAliveAndEnd(finished)->second, end) << "finished before: unchanged";
+  auto beat = head().heartbeatRequest();
+  NodeId node = NodeId::FromRandom();
+  beat.setNodeId(capnp::Data::Reader(node.data(), NodeId::kSize));
+  auto reply = Send(kj::mv(beat));
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->getFinishedSeq(), 2u) << "each job's finish numbered once";
 }
 
 // The lease may outlive the server that handed it out (a test's head stops first); dropping it
@@ -233,6 +240,34 @@ TEST_F(HeadActorsTest, LeaseOutlivingItsHeadDoesNothing) {
   ASSERT_TRUE(record.ok());
   EXPECT_EQ(record->id, job);
   EXPECT_TRUE(record->alive) << "nobody finished it";
+}
+
+TEST_F(HeadActorsTest, HeartbeatAnswersTheJobsFinishedSinceJobsSeen) {
+  NodeId node = NodeId::FromRandom();
+  ASSERT_TRUE(RegisterNode(node).ok());
+  JobId a = *RegisterJob(), b = *RegisterJob(), c = *RegisterJob();
+  auto beat = [&](uint64_t seen) {
+    auto request = head().heartbeatRequest();
+    request.setNodeId(capnp::Data::Reader(node.data(), NodeId::kSize));
+    request.setJobsSeen(seen);
+    auto reply = Send(kj::mv(request));
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    std::vector<JobId> jobs;
+    for (capnp::Data::Reader id : reply->getFinishedJobs()) {
+      jobs.push_back(id.size() == JobId::kSize ? JobId::FromRaw(id.begin()) : JobId::Nil());
+    }
+    EXPECT_TRUE(reply->getKnown());
+    return std::make_pair(jobs, reply->getFinishedSeq());
+  };
+  EXPECT_EQ(beat(0), std::make_pair(std::vector<JobId>{}, uint64_t{0}));
+  ASSERT_TRUE(FinishJob(b).ok());
+  leases_.erase(a);
+  ASSERT_TRUE(PumpUntil([&] { return !JobAliveAndEnd(a)->first; }));
+  EXPECT_EQ(beat(0), std::make_pair(std::vector<JobId>{b, a}, uint64_t{2}));
+  EXPECT_EQ(beat(1), std::make_pair(std::vector<JobId>{a}, uint64_t{2}));
+  EXPECT_EQ(beat(2), std::make_pair(std::vector<JobId>{}, uint64_t{2}));
+  ASSERT_TRUE(FinishJob(c).ok());
+  EXPECT_EQ(beat(2), std::make_pair(std::vector<JobId>{c}, uint64_t{3}));
 }
 
 }  // namespace
