@@ -1,6 +1,7 @@
 // airt-head's service: the Head interface of common/proto/cluster.capnp (node table and liveness,
-// internal KV, job table) over tables kept in a MetadataStore. head/head_main.cc serves it over
-// TCP; tests serve it over loopback. Confined to the thread whose KJ event loop serves it.
+// internal KV, job table and job leases, actor directory) over tables kept in a MetadataStore.
+// head/head_main.cc serves it over TCP; tests serve it over loopback. Confined to the thread whose
+// KJ event loop serves it.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +21,7 @@
 namespace airt::head {
 
 namespace internal {
+class ActorTable;
 class JobTable;
 class KvTable;
 class NodeTable;
@@ -32,13 +34,21 @@ struct HeadOptions {
   uint32_t node_timeout_ms = 10000;
   // Dead nodes kept in the view; beyond this the earliest registered are forgotten.
   size_t max_dead_nodes = 1000;
+  // DEAD actors kept in the directory; beyond this the earliest registered are forgotten.
+  size_t max_dead_actors = 10000;
 };
 
 // Each method validates its message (a bad field is kInvalidArgument naming it) and fails with a
-// Status carried by ToKjException (common/rpc_status.h): kNotFound for an unknown node or job, the
-// store's error (context added) when the MetadataStore fails; a failed write changes nothing.
+// Status carried by ToKjException (common/rpc_status.h): kNotFound for an unknown node, job or
+// actor, the store's error (context added) when the MetadataStore fails; a failed write changes
+// nothing. The actor directory's other errors are ActorTable's (head/internal/actor_table.h).
+//
+// Finishing a job (finishJob, or its driver dropping the JobLease that registerJob returned)
+// marks the job's actors that are not detached DEAD and numbers the finish, and each heartbeat
+// answers with the jobs finished since the node's last one, so that nodes stop their workers.
 class HeadServer final : public proto::Head::Server {
   struct Token {};
+  class JobLeaseServer;
 
  public:
   // Loads the tables an earlier head left in `store`. `store` and `clock` must outlive the
@@ -66,12 +76,23 @@ class HeadServer final : public proto::Head::Server {
   kj::Promise<void> registerJob(RegisterJobContext context) override;
   kj::Promise<void> finishJob(FinishJobContext context) override;
   kj::Promise<void> listJobs(ListJobsContext context) override;
+  kj::Promise<void> registerActor(RegisterActorContext context) override;
+  kj::Promise<void> updateActor(UpdateActorContext context) override;
+  kj::Promise<void> getActor(GetActorContext context) override;
+  kj::Promise<void> listActors(ListActorsContext context) override;
+  kj::Promise<void> killActor(KillActorContext context) override;
 
  private:
+  // Finishes the job and marks its actors that are not detached DEAD.
+  Status FinishJob(const JobId& id, bool driver_gone);
+
   HeadOptions options_;
   std::unique_ptr<internal::NodeTable> nodes_;
   std::unique_ptr<internal::KvTable> kv_;
   std::unique_ptr<internal::JobTable> jobs_;
+  std::unique_ptr<internal::ActorTable> actors_;
+  // Null once this is destroyed: the job leases it handed out (which may outlive it) check it.
+  std::shared_ptr<HeadServer*> self_;
 };
 
 }  // namespace airt::head

@@ -3,6 +3,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 #include "head/head.h"
+#include "head/internal/actor_table.h"
 #include "head/internal/job_table.h"
 #include "head/internal/kv_table.h"
 #include "head/internal/node_table.h"
@@ -12,6 +13,7 @@ namespace airt::head {
 namespace {
 
 using internal::kMaxAddressBytes;
+using internal::kMaxDeathCauseBytes;
 using internal::kMaxKvKeyBytes;
 using internal::kMaxKvValueBytes;
 using internal::kMaxNameBytes;
@@ -31,13 +33,40 @@ Result<std::string> ParseKey(capnp::Text::Reader text) {
   return ParseText(text, "key", kMaxKvKeyBytes, /*allow_empty=*/false);
 }
 
+constexpr std::string_view kDefaultKillCause = "the actor was killed";
+
 }  // namespace
+
+// Held by a driver for as long as its job runs; dropped when the driver lets go of it or its
+// connection closes. Confined to the head's loop thread, like the server it reaches through
+// `head`, which is null once that server is gone (then dropping it does nothing).
+class HeadServer::JobLeaseServer final : public proto::JobLease::Server {
+ public:
+  JobLeaseServer(std::shared_ptr<HeadServer*> head, const JobId& job)
+      : head_(std::move(head)), job_(job) {}
+  ~JobLeaseServer() {
+    HeadServer* head = *head_;
+    if (head == nullptr) return;
+    std::optional<internal::JobRecord> job = head->jobs_->Find(job_);
+    if (!job || !job->alive) return;
+    AIRT_LOG(INFO) << "the driver of job " << job_.Hex() << " (pid " << job->driver_pid
+                   << ") let go of its job lease or disconnected; finishing the job";
+    Status finished = head->FinishJob(job_, /*driver_gone=*/true);
+    if (!finished.ok())
+      AIRT_LOG(ERROR) << "finishing job " << job_.Hex() << ": " << finished.ToString();
+  }
+
+ private:
+  std::shared_ptr<HeadServer*> head_;
+  JobId job_;
+};
 
 Result<kj::Own<HeadServer>> HeadServer::Open(const HeadOptions& options, MetadataStore& store,
                                              Clock& clock) {
   auto server = kj::heap<HeadServer>(Token{}, options, store, clock);
   AIRT_RETURN_IF_ERROR(server->nodes_->Load().WithContext("loading the node table"));
   AIRT_RETURN_IF_ERROR(server->jobs_->Load().WithContext("loading the job table"));
+  AIRT_RETURN_IF_ERROR(server->actors_->Load().WithContext("loading the actor directory"));
   return kj::Own<HeadServer>(kj::mv(server));
 }
 
@@ -47,9 +76,12 @@ HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, 
           internal::NodeTable::Options{options.node_timeout_ms, options.max_dead_nodes}, store,
           clock)),
       kv_(std::make_unique<internal::KvTable>(store)),
-      jobs_(std::make_unique<internal::JobTable>(store, clock)) {}
+      jobs_(std::make_unique<internal::JobTable>(store, clock)),
+      actors_(std::make_unique<internal::ActorTable>(
+          internal::ActorTable::Options{options.max_dead_actors}, store, *jobs_)),
+      self_(std::make_shared<HeadServer*>(this)) {}
 
-HeadServer::~HeadServer() = default;
+HeadServer::~HeadServer() { *self_ = nullptr; }
 
 std::vector<NodeId> HeadServer::CheckLiveness() { return nodes_->CheckLiveness(); }
 
@@ -80,7 +112,14 @@ kj::Promise<void> HeadServer::heartbeat(HeartbeatContext context) {
   if (!load.ok()) return Fail(load.status());
   Result<bool> known = nodes_->Heartbeat(*id, std::move(*load));
   if (!known.ok()) return Fail(known.status());
-  context.getResults().setKnown(*known);
+  internal::FinishedJobs finished = jobs_->FinishedSince(params.getJobsSeen());
+  auto results = context.getResults();
+  results.setKnown(*known);
+  auto jobs = results.initFinishedJobs(finished.jobs.size());
+  for (size_t i = 0; i < finished.jobs.size(); ++i) {
+    jobs.set(i, capnp::Data::Reader(finished.jobs[i].data(), JobId::kSize));
+  }
+  results.setFinishedSeq(finished.seq);
   return kj::READY_NOW;
 }
 
@@ -172,21 +211,91 @@ kj::Promise<void> HeadServer::registerJob(RegisterJobContext context) {
   if (!address.ok()) return Fail(address.status());
   Result<JobId> id = jobs_->Register(params.getDriverPid(), std::move(*address));
   if (!id.ok()) return Fail(id.status());
-  context.getResults().setJobId(capnp::Data::Reader(id->data(), JobId::kSize));
+  auto results = context.getResults();
+  results.setJobId(capnp::Data::Reader(id->data(), JobId::kSize));
+  results.setLease(kj::heap<JobLeaseServer>(self_, *id));
   return kj::READY_NOW;
 }
 
 kj::Promise<void> HeadServer::finishJob(FinishJobContext context) {
   Result<JobId> id = internal::ParseJobId(context.getParams().getJobId(), "jobId");
   if (!id.ok()) return Fail(id.status());
-  if (Status s = jobs_->Finish(*id); !s.ok()) return Fail(s);
+  if (Status s = FinishJob(*id, /*driver_gone=*/false); !s.ok()) return Fail(s);
   return kj::READY_NOW;
+}
+
+Status HeadServer::FinishJob(const JobId& id, bool driver_gone) {
+  using OnWriteError = internal::JobTable::OnWriteError;
+  AIRT_RETURN_IF_ERROR(
+      jobs_->Finish(id, driver_gone ? OnWriteError::kLogAndFinish : OnWriteError::kFail));
+  actors_->OnJobFinished(id);
+  return Status::Ok();
 }
 
 kj::Promise<void> HeadServer::listJobs(ListJobsContext context) {
   std::vector<internal::JobRecord> jobs = jobs_->List();
   auto out = context.getResults().initJobs(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) internal::FillJobInfo(jobs[i], out[i]);
+  return kj::READY_NOW;
+}
+
+// ---- actors -----------------------------------------------------------------------------------
+
+kj::Promise<void> HeadServer::registerActor(RegisterActorContext context) {
+  Result<internal::ActorRecord> actor =
+      internal::ParseActorInfo(context.getParams().getInfo(), "info");
+  if (!actor.ok()) return Fail(actor.status());
+  if (Status s = actors_->Register(std::move(*actor)); !s.ok()) return Fail(s);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> HeadServer::updateActor(UpdateActorContext context) {
+  Result<internal::ActorRecord> news =
+      internal::ParseActorUpdate(context.getParams().getInfo(), "info");
+  if (!news.ok()) return Fail(news.status());
+  if (Status s = actors_->Update(*news); !s.ok()) return Fail(s);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> HeadServer::getActor(GetActorContext context) {
+  auto params = context.getParams();
+  std::optional<internal::ActorRecord> actor;
+  if (params.getActorId().size() != 0) {
+    Result<ActorId> id = internal::ParseActorId(params.getActorId(), "actorId");
+    if (!id.ok()) return Fail(id.status());
+    actor = actors_->Find(*id);
+  } else {
+    Result<std::string> ns = ParseNamespace(params.getNamespace());
+    if (!ns.ok()) return Fail(ns.status());
+    Result<std::string> name = ParseText(params.getName(), "name", kMaxNameBytes, true);
+    if (!name.ok()) return Fail(name.status());
+    if (name->empty())
+      return Fail(InvalidArgument("name must not be empty when actorId is not set"));
+    actor = actors_->FindNamed(*ns, *name);
+  }
+  auto results = context.getResults();
+  results.setFound(actor.has_value());
+  if (actor) internal::FillActorInfo(*actor, results.initInfo());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> HeadServer::listActors(ListActorsContext context) {
+  std::vector<internal::ActorRecord> actors = actors_->List();
+  auto out = context.getResults().initActors(actors.size());
+  for (size_t i = 0; i < actors.size(); ++i) internal::FillActorInfo(actors[i], out[i]);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> HeadServer::killActor(KillActorContext context) {
+  auto params = context.getParams();
+  Result<ActorId> id = internal::ParseActorId(params.getActorId(), "actorId");
+  if (!id.ok()) return Fail(id.status());
+  Result<std::string> cause = ParseText(params.getCause(), "cause", kMaxDeathCauseBytes, true);
+  if (!cause.ok()) return Fail(cause.status());
+  if (cause->empty()) *cause = kDefaultKillCause;
+  Result<internal::ActorRecord> killed = actors_->Kill(*id, std::move(*cause));
+  if (!killed.ok()) return Fail(killed.status());
+  internal::FillActorInfo(*killed, context.getResults().initInfo());
   return kj::READY_NOW;
 }
 

@@ -1,10 +1,10 @@
 // The head's durable tables sit on a MetadataStore (STYLE.md rule 8): a flat map from byte-string
 // keys to byte-string values. The head keeps everything it must not forget there (node rows, job
-// rows, the internal KV) and nothing else. InMemoryMetadataStore is the default; a Redis one
-// (`--redis-address`) comes later; tests/head/ has a fault-injecting one.
+// rows, actor rows, the internal KV) and nothing else. InMemoryMetadataStore is the default; a
+// Redis one (`--redis-address`) comes later; tests/head/ has a fault-injecting one.
 //
 // Key layout used by the head (see head/internal/): "node:<seq>:<node id hex>", "job:<job hex>",
-// "kv:<namespace length>:<namespace><key>".
+// "actor:<actor id hex>", "kv:<namespace length>:<namespace><key>".
 #pragma once
 
 #include <functional>

@@ -257,6 +257,19 @@ Status StoreClient::Delete(const ObjectId& id) {
   return internal::ParseReplyStatus(&r);
 }
 
+Result<uint64_t> StoreClient::DeleteJob(const JobId& job) {
+  std::string body;
+  WireWriter(&body).PutBytes(job.Binary());
+  std::lock_guard<std::mutex> lock(socket_mu_);
+  AIRT_ASSIGN_OR_RETURN(std::string reply,
+                        Call(static_cast<uint16_t>(MessageType::kDeleteJob), body));
+  WireReader r(reply);
+  AIRT_RETURN_IF_ERROR(internal::ParseReplyStatus(&r));
+  uint64_t deleted;
+  if (!r.Get(&deleted)) return Internal("malformed DeleteJob reply from the store");
+  return deleted;
+}
+
 void StoreClient::ReleasePin(uint32_t slot, const ObjectId& id) {
   uint64_t word;
   {

@@ -169,6 +169,11 @@ class StoreClient {
   // Deletes `id`; a pinned object goes when its last pin is released. kNotFound: not here;
   // kFailedPrecondition: still being created.
   Status Delete(const ObjectId& id);
+  // Deletes every object of `job` here (its id's TaskId's ActorId ends with the job), each as
+  // Delete would: a pinned one goes when its last pin is released, a spilled one from disk too.
+  // Objects still being created are left alone (the store aborts them when their creator
+  // disconnects). Returns how many objects it deleted.
+  Result<uint64_t> DeleteJob(const JobId& job);
   // The pins this client holds now.
   std::vector<PinInfo> Pins() const;
   Result<StoreStats> Stats();

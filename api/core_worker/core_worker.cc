@@ -89,9 +89,10 @@ class CoreWorker::Impl {
     std::map<std::string, kj::Own<Peer>> peers;
     std::vector<kj::Own<Peer>> retired;  // kept until the loop ends: callbacks may point at them
     proto::Head::Client head = nullptr;
-    proto::JobLease::Client job_lease = nullptr;  // held while the job runs
-    kj::Own<TaskDispatcher> dispatcher;           // once joined
-    kj::Own<ActorManager> actors;                 // once joined
+    // Held while the driver runs: the head finishes the job when it is dropped.
+    proto::JobLease::Client job_lease = nullptr;
+    kj::Own<TaskDispatcher> dispatcher;  // once joined
+    kj::Own<ActorManager> actors;        // once joined
   };
 
   template <typename Fn>

@@ -91,6 +91,9 @@ interface Head {
   # `known` false: the head does not know this node (it restarted, or declared the node dead):
   # the node registers again. `jobsSeen` is the `finishedSeq` of the node's previous heartbeat
   # (0 at first); `finishedJobs` lists the jobs finished since then, whose workers the node stops.
+  # The head numbers job finishes 1, 2, ... (`finishedSeq` is the last number) and answers with at
+  # most the last 1024 finishes; a `jobsSeen` beyond `finishedSeq` (counted before the head
+  # restarted) gets those 1024.
   heartbeat @1 (nodeId :Data, available :List(Resource), gpuIdsInUse :List(UInt32),
                 quarantinedGpuIds :List(UInt32), jobsSeen :UInt64)
       -> (known :Bool, finishedJobs :List(Data), finishedSeq :UInt64);
@@ -119,7 +122,8 @@ interface Head {
   updateActor @12 (info :ActorInfo) -> ();
   # By id when `actorId` is set, else by name in `namespace` (only an actor not DEAD).
   getActor @13 (actorId :Data, name :Text, namespace :Text) -> (found :Bool, info :ActorInfo);
-  # Every actor the head knows, in registration order.
+  # Every actor the head knows, in registration order (those a restarted head read back from its
+  # store first, by job, then actor id). A DEAD actor may be forgotten once many have died.
   listActors @14 () -> (actors :List(ActorInfo));
   # ray.kill: marks the actor DEAD with `cause` (its owner will not restart it) and returns its
   # entry, whose worker the caller then stops through that node's killWorker.

@@ -1,6 +1,8 @@
 #include "head/internal/job_table.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "common/logging.h"
 #include "head/internal/wire.h"
@@ -50,6 +52,14 @@ Status JobTable::Load() {
     if (value >= next_) next_ = value + 1;  // at most kLastJob + 1: exhausted
     jobs_[value] = std::move(*job);
   }
+  std::vector<const JobRecord*> finished;
+  for (const auto& [value, job] : jobs_) {
+    if (!job.alive) finished.push_back(&job);
+  }
+  std::sort(finished.begin(), finished.end(), [](const JobRecord* a, const JobRecord* b) {
+    return std::tuple(a->end_ms, JobIdValue(a->id)) < std::tuple(b->end_ms, JobIdValue(b->id));
+  });
+  for (const JobRecord* job : finished) RecordFinish(job->id);
   if (!jobs_.empty())
     AIRT_LOG(INFO) << "loaded " << jobs_.size() << " jobs from the metadata store";
   return Status::Ok();
@@ -72,18 +82,44 @@ Result<JobId> JobTable::Register(int32_t driver_pid, std::string driver_address)
   return job.id;
 }
 
-Status JobTable::Finish(const JobId& id) {
+Status JobTable::Finish(const JobId& id, OnWriteError on_write_error) {
   auto found = jobs_.find(JobIdValue(id));
   if (found == jobs_.end()) return NotFound("job " + id.Hex() + " is not registered");
   if (!found->second.alive) return Status::Ok();
   JobRecord finished = found->second;
   finished.alive = false;
   finished.end_ms = static_cast<uint64_t>(clock_.WallMs());
-  AIRT_RETURN_IF_ERROR(store_.Put(RowKey(found->first), EncodeJobRow(finished))
-                           .WithContext("finishing job " + id.Hex()));
+  Status written = store_.Put(RowKey(found->first), EncodeJobRow(finished))
+                       .WithContext("finishing job " + id.Hex());
+  if (!written.ok()) {
+    if (on_write_error == OnWriteError::kFail) return written;
+    AIRT_LOG(WARNING) << written.ToString() << "; it is finished in memory only";
+  }
   AIRT_LOG(INFO) << "job " << id.Hex() << " finished";
   found->second = std::move(finished);
+  RecordFinish(id);
   return Status::Ok();
+}
+
+void JobTable::RecordFinish(const JobId& id) {
+  ++finished_seq_;
+  finished_.push_back(id);
+  if (finished_.size() > kFinishedWindow) finished_.pop_front();
+}
+
+FinishedJobs JobTable::FinishedSince(uint64_t seen) const {
+  FinishedJobs out;
+  out.seq = finished_seq_;
+  uint64_t news = seen > finished_seq_ ? finished_.size() : finished_seq_ - seen;
+  size_t n = static_cast<size_t>(std::min<uint64_t>(news, finished_.size()));
+  out.jobs.assign(finished_.end() - static_cast<std::ptrdiff_t>(n), finished_.end());
+  return out;
+}
+
+std::optional<JobRecord> JobTable::Find(const JobId& id) const {
+  auto found = jobs_.find(JobIdValue(id));
+  if (found == jobs_.end()) return std::nullopt;
+  return found->second;
 }
 
 std::vector<JobRecord> JobTable::List() const {

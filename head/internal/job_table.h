@@ -1,9 +1,14 @@
 // The job table: one job per driver, with ids handed out from a counter. Rows go through the
-// MetadataStore ("job:<8 hex digits of the counter>"). Confined to the head's loop thread.
+// MetadataStore ("job:<8 hex digits of the counter>"). Each finish is numbered (1, 2, ...) so that
+// nodes can ask which jobs finished since the number they saw last. Confined to the head's loop
+// thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,21 +24,41 @@ namespace airt::head::internal {
 JobId JobIdOf(uint32_t value);
 uint32_t JobIdValue(const JobId& id);
 
+// The jobs finished after some number, and the number of the last finish.
+struct FinishedJobs {
+  std::vector<JobId> jobs;  // in finish order
+  uint64_t seq = 0;
+};
+
 class JobTable {
  public:
+  // Finishes remembered for FinishedSince.
+  static constexpr size_t kFinishedWindow = 1024;
+
+  // What Finish does when the row cannot be written.
+  enum class OnWriteError {
+    kFail,          // return the store's error; nothing changes (the caller may retry)
+    kLogAndFinish,  // log it; the finish stands in memory (nobody would retry)
+  };
+
   // `store` and `clock` must outlive the table.
   JobTable(MetadataStore& store, Clock& clock) : store_(store), clock_(clock) {}
 
-  // Reads the rows an earlier head left; new ids continue after the highest one read. A corrupt
-  // row is logged and skipped. The store's error when it cannot be read.
+  // Reads the rows an earlier head left; new ids continue after the highest one read. The jobs
+  // found finished are numbered 1..n in the order of their end times. A corrupt row is logged and
+  // skipped. The store's error when it cannot be read.
   Status Load();
 
   // A new running job with an id never handed out before (1, 2, ...). The store's error when the
   // row cannot be written (the id is not reused); kResourceExhausted after 2^32 - 2 jobs.
   Result<JobId> Register(int32_t driver_pid, std::string driver_address);
-  // Marks the job finished now; ok when it finished already. kNotFound: no such job. The store's
-  // error when the row cannot be written; then nothing changes.
-  Status Finish(const JobId& id);
+  // Marks the job finished now and gives the finish the next number; ok (and no new number) when
+  // it finished already. kNotFound: no such job. A failed write: see OnWriteError.
+  Status Finish(const JobId& id, OnWriteError on_write_error = OnWriteError::kFail);
+  // The jobs finished after finish number `seen`, at most the last kFinishedWindow of them. A
+  // `seen` beyond the last number (counted by an earlier head) gets the whole window.
+  FinishedJobs FinishedSince(uint64_t seen) const;
+  std::optional<JobRecord> Find(const JobId& id) const;
   // Every job, in id order.
   std::vector<JobRecord> List() const;
 
@@ -42,8 +67,13 @@ class JobTable {
 
   MetadataStore& store_;
   Clock& clock_;
+  // Numbers the finish of `id`.
+  void RecordFinish(const JobId& id);
+
   std::map<uint32_t, JobRecord> jobs_;
   uint32_t next_ = 1;
+  uint64_t finished_seq_ = 0;   // the number of the last finish
+  std::deque<JobId> finished_;  // the last kFinishedWindow finishes, the last one at the back
 };
 
 }  // namespace airt::head::internal

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,29 @@ struct JobRecord {
   uint64_t end_ms = 0;
   bool alive = false;
   friend bool operator==(const JobRecord&, const JobRecord&) = default;
+};
+
+// An actor's life (proto::ActorState), in the schema's order.
+enum class ActorState : uint8_t { kPending, kAlive, kRestarting, kDead };
+
+// One actor of the directory (proto::ActorInfo). `id`'s last 4 bytes are `job`.
+struct ActorRecord {
+  ActorId id;
+  JobId job;
+  std::string name;  // "" for an unnamed actor
+  std::string ns;
+  std::string class_name;
+  ActorState state = ActorState::kPending;
+  std::string worker_address;
+  std::string node_address;
+  std::optional<WorkerId> worker_id;
+  int32_t pid = 0;
+  uint32_t num_restarts = 0;
+  int32_t max_restarts = 0;  // -1: without limit
+  std::string death_cause;
+  bool detached = false;
+  uint8_t language = 0;  // 0 C++, 1 Python
+  friend bool operator==(const ActorRecord&, const ActorRecord&) = default;
 };
 
 }  // namespace airt::head::internal

@@ -9,6 +9,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
+#include "common/proto/node.capnp.h"
 #include "common/rpc_status.h"
 
 namespace airt::head::internal {
@@ -85,6 +86,12 @@ Result<NodeId> ParseNodeId(capnp::Data::Reader bytes, std::string_view field) {
 
 Result<JobId> ParseJobId(capnp::Data::Reader bytes, std::string_view field) {
   return ParseId<JobId>(bytes, field);
+}
+
+Result<ActorId> ParseActorId(capnp::Data::Reader bytes, std::string_view field) {
+  using Bytes = BaseId<ActorId::kSize, ActorIdTag>;  // FromRaw makes this, not an ActorId
+  AIRT_ASSIGN_OR_RETURN(Bytes id, ParseId<Bytes>(bytes, field));
+  return ActorId(id);
 }
 
 Result<std::string> ParseText(capnp::Text::Reader text, std::string_view field, size_t max_bytes,
@@ -184,6 +191,87 @@ Result<NodeLoad> ParseNodeLoad(proto::Head::HeartbeatParams::Reader params) {
 
 namespace {
 
+// The fields of an actor that its owner's updates change; `out` keeps the rest.
+Status ParseActorNews(proto::ActorInfo::Reader in, std::string_view field, ActorRecord& out) {
+  auto state = static_cast<uint16_t>(in.getState());
+  if (state > static_cast<uint16_t>(proto::ActorState::DEAD)) {
+    return InvalidArgument(Join(field, "state") + " has the unknown value " +
+                           std::to_string(state));
+  }
+  out.state = static_cast<ActorState>(state);
+  AIRT_ASSIGN_OR_RETURN(out.worker_address,
+                        ParseText(in.getWorkerAddress(), Join(field, "workerAddress"),
+                                  kMaxAddressBytes, /*allow_empty=*/true));
+  AIRT_ASSIGN_OR_RETURN(out.node_address, ParseText(in.getNodeAddress(), Join(field, "nodeAddress"),
+                                                    kMaxAddressBytes, /*allow_empty=*/true));
+  out.worker_id.reset();
+  if (in.getWorkerId().size() != 0) {
+    AIRT_ASSIGN_OR_RETURN(out.worker_id,
+                          ParseId<WorkerId>(in.getWorkerId(), Join(field, "workerId")));
+  }
+  if (in.getPid() < 0) {
+    return InvalidArgument(Join(field, "pid") + " must be >= 0, got " +
+                           std::to_string(in.getPid()));
+  }
+  out.pid = in.getPid();
+  out.num_restarts = in.getNumRestarts();
+  if (in.getMaxRestarts() < -1) {
+    return InvalidArgument(Join(field, "maxRestarts") +
+                           " must be -1 (without limit) or >= 0, got " +
+                           std::to_string(in.getMaxRestarts()));
+  }
+  out.max_restarts = in.getMaxRestarts();
+  AIRT_ASSIGN_OR_RETURN(out.death_cause, ParseText(in.getDeathCause(), Join(field, "deathCause"),
+                                                   kMaxDeathCauseBytes, /*allow_empty=*/true));
+  if (in.getLanguage() > static_cast<uint8_t>(proto::Language::PYTHON)) {
+    return InvalidArgument(Join(field, "language") + " has the unknown value " +
+                           std::to_string(in.getLanguage()));
+  }
+  out.language = in.getLanguage();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ActorRecord> ParseActorInfo(proto::ActorInfo::Reader in, std::string_view field) {
+  ActorRecord actor;
+  AIRT_ASSIGN_OR_RETURN(actor.id, ParseActorId(in.getActorId(), Join(field, "actorId")));
+  AIRT_ASSIGN_OR_RETURN(actor.job, ParseJobId(in.getJobId(), Join(field, "jobId")));
+  if (actor.id.Job() != actor.job) {
+    return InvalidArgument(Join(field, "actorId") + " " + actor.id.Hex() + " does not end with " +
+                           Join(field, "jobId") + " " + actor.job.Hex());
+  }
+  AIRT_ASSIGN_OR_RETURN(actor.name, ParseText(in.getName(), Join(field, "name"), kMaxNameBytes,
+                                              /*allow_empty=*/true));
+  AIRT_ASSIGN_OR_RETURN(actor.ns, ParseText(in.getNamespace(), Join(field, "namespace"),
+                                            kMaxNameBytes, /*allow_empty=*/true));
+  AIRT_ASSIGN_OR_RETURN(actor.class_name, ParseText(in.getClassName(), Join(field, "className"),
+                                                    kMaxClassNameBytes, /*allow_empty=*/false));
+  AIRT_RETURN_IF_ERROR(ParseActorNews(in, field, actor));
+  actor.detached = in.getDetached();
+  return actor;
+}
+
+Result<ActorRecord> ParseActorUpdate(proto::ActorInfo::Reader in, std::string_view field) {
+  ActorRecord actor;
+  AIRT_ASSIGN_OR_RETURN(actor.id, ParseActorId(in.getActorId(), Join(field, "actorId")));
+  actor.job = actor.id.Job();
+  AIRT_RETURN_IF_ERROR(ParseActorNews(in, field, actor));
+  return actor;
+}
+
+const char* ActorStateName(ActorState state) {
+  switch (state) {
+    case ActorState::kPending: return "PENDING";
+    case ActorState::kAlive: return "ALIVE";
+    case ActorState::kRestarting: return "RESTARTING";
+    case ActorState::kDead: return "DEAD";
+  }
+  return "UNKNOWN";
+}
+
+namespace {
+
 void FillResources(const std::vector<Resource>& in, capnp::List<proto::Resource>::Builder out) {
   for (size_t i = 0; i < in.size(); ++i) {
     out[i].setName(AsText(in[i].name));
@@ -233,6 +321,24 @@ void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out) {
   out.setAlive(job.alive);
 }
 
+void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out) {
+  out.setActorId(AsData(actor.id.data(), ActorId::kSize));
+  out.setJobId(AsData(actor.job.data(), JobId::kSize));
+  out.setName(AsText(actor.name));
+  out.setNamespace(AsText(actor.ns));
+  out.setClassName(AsText(actor.class_name));
+  out.setState(static_cast<proto::ActorState>(actor.state));
+  out.setWorkerAddress(AsText(actor.worker_address));
+  out.setNodeAddress(AsText(actor.node_address));
+  if (actor.worker_id) out.setWorkerId(AsData(actor.worker_id->data(), WorkerId::kSize));
+  out.setPid(actor.pid);
+  out.setNumRestarts(actor.num_restarts);
+  out.setMaxRestarts(actor.max_restarts);
+  out.setDeathCause(AsText(actor.death_cause));
+  out.setDetached(actor.detached);
+  out.setLanguage(actor.language);
+}
+
 std::string EncodeNodeRow(const NodeInfo& info, bool alive) {
   capnp::MallocMessageBuilder message;
   auto row = message.initRoot<proto::NodeStatus>();
@@ -268,6 +374,17 @@ Result<JobRecord> DecodeJobRow(std::string_view bytes) {
         job.alive = row.getAlive();
         return job;
       });
+}
+
+std::string EncodeActorRow(const ActorRecord& actor) {
+  capnp::MallocMessageBuilder message;
+  FillActorInfo(actor, message.initRoot<proto::ActorInfo>());
+  return FlatBytes(message);
+}
+
+Result<ActorRecord> DecodeActorRow(std::string_view bytes) {
+  return DecodeRow<ActorRecord, proto::ActorInfo>(
+      bytes, "actor", [](proto::ActorInfo::Reader row) { return ParseActorInfo(row, "info"); });
 }
 
 }  // namespace airt::head::internal

@@ -23,9 +23,12 @@ inline constexpr size_t kMaxPathBytes = 4096;    // store sockets, temp folders
 inline constexpr size_t kMaxListEntries = 4096;  // resources, labels, GPU ids per message
 inline constexpr size_t kMaxKvKeyBytes = 4096;   // KV keys and key prefixes
 inline constexpr size_t kMaxKvValueBytes = 32u << 20;
+inline constexpr size_t kMaxClassNameBytes = 1024;  // an actor's factory name
+inline constexpr size_t kMaxDeathCauseBytes = 64u << 10;
 
 Result<NodeId> ParseNodeId(capnp::Data::Reader bytes, std::string_view field);
 Result<JobId> ParseJobId(capnp::Data::Reader bytes, std::string_view field);
+Result<ActorId> ParseActorId(capnp::Data::Reader bytes, std::string_view field);
 // At most `max_bytes`, no NUL byte (Text is read as a C string downstream); empty only when
 // `allow_empty`.
 Result<std::string> ParseText(capnp::Text::Reader text, std::string_view field, size_t max_bytes,
@@ -40,10 +43,21 @@ Result<std::vector<uint32_t>> ParseGpuIds(capnp::List<uint32_t>::Reader list,
 Result<NodeInfo> ParseNodeInfo(proto::NodeInfo::Reader info, std::string_view field);
 // A heartbeat's load. Whether the GPU ids are the node's own is the node table's check.
 Result<NodeLoad> ParseNodeLoad(proto::Head::HeartbeatParams::Reader params);
+// Every field of an actor: actorId 16 bytes ending with jobId (4 bytes), className not empty,
+// state and language within their enums, workerId empty or 28 bytes, pid >= 0,
+// maxRestarts >= -1, texts within their bounds.
+Result<ActorRecord> ParseActorInfo(proto::ActorInfo::Reader info, std::string_view field);
+// An updateActor message: actorId and the fields an update may change (state, the worker's
+// addresses, id and pid, restarts, death cause, language), checked as ParseActorInfo does. The
+// fields that stay (jobId, name, namespace, className, detached) are not read.
+Result<ActorRecord> ParseActorUpdate(proto::ActorInfo::Reader info, std::string_view field);
+// "PENDING", "ALIVE", "RESTARTING", "DEAD".
+const char* ActorStateName(ActorState state);
 
 void FillNodeInfo(const NodeInfo& info, proto::NodeInfo::Builder out);
 void FillNodeStatus(const NodeView& view, proto::NodeStatus::Builder out);
 void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out);
+void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out);
 
 // A node's row: its NodeInfo and whether it is alive (a proto::NodeStatus message).
 struct NodeRow {
@@ -55,5 +69,8 @@ Result<NodeRow> DecodeNodeRow(std::string_view bytes);
 // A job's row (a proto::JobInfo message).
 std::string EncodeJobRow(const JobRecord& job);
 Result<JobRecord> DecodeJobRow(std::string_view bytes);
+// An actor's row (a proto::ActorInfo message).
+std::string EncodeActorRow(const ActorRecord& actor);
+Result<ActorRecord> DecodeActorRow(std::string_view bytes);
 
 }  // namespace airt::head::internal

@@ -103,6 +103,18 @@ Status ObjectTable::Delete(const ObjectId& id) {
   return Status::Ok();
 }
 
+uint64_t ObjectTable::DeleteJob(const JobId& job) {
+  std::vector<ObjectId> ids;
+  for (const auto& [id, e] : entries_) {
+    if (!e.creating && !e.delete_pending && id.Task().Job() == job) ids.push_back(id);
+  }
+  for (const ObjectId& id : ids) {
+    Status deleted = Delete(id);
+    AIRT_CHECK(deleted.ok()) << deleted.ToString();  // sealed and here: Delete cannot refuse
+  }
+  return ids.size();
+}
+
 bool ObjectTable::FinishDeleteIfUnpinned(EntryMap::iterator it) {
   if (!index_.TryTransition(it->second.slot, SlotState::kSealed, SlotState::kBusy)) return false;
   Erase(it);

@@ -31,6 +31,11 @@ class ObjectTable {
   Status Seal(const ObjectId& id, uint32_t client);
   Status Abort(const ObjectId& id, uint32_t client);
   Status Delete(const ObjectId& id);
+  // Deletes every sealed object of `job` (the job's 4 bytes of each id's TaskId's ActorId) as
+  // Delete does: spilled copies go from disk, pinned ones when their last pin goes. Objects still
+  // being created, or already being deleted, are left alone (a creator's unsealed objects go when
+  // it disconnects). Returns how many it deleted or marked.
+  uint64_t DeleteJob(const JobId& job);
 
   // kOk when `id` is sealed and in memory (restoring it from disk first if it was spilled);
   // kNotFound when it is absent or still being created (the caller may wait for its Seal);

@@ -15,6 +15,7 @@
 //   Seal     id                              -> (status only)
 //   Abort    id                              -> (status only)
 //   Delete   u32 n, n ids                    -> (status only; the first failure)
+//   DeleteJob job id (4 bytes)               -> u64 objects deleted (see StoreClient::DeleteJob)
 //   Wait     i64 timeout ms (<0: forever), u32 n, n ids -> u32 n, n x u8 code
 //            (replies when every id is sealed and in memory here, or at the timeout; kOk ids are
 //            then pinnable through the shared index)
@@ -47,6 +48,7 @@ enum class MessageType : uint16_t {
   kWait = 6,
   kReleased = 7,
   kStats = 8,
+  kDeleteJob = 9,
   kReply = 100,
 };
 

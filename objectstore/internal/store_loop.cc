@@ -281,6 +281,17 @@ void StoreLoop::HandleFrame(uint64_t session_id, const FrameHeader& h, std::stri
       }
       return Reply(session_id, h.request_id, first);
     }
+    case MessageType::kDeleteJob: {
+      std::string_view job;
+      if (!r.GetBytes(JobId::kSize, &job) || r.remaining() != 0) {
+        return Reply(session_id, h.request_id, Truncated("DeleteJob"));
+      }
+      uint64_t deleted =
+          table_.DeleteJob(JobId::FromRaw(reinterpret_cast<const uint8_t*>(job.data())));
+      std::string payload;
+      WireWriter(&payload).Put(deleted);
+      return Reply(session_id, h.request_id, Status::Ok(), payload);
+    }
     case MessageType::kWait: return HandleWait(session_id, h, r);
     case MessageType::kReleased:
       if (r.GetId(&id) && r.remaining() == 0) table_.OnReleased(id);

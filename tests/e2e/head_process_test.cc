@@ -1,7 +1,7 @@
 // A real airt-head process on a free port, driven by this test as fake nodes and a KV client over
 // Cap'n Proto RPC: registration, heartbeats, a node declared dead by the daemon's liveness timer,
-// the KV, bad input, and a clean exit on SIGTERM and SIGINT. Every wait has a deadline; the head
-// is stopped by its pid.
+// the KV, a job finished when its driver is killed, bad input, and a clean exit on SIGTERM and
+// SIGINT. Every wait has a deadline; the head and the drivers are stopped by their pids.
 #include <signal.h>
 #include <unistd.h>
 
@@ -215,6 +215,42 @@ TEST_F(HeadProcessTest, KvRoundTripsThroughTheProcess) {
     EXPECT_FALSE(again.send().wait(wait()).getFound());
   });
   EXPECT_TRUE(s.ok()) << s.ToString();
+  ExpectCleanStopOn(SIGTERM);
+}
+
+// A driver killed with SIGKILL says nothing; its connection closes, and with it the job's lease.
+TEST_F(HeadProcessTest, AJobFinishesWhenItsDriverIsKilled) {
+  ASSERT_NO_FATAL_FAILURE(StartHead());
+  std::string driver_log = dir_.File("driver.log");
+  testing::ChildProcess driver({AIRT_JOB_DRIVER_TOOL_BIN, "127.0.0.1:" + std::to_string(port_)},
+                               driver_log);
+  std::optional<std::string> hex = testing::WaitForLine(driver_log, "job ", 30s, &driver);
+  ASSERT_TRUE(hex.has_value()) << testing::ReadFile(driver_log);
+  auto job = JobId::FromHex(*hex);
+  ASSERT_TRUE(job.ok()) << *hex;
+  // Alive while its driver runs; finished, with an end time, once it is killed.
+  auto job_state = [&]() -> std::optional<std::pair<bool, uint64_t>> {
+    std::optional<std::pair<bool, uint64_t>> found;
+    Status s = CatchKj([&] {
+      auto jobs = head().listJobsRequest().send().wait(wait());
+      for (auto info : jobs.getJobs()) {
+        if (info.getJobId() == capnp::Data::Reader(job->data(), JobId::kSize)) {
+          found = std::make_pair(info.getAlive(), info.getEndMs());
+          EXPECT_EQ(info.getDriverPid(), driver.pid());
+        }
+      }
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return found;
+  };
+  ASSERT_EQ(job_state(), std::make_pair(true, uint64_t{0}));
+  driver.Kill(SIGKILL);
+  EXPECT_EQ(driver.Wait(20s), 128 + SIGKILL);
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return !job_state().value_or(std::pair(true, 0)).first; }, 20s))
+      << "the job still runs after its driver was killed";
+  EXPECT_NE(job_state()->second, 0u);
+  EXPECT_NE(testing::ReadFile(log_).find("the driver of job " + job->Hex()), std::string::npos);
   ExpectCleanStopOn(SIGTERM);
 }
 

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <capnp/ez-rpc.h>
 #include <gtest/gtest.h>
@@ -39,6 +41,7 @@ class HeadRpcTest : public ::testing::Test {
     cap_ = std::make_unique<proto::Head::Client>(client_->getMain<proto::Head>());
   }
   void StopHead() {
+    leases_.clear();
     cap_.reset();
     client_.reset();
     server_.reset();
@@ -132,6 +135,50 @@ class HeadRpcTest : public ::testing::Test {
         std::string(reinterpret_cast<const char*>(value.begin()), value.size()));
   }
 
+  // A new job's id; its lease is held in leases_ until the test drops it or the head stops.
+  Result<JobId> RegisterJob(int32_t driver_pid = 1234) {
+    auto request = head().registerJobRequest();
+    request.setDriverPid(driver_pid);
+    request.setDriverAddress("10.0.0.9");
+    auto reply = Send(kj::mv(request));
+    if (!reply.ok()) return reply.status();
+    if (reply->getJobId().size() != JobId::kSize) return Internal("a malformed job id");
+    JobId id = JobId::FromRaw(reply->getJobId().begin());
+    leases_.insert_or_assign(id, reply->getLease());
+    return id;
+  }
+
+  // The job as listJobs shows it; nullopt when it is not listed.
+  std::optional<std::pair<bool, uint64_t>> JobAliveAndEnd(const JobId& id) {
+    auto jobs = Send(head().listJobsRequest());
+    if (!jobs.ok()) return std::nullopt;
+    for (auto job : jobs->getJobs()) {
+      if (job.getJobId() == capnp::Data::Reader(id.data(), JobId::kSize)) {
+        return std::make_pair(job.getAlive(), job.getEndMs());
+      }
+    }
+    return std::nullopt;
+  }
+
+  // A valid actor of `job` named `name` in `ns`; `edit` may then spoil it.
+  static void FillActor(proto::ActorInfo::Builder info, const ActorId& id,
+                        const std::string& name = "", const std::string& ns = "") {
+    info.setActorId(capnp::Data::Reader(id.data(), ActorId::kSize));
+    info.setJobId(capnp::Data::Reader(id.Job().data(), JobId::kSize));
+    info.setName(name);
+    info.setNamespace(ns);
+    info.setClassName("Counter::Create");
+    info.setMaxRestarts(1);
+  }
+
+  Status RegisterActor(const ActorId& id, const std::string& name = "", const std::string& ns = "",
+                       const std::function<void(proto::ActorInfo::Builder)>& edit = {}) {
+    auto request = head().registerActorRequest();
+    FillActor(request.initInfo(), id, name, ns);
+    if (edit) edit(request.getInfo());
+    return Send(kj::mv(request)).status();
+  }
+
   // All of `s`, NUL bytes included (a std::string converts to Text only up to its first NUL).
   static capnp::Text::Reader Text(const std::string& s) {
     return capnp::Text::Reader(s.data(), s.size());
@@ -145,6 +192,7 @@ class HeadRpcTest : public ::testing::Test {
   std::unique_ptr<capnp::EzRpcClient> client_;
   // Held by pointer: a kj::Own inside makes a member's destructor noexcept(false).
   std::unique_ptr<proto::Head::Client> cap_;
+  std::map<JobId, proto::JobLease::Client> leases_;  // the jobs' drivers' leases
 };
 
 }  // namespace airt::head::testing

@@ -13,6 +13,7 @@ namespace {
 
 using Info = proto::NodeInfo::Builder;
 using Beat = proto::Head::HeartbeatParams::Builder;
+using Actor = proto::ActorInfo::Builder;
 
 class HeadValidationTest : public HeadRpcTest {
  protected:
@@ -158,6 +159,73 @@ TEST_F(HeadValidationTest, JobCallsRejectBadJobIdsAndAddresses) {
   auto reg = head().registerJobRequest();
   reg.setDriverAddress(std::string(300, 'a'));
   ExpectRejected(Send(kj::mv(reg)).status(), "driverAddress is 300 bytes");
+}
+
+TEST_F(HeadValidationTest, RegisterActorRejectsEveryBadField) {
+  JobId job = *RegisterJob();
+  ActorId id = ActorId::Of(job);
+  auto edited = [&](const std::function<void(proto::ActorInfo::Builder)>& edit) {
+    return RegisterActor(id, "a", "ns", edit);
+  };
+  const kj::byte three[3] = {1, 2, 3};
+  ExpectRejected(edited([&](Actor a) { a.setActorId(capnp::Data::Reader(three, 3)); }),
+                 "info.actorId must be 16 bytes, got 3");
+  ExpectRejected(edited([&](Actor a) { a.setJobId(capnp::Data::Reader(three, 3)); }),
+                 "info.jobId must be 4 bytes, got 3");
+  JobId other = JobId::FromRandom();
+  ExpectRejected(
+      edited([&](Actor a) { a.setJobId(capnp::Data::Reader(other.data(), JobId::kSize)); }),
+      "info.actorId " + id.Hex() + " does not end with info.jobId " + other.Hex());
+  ExpectRejected(edited([](Actor a) { a.setClassName(""); }), "info.className must not be empty");
+  ExpectRejected(edited([](Actor a) { a.setName(std::string(257, 'n')); }),
+                 "info.name is 257 bytes, more than the 256 allowed");
+  ExpectRejected(edited([](Actor a) { a.setNamespace(capnp::Text::Reader("a\0b", 3)); }),
+                 "info.namespace must not contain a NUL byte");
+  ExpectRejected(edited([](Actor a) { a.setState(static_cast<proto::ActorState>(9)); }),
+                 "info.state has the unknown value 9");
+  ExpectRejected(edited([&](Actor a) { a.setWorkerId(capnp::Data::Reader(three, 3)); }),
+                 "info.workerId must be 28 bytes, got 3");
+  ExpectRejected(edited([](Actor a) { a.setWorkerAddress(std::string(300, 'w')); }),
+                 "info.workerAddress is 300 bytes");
+  ExpectRejected(edited([](Actor a) { a.setNodeAddress(std::string(300, 'w')); }),
+                 "info.nodeAddress is 300 bytes");
+  ExpectRejected(edited([](Actor a) { a.setPid(-5); }), "info.pid must be >= 0, got -5");
+  ExpectRejected(edited([](Actor a) { a.setMaxRestarts(-2); }),
+                 "info.maxRestarts must be -1 (without limit) or >= 0, got -2");
+  ExpectRejected(edited([](Actor a) { a.setLanguage(2); }),
+                 "info.language has the unknown value 2");
+  ExpectRejected(
+      edited([](Actor a) { a.setDeathCause(std::string(internal::kMaxDeathCauseBytes + 1, 'c')); }),
+      "info.deathCause is 65537 bytes");
+  ASSERT_TRUE(RegisterActor(id, "a", "ns").ok()) << "none of those was registered";
+}
+
+TEST_F(HeadValidationTest, OtherActorCallsRejectBadIdsNamesAndCauses) {
+  auto update = head().updateActorRequest();
+  update.initInfo().setActorId(capnp::Data::Reader(reinterpret_cast<const kj::byte*>("abc"), 3));
+  ExpectRejected(Send(kj::mv(update)).status(), "info.actorId must be 16 bytes, got 3");
+  ActorId id = ActorId::Of(*RegisterJob());
+  ASSERT_TRUE(RegisterActor(id).ok());
+  auto state = head().updateActorRequest();
+  state.initInfo().setActorId(capnp::Data::Reader(id.data(), ActorId::kSize));
+  state.getInfo().setState(static_cast<proto::ActorState>(4));
+  ExpectRejected(Send(kj::mv(state)).status(), "info.state has the unknown value 4");
+
+  auto get = head().getActorRequest();
+  get.setActorId(capnp::Data::Reader(id.data(), 5));
+  ExpectRejected(Send(kj::mv(get)).status(), "actorId must be 16 bytes, got 5");
+  ExpectRejected(Send(head().getActorRequest()).status(),
+                 "name must not be empty when actorId is not set");
+  auto long_name = head().getActorRequest();
+  long_name.setName(std::string(257, 'n'));
+  ExpectRejected(Send(kj::mv(long_name)).status(), "name is 257 bytes");
+
+  auto kill = head().killActorRequest();
+  ExpectRejected(Send(kj::mv(kill)).status(), "actorId must be 16 bytes, got 0");
+  auto cause = head().killActorRequest();
+  cause.setActorId(capnp::Data::Reader(id.data(), ActorId::kSize));
+  cause.setCause(std::string(internal::kMaxDeathCauseBytes + 1, 'c'));
+  ExpectRejected(Send(kj::mv(cause)).status(), "cause is 65537 bytes");
 }
 
 }  // namespace

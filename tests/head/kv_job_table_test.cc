@@ -152,6 +152,63 @@ TEST_F(JobTableTest, FailedFinishLeavesTheJobRunning) {
   store_.put_error = Unavailable("injected");
   EXPECT_EQ(jobs_.Finish(id).code(), Code::kUnavailable);
   EXPECT_TRUE(jobs_.List().at(0).alive);
+  EXPECT_EQ(jobs_.FinishedSince(0).seq, 0u);
+}
+
+TEST_F(JobTableTest, FinishOfALostDriverStandsWhenTheStoreFails) {
+  JobId id = *jobs_.Register(1, "a");
+  store_.put_error = Unavailable("injected");
+  EXPECT_TRUE(jobs_.Finish(id, JobTable::OnWriteError::kLogAndFinish).ok());
+  EXPECT_FALSE(jobs_.Find(id)->alive);
+  EXPECT_EQ(jobs_.FinishedSince(0).jobs, std::vector<JobId>{id});
+}
+
+TEST_F(JobTableTest, FinishesAreNumberedAndFinishedSinceAnswersTheNewOnes) {
+  JobId a = *jobs_.Register(1, "a"), b = *jobs_.Register(2, "b"), c = *jobs_.Register(3, "c");
+  EXPECT_EQ(jobs_.FinishedSince(0).seq, 0u);
+  EXPECT_TRUE(jobs_.FinishedSince(0).jobs.empty());
+  ASSERT_TRUE(jobs_.Finish(b).ok());
+  ASSERT_TRUE(jobs_.Finish(b).ok()) << "a second finish gets no number";
+  ASSERT_TRUE(jobs_.Finish(a).ok());
+  FinishedJobs all = jobs_.FinishedSince(0);
+  EXPECT_EQ(all.seq, 2u);
+  EXPECT_EQ(all.jobs, (std::vector<JobId>{b, a}));
+  ASSERT_TRUE(jobs_.Finish(c).ok());
+  FinishedJobs news = jobs_.FinishedSince(2);
+  EXPECT_EQ(news.seq, 3u);
+  EXPECT_EQ(news.jobs, std::vector<JobId>{c});
+  EXPECT_TRUE(jobs_.FinishedSince(3).jobs.empty());
+  // A number from before a head restart, beyond ours: the whole window.
+  EXPECT_EQ(jobs_.FinishedSince(99).jobs, (std::vector<JobId>{b, a, c}));
+  EXPECT_FALSE(jobs_.Find(c)->alive);
+  EXPECT_FALSE(jobs_.Find(JobIdOf(9)).has_value());
+}
+
+TEST_F(JobTableTest, FinishedSinceAnswersAtMostTheLastWindow) {
+  std::vector<JobId> ids;
+  for (size_t i = 0; i < JobTable::kFinishedWindow + 5; ++i) {
+    ids.push_back(*jobs_.Register(1, "a"));
+    ASSERT_TRUE(jobs_.Finish(ids.back()).ok());
+  }
+  FinishedJobs all = jobs_.FinishedSince(0);
+  EXPECT_EQ(all.seq, JobTable::kFinishedWindow + 5);
+  ASSERT_EQ(all.jobs.size(), JobTable::kFinishedWindow);
+  EXPECT_EQ(all.jobs.front(), ids[5]);
+  EXPECT_EQ(all.jobs.back(), ids.back());
+  EXPECT_EQ(jobs_.FinishedSince(all.seq - 2).jobs.size(), 2u);
+}
+
+TEST_F(JobTableTest, LoadNumbersTheFinishedJobsByTheirEndTimes) {
+  JobId a = *jobs_.Register(1, "a"), b = *jobs_.Register(2, "b");
+  ASSERT_TRUE(jobs_.Register(3, "c").ok());
+  ASSERT_TRUE(jobs_.Finish(b).ok());
+  clock_.AdvanceMs(10);
+  ASSERT_TRUE(jobs_.Finish(a).ok());
+  JobTable restarted(store_, clock_);
+  ASSERT_TRUE(restarted.Load().ok());
+  FinishedJobs finished = restarted.FinishedSince(0);
+  EXPECT_EQ(finished.seq, 2u) << "as the head before the restart counted";
+  EXPECT_EQ(finished.jobs, (std::vector<JobId>{b, a}));
 }
 
 }  // namespace

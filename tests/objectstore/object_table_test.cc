@@ -223,6 +223,46 @@ TEST_F(ObjectTableTest, DepartedClientLosesItsPinsAndUnsealedObjects) {
   EXPECT_TRUE(table_.Create(unsealed, kObject, 0, false, kClient).ok());
 }
 
+TEST_F(ObjectTableTest, DeleteJobDeletesEveryObjectOfTheJobAndNoOther) {
+  JobId job = JobId::FromRandom();
+  auto put = [&](const ObjectId& id, bool secondary) {
+    ASSERT_TRUE(table_.Create(id, kObject, 0, secondary, kClient).ok());
+    ASSERT_TRUE(table_.Seal(id, kClient).ok());
+  };
+  // The job's 4 bytes sit at the end of the ActorId inside the TaskId of every id it makes:
+  // a driver's puts, an actor's returns, a normal task's returns.
+  ObjectId spilled = ObjectId::ForPut(TaskId::ForDriver(job), 1);
+  ObjectId actor_return = ObjectId::ForReturn(TaskId::Of(ActorId::Of(job)), 1);
+  ObjectId pinned = ObjectId::ForReturn(TaskId::Of(ActorId::NilFor(job)), 1);
+  ObjectId copy = ObjectId::ForPut(TaskId::ForDriver(job), 2);
+  ObjectId creating = ObjectId::ForPut(TaskId::ForDriver(job), 3);
+  ASSERT_NO_FATAL_FAILURE(put(spilled, false));
+  std::vector<ObjectId> others;
+  for (int i = 0; i < 16; ++i) others.push_back(Put(static_cast<uint8_t>(i + 1)));  // spills it
+  ASSERT_EQ(index_.StateOf(spilled), SlotState::kSpilled);
+  ASSERT_NO_FATAL_FAILURE(put(actor_return, false));
+  ASSERT_NO_FATAL_FAILURE(put(pinned, false));
+  uint32_t slot = Pin(pinned);
+  ASSERT_TRUE(table_.Create(creating, kObject, 0, false, kClient).ok());
+  ASSERT_NO_FATAL_FAILURE(put(copy, /*secondary=*/true));  // last: it would be evicted first
+  uint64_t objects = table_.Stats().num_objects;
+  size_t files = memory_->size();
+
+  EXPECT_EQ(table_.DeleteJob(job), 4u);
+  EXPECT_EQ(table_.Stats().num_objects, objects - 3) << "the pinned one waits for its release";
+  EXPECT_EQ(memory_->size(), files - 1) << "the spilled copy is gone from disk";
+  for (const ObjectId& id : {spilled, actor_return, copy}) {
+    EXPECT_FALSE(index_.StateOf(id).has_value()) << id.Hex();
+  }
+  EXPECT_EQ(table_.MakeReadable(pinned).code(), Code::kNotFound);
+  EXPECT_EQ(index_.StateOf(creating), SlotState::kCreating) << "left to its creator";
+  for (const ObjectId& id : others) EXPECT_TRUE(index_.StateOf(id).has_value()) << id.Hex();
+  EXPECT_EQ(table_.DeleteJob(job), 0u) << "nothing left to delete";
+  Unpin(slot);
+  table_.OnReleased(pinned);
+  EXPECT_EQ(table_.Stats().num_objects, objects - 4);
+}
+
 TEST_F(ObjectTableTest, RefusesMoreThanMaxObjects) {
   for (int i = 0; i < 64; ++i) ASSERT_TRUE(table_.Create(NewId(i), 0, 0, false, kClient).ok());
   Result<uint64_t> r = table_.Create(NewId(64), 0, 0, false, kClient);

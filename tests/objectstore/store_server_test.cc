@@ -180,6 +180,29 @@ TEST_F(StoreServerTest, DeleteOfPinnedObjectFinishesAtLastRelease) {
   EXPECT_EQ(client->Delete(id).code(), Code::kNotFound);
 }
 
+TEST_F(StoreServerTest, DeleteJobDeletesTheJobsObjectsOncePinsAreReleased) {
+  StartStore();
+  auto writer = Connect();
+  auto reader = Connect();
+  JobId job = JobId::FromRandom();
+  ObjectId put = ObjectId::ForPut(TaskId::ForDriver(job), 1);
+  ObjectId returned = ObjectId::ForReturn(TaskId::Of(ActorId::Of(job)), 1);
+  ObjectId other = NewId(1);
+  for (const ObjectId& id : {put, returned, other}) ASSERT_TRUE(writer->Put(id, Bytes("x")).ok());
+  Result<ObjectPin> pin = reader->Get(returned, 1000);
+  ASSERT_TRUE(pin.ok());
+  Result<uint64_t> deleted = writer->DeleteJob(job);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(*deleted, 2u);
+  EXPECT_FALSE(reader->Contains(put));
+  EXPECT_TRUE(reader->Contains(other));
+  EXPECT_EQ(Text(pin->data()), "x") << "a pinned object stays readable";
+  EXPECT_EQ(server_->Stats().num_objects, 2u);
+  pin->Release();
+  EXPECT_TRUE(WaitUntil([&] { return server_->Stats().num_objects == 1; }, 5s));
+  EXPECT_EQ(*writer->DeleteJob(JobId::FromRandom()), 0u);
+}
+
 TEST_F(StoreServerTest, SpilledObjectsComeBackByteForByteOnGet) {
   StartStore(4 << 20, 8, /*spill=*/true);
   auto client = Connect();

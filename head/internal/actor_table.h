@@ -1,0 +1,88 @@
+// The actor directory: every actor the head knows, in registration order, found by id or by name
+// within its namespace. Each actor's owner registers it and keeps its entry current; ray.kill and
+// the end of its job mark it DEAD. Rows go through the MetadataStore ("actor:<actor id hex>", a
+// proto::ActorInfo message). Confined to the head's loop thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "head/internal/job_table.h"
+#include "head/internal/records.h"
+#include "head/metadata_store.h"
+
+namespace airt::head::internal {
+
+// A name is unique within its namespace among the actors not DEAD; once its actor is DEAD the
+// name is free again. Unless a method says otherwise, a failed write returns the store's error
+// (with context) and changes nothing.
+class ActorTable {
+ public:
+  struct Options {
+    // DEAD actors kept; beyond this the earliest registered are forgotten (rows deleted).
+    size_t max_dead_actors = 10000;
+  };
+
+  // `store` and `jobs` must outlive the table.
+  ActorTable(Options options, MetadataStore& store, const JobTable& jobs);
+
+  // Reads the rows an earlier head left. They are listed before any actor registered later,
+  // ordered by job id, then actor id (a row does not record when it was registered). A corrupt
+  // row, or one whose name another loaded actor not DEAD holds, is logged and skipped. The
+  // store's error when it cannot be read.
+  Status Load();
+
+  // Adds `actor`, PENDING whatever its state says. kFailedPrecondition: its job is not
+  // registered or has finished. kAlreadyExists: its id is registered already, or its name is
+  // taken in its namespace by an actor not DEAD (the message names both).
+  Status Register(ActorRecord actor);
+  // Takes from `news` what an owner's update may change (state, the worker's addresses, id and
+  // pid, restarts, death cause, language) for the actor of its id; id, job, name, namespace,
+  // class and detached stay. kNotFound: no such actor. kFailedPrecondition: the actor is DEAD
+  // (killed, or its job ended); its owner stops the worker.
+  Status Update(const ActorRecord& news);
+  // Marks the actor DEAD with `cause` and returns its entry; a DEAD actor is returned unchanged.
+  // kNotFound: no such actor.
+  Result<ActorRecord> Kill(const ActorId& id, std::string cause);
+  // Marks DEAD every actor of `job` that is neither detached nor DEAD, with the cause "the driver
+  // of job <hex> exited"; returns how many. A failed write is logged and the death stands.
+  size_t OnJobFinished(const JobId& job);
+
+  std::optional<ActorRecord> Find(const ActorId& id) const;
+  // The actor not DEAD named `name` in `ns`.
+  std::optional<ActorRecord> FindNamed(std::string_view ns, std::string_view name) const;
+  // Every actor, in registration order.
+  std::vector<ActorRecord> List() const;
+  size_t size() const { return by_seq_.size(); }
+
+ private:
+  using NameKey = std::pair<std::string, std::string>;  // namespace, name
+
+  static std::string RowKey(const ActorId& id);
+  // Adds a row read or registered; `seq` orders it.
+  void Insert(uint64_t seq, ActorRecord actor);
+  // Replaces the stored entry of `actor.id` with `actor` (the name index follows the state).
+  void Replace(const ActorRecord& actor);
+  // Forgets the earliest registered DEAD actors beyond max_dead_actors.
+  void ForgetOldDead();
+
+  Options options_;
+  MetadataStore& store_;
+  const JobTable& jobs_;
+  std::map<uint64_t, ActorRecord> by_seq_;  // registration order
+  std::unordered_map<ActorId, uint64_t> seq_of_;
+  std::map<NameKey, ActorId> named_;  // named actors not DEAD
+  size_t dead_ = 0;
+  uint64_t next_seq_ = 1;
+};
+
+}  // namespace airt::head::internal
