@@ -107,18 +107,28 @@ void WaitOneAtATime(int n) {
 }
 
 // Ray's metrics in the order the issue lists them.
-void RunMetrics(const Plan& plan) {
-  Print("single_client_tasks_sync",
-        Rate(plan, 1, [] { airt::Get(airt::Task(SmallValue).Remote()); }));
-  Print("single_client_tasks_async", Rate(plan, plan.batch, [&] { SubmitAndGet(plan.batch); }));
-  Print("multi_client_tasks_async",
-        Rate(plan, static_cast<double>(plan.clients) * plan.client_batch, [&] {
-          std::vector<std::thread> clients;
-          for (int c = 0; c < plan.clients; ++c) {
-            clients.emplace_back([&] { SubmitAndGet(plan.client_batch); });
-          }
-          for (std::thread& t : clients) t.join();
-        }));
+void RunMetrics(const Plan& plan, const std::string& only) {
+  // Runs and prints `metric` unless --metrics names others.
+  auto measure = [&](const char* metric, const std::function<double()>& figure) {
+    if (!only.empty() &&
+        ("," + only + ",").find(std::string(",") + metric + ",") == std::string::npos) {
+      return;
+    }
+    Print(metric, figure());
+  };
+  measure("single_client_tasks_sync",
+          [&] { return Rate(plan, 1, [] { airt::Get(airt::Task(SmallValue).Remote()); }); });
+  measure("single_client_tasks_async",
+          [&] { return Rate(plan, plan.batch, [&] { SubmitAndGet(plan.batch); }); });
+  measure("multi_client_tasks_async", [&] {
+    return Rate(plan, static_cast<double>(plan.clients) * plan.client_batch, [&] {
+      std::vector<std::thread> clients;
+      for (int c = 0; c < plan.clients; ++c) {
+        clients.emplace_back([&] { SubmitAndGet(plan.client_batch); });
+      }
+      for (std::thread& t : clients) t.join();
+    });
+  });
   auto actor_calls = [&](int concurrency, bool sync) {
     auto actor = airt::Actor(BenchActor::Create).SetMaxConcurrency(concurrency).Remote();
     auto call = [&] { return actor.Task(&BenchActor::SmallValue).Remote(); };
@@ -130,10 +140,10 @@ void RunMetrics(const Plan& plan) {
       airt::Get(refs);
     });
   };
-  Print("1_1_actor_calls_sync", actor_calls(1, true));
-  Print("1_1_actor_calls_async", actor_calls(1, false));
-  Print("1_1_actor_calls_concurrent", actor_calls(16, false));
-  {
+  measure("1_1_actor_calls_sync", [&] { return actor_calls(1, true); });
+  measure("1_1_actor_calls_async", [&] { return actor_calls(1, false); });
+  measure("1_1_actor_calls_concurrent", [&] { return actor_calls(16, false); });
+  measure("n_n_actor_calls_async", [&] {
     // As ray_perf.py: cores / 2 actors, `clients` callers each making client_batch calls spread
     // over them. Ray's callers are tasks; airt's are driver threads (tasks cannot call actors
     // yet), as for multi_client_tasks_async.
@@ -141,34 +151,37 @@ void RunMetrics(const Plan& plan) {
     for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency() / 2); ++i) {
       actors.push_back(airt::Actor(BenchActor::Create).Remote());
     }
-    Print("n_n_actor_calls_async",
-          Rate(plan, static_cast<double>(plan.clients) * plan.client_batch, [&] {
-            std::vector<std::thread> clients;
-            for (int c = 0; c < plan.clients; ++c) {
-              clients.emplace_back([&] {
-                std::vector<airt::ObjectRef<int>> refs;
-                refs.reserve(plan.client_batch);
-                for (int i = 0; i < plan.client_batch; ++i) {
-                  refs.push_back(actors[i % actors.size()].Task(&BenchActor::SmallValue).Remote());
-                }
-                airt::Get(refs);
-              });
-            }
-            for (std::thread& t : clients) t.join();
-          }));
-  }
+    return Rate(plan, static_cast<double>(plan.clients) * plan.client_batch, [&] {
+      std::vector<std::thread> clients;
+      for (int c = 0; c < plan.clients; ++c) {
+        clients.emplace_back([&] {
+          std::vector<airt::ObjectRef<int>> refs;
+          refs.reserve(plan.client_batch);
+          for (int i = 0; i < plan.client_batch; ++i) {
+            refs.push_back(actors[i % actors.size()].Task(&BenchActor::SmallValue).Remote());
+          }
+          airt::Get(refs);
+        });
+      }
+      for (std::thread& t : clients) t.join();
+    });
+  });
 
-  airt::ObjectRef<int> value = airt::Put(0);
-  Print("single_client_get_calls", Rate(plan, 1, [&] { airt::Get(value); }));
-  Print("single_client_put_calls", Rate(plan, 1, [] { airt::Put(0); }));
-  {
+  measure("single_client_get_calls", [&] {
+    airt::ObjectRef<int> value = airt::Put(0);
+    return Rate(plan, 1, [&] { airt::Get(value); });
+  });
+  measure("single_client_put_calls", [&] { return Rate(plan, 1, [] { airt::Put(0); }); });
+  measure("single_client_put_gigabytes", [&] {
     std::vector<uint8_t> array(plan.put_bytes, 0);  // touched, as a filled numpy array
     double gigabytes = static_cast<double>(plan.put_bytes) / 1e9;
     auto put = [&] { airt::Put(array); };
-    Print("single_client_put_gigabytes", Rate(plan, gigabytes, put, plan.max_large_puts));
-  }
-  Print("single_client_tasks_and_get_batch", Rate(plan, 1, [&] { SubmitAndGet(plan.batch); }));
-  Print("single_client_wait_1k_refs", Rate(plan, 1, [&] { WaitOneAtATime(plan.batch); }));
+    return Rate(plan, gigabytes, put, plan.max_large_puts);
+  });
+  measure("single_client_tasks_and_get_batch",
+          [&] { return Rate(plan, 1, [&] { SubmitAndGet(plan.batch); }); });
+  measure("single_client_wait_1k_refs",
+          [&] { return Rate(plan, 1, [&] { WaitOneAtATime(plan.batch); }); });
 }
 
 }  // namespace
@@ -180,12 +193,14 @@ int main(int argc, char** argv) {
   std::string worker_binary = AIRT_WORKER_BIN;
   std::string functions = AIRT_MICROBENCH_FUNCTIONS;
   bool quick = false;
+  std::string only;
   airt::FlagSet flags("microbenchmark");
   flags.AddString("head-binary", &head_binary, "the airt-head to start");
   flags.AddString("node-binary", &node_binary, "the airt-node to start");
   flags.AddString("worker-binary", &worker_binary, "the airt-worker the node starts");
   flags.AddString("functions", &functions, "the library of SmallValue the workers load");
   flags.AddBool("quick", &quick, "small batches, one call per metric (for CI smoke runs)");
+  flags.AddString("metrics", &only, "only these metrics, comma-separated (default: all)");
   if (airt::Status s = flags.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "%s\n%s", s.message().c_str(), flags.Usage().c_str());
     return s.code() == airt::Code::kCancelled ? 0 : 2;
@@ -223,7 +238,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   try {
     airt::Init(airt::Config{.address = *address});
-    RunMetrics(plan);
+    RunMetrics(plan, only);
   } catch (const airt::Exception& e) {
     std::fprintf(stderr, "microbenchmark: %s\n---- %s/node.log (tail) ----\n", e.what(),
                  dir.path().c_str());

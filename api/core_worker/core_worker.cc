@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <future>
@@ -70,6 +71,9 @@ class CoreWorker::Impl {
   Result<std::vector<GotObject>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);
   std::vector<bool> Ready(std::span<const ObjectId> ids) const { return memory_.Ready(ids); }
   std::vector<bool> Wait(std::span<const ObjectId> ids, size_t n, int64_t timeout_ms) {
+    std::vector<bool> ready = memory_.Ready(ids);
+    if (static_cast<size_t>(std::count(ready.begin(), ready.end(), true)) >= n) return ready;
+    Blocked blocked(*this);
     return memory_.WaitFor(ids, n, timeout_ms);
   }
   const JobId& job_id() const { return job_id_; }
@@ -99,6 +103,20 @@ class CoreWorker::Impl {
   auto OnLoop(Fn&& fn) {
     return executor_->executeSync(std::forward<Fn>(fn));
   }
+
+  // In a worker, tells its node while the calling thread waits for objects, so that the node
+  // lends the lease's CPUs to the tasks being waited for. Nothing in a driver.
+  class Blocked {
+   public:
+    explicit Blocked(Impl& impl) : impl_(impl) { impl_.NotifyBlocked(true); }
+    ~Blocked() { impl_.NotifyBlocked(false); }
+    Blocked(const Blocked&) = delete;
+    Blocked& operator=(const Blocked&) = delete;
+
+   private:
+    Impl& impl_;
+  };
+  void NotifyBlocked(bool blocked);
 
   // Loop thread.
   capnp::Capability::Client Connect(const std::string& address);
@@ -356,9 +374,25 @@ Result<ObjectId> CoreWorker::Impl::Put(std::string bytes) {
   return id;
 }
 
+void CoreWorker::Impl::NotifyBlocked(bool blocked) {
+  if (options_.job.IsNil()) return;  // a driver holds no lease
+  // Not waiting for the answer: calls on one connection arrive in order, so "unblocked" follows
+  // "blocked".
+  OnLoop([this, blocked] {
+    auto request = Connect(node_address_).castAs<proto::Node>().notifyWorkerBlockedRequest();
+    request.setWorkerId(AsData(options_.worker.Binary()));
+    request.setBlocked(blocked);
+    loop_->tasks.add(request.send().ignoreResult());
+  });
+}
+
 Result<std::vector<GotObject>> CoreWorker::Impl::Get(std::span<const ObjectId> ids,
                                                      int64_t timeout_ms) {
+  std::vector<bool> ready = memory_.Ready(ids);
+  std::optional<Blocked> blocked;
+  if (std::find(ready.begin(), ready.end(), false) != ready.end()) blocked.emplace(*this);
   AIRT_ASSIGN_OR_RETURN(std::vector<ObjectEntry> entries, memory_.Wait(ids, timeout_ms));
+  blocked.reset();
   std::vector<GotObject> out(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     out[i].error = entries[i].error;

@@ -30,7 +30,9 @@ kj::Promise<std::optional<ObjectError>> ResolveArguments(MemoryStore& memory, Pe
 
 void FillTaskSpec(const PendingTask& task, const JobId& job, proto::TaskSpec::Builder spec) {
   spec.setTaskId(AsData(task.id.Binary()));
-  spec.setJobId(AsData(job.Binary()));
+  // An actor's worker runs tasks of the actor's job, whoever calls it.
+  const JobId& of = task.kind == proto::TaskKind::ACTOR_METHOD ? task.actor_id.Job() : job;
+  spec.setJobId(AsData(of.Binary()));
   spec.setFunctionName(task.function);
   spec.setNumReturns(static_cast<uint32_t>(task.returns.size()));
   spec.setName(task.options.name);

@@ -58,6 +58,12 @@ interface Node {
   # Stops this node's worker `workerId` at once (SIGKILL; ray.kill of its actor) and gives its
   # lease back. `killed` false when the node has no such worker (it exited already).
   killWorker @4 (workerId :Data) -> (killed :Bool);
+  # The task on worker `workerId` waits in Get or Wait (blocked true) or goes on (false). While it
+  # waits, the node lends the CPUs of the worker's lease to other leases, and takes them back
+  # after, even if that oversubscribes the node for a while (Ray's NotifyDirectCallTaskBlocked):
+  # a task waiting for the tasks it submitted never starves them. GPUs and other resources stay
+  # with the lease. Unknown workers are ignored.
+  notifyWorkerBlocked @5 (workerId :Data, blocked :Bool) -> ();
 }
 
 # Where a node sends its workers' output (a driver prints it). Each line is one line a worker
