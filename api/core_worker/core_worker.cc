@@ -13,6 +13,7 @@
 
 #include "api/core_worker/actor_manager.h"
 #include "api/core_worker/capnp_util.h"
+#include "api/core_worker/inbox.h"
 #include "api/core_worker/task_dispatcher.h"
 #include "common/logging.h"
 #include "common/proto/cluster.capnp.h"
@@ -99,9 +100,13 @@ class CoreWorker::Impl {
     kj::Own<ActorManager> actors;        // once joined
   };
 
+  // Runs `fn` on the loop thread (after everything posted before) and waits for it.
   template <typename Fn>
   auto OnLoop(Fn&& fn) {
-    return executor_->executeSync(std::forward<Fn>(fn));
+    return executor_->executeSync([this, &fn] {
+      inbox_.RunPending();
+      return fn();
+    });
   }
 
   // In a worker, tells its node while the calling thread waits for objects, so that the node
@@ -130,6 +135,7 @@ class CoreWorker::Impl {
   MemoryStore memory_;
   std::thread thread_;
   kj::Own<const kj::Executor> executor_;
+  Inbox inbox_;  // submissions, run on the loop without their caller waiting
   kj::Own<kj::PromiseFulfiller<void>> stop_;  // loop thread
   Loop* loop_ = nullptr;                      // loop thread
   JobId job_id_;
@@ -151,7 +157,7 @@ Status CoreWorker::Impl::Start() {
     auto stop = kj::newPromiseAndFulfiller<void>();
     stop_ = kj::mv(stop.fulfiller);
     ready.set_value();
-    stop.promise.wait(io.waitScope);
+    stop.promise.exclusiveJoin(inbox_.Serve()).wait(io.waitScope);
     loop_ = nullptr;
   });
   ready.get_future().wait();
@@ -281,7 +287,7 @@ std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,
                       options.num_returns);
   task->options = options;
   std::vector<ObjectId> returns = task->returns;
-  OnLoop([&] {
+  inbox_.Post([this, task = kj::mv(task)]() mutable {
     PendingTask* raw = task.get();
     loop_->tasks.add(Run(raw).attach(kj::mv(task)));
   });
@@ -338,7 +344,7 @@ std::vector<ObjectId> CoreWorker::Impl::SubmitActorTask(const ActorId& actor,
                                                         uint32_t num_returns) {
   auto call = NewTask(proto::TaskKind::ACTOR_METHOD, actor, method, std::move(args), num_returns);
   std::vector<ObjectId> returns = call->returns;
-  OnLoop([&] { loop_->actors->Submit(kj::mv(call)); });
+  inbox_.Post([this, call = kj::mv(call)]() mutable { loop_->actors->Submit(kj::mv(call)); });
   return returns;
 }
 
@@ -370,7 +376,7 @@ Result<ObjectId> CoreWorker::Impl::Put(std::string bytes) {
         std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
     entry.location = ObjectLocation{id, transfer_address_, bytes.size()};
   }
-  OnLoop([&] { memory_.Put(id, std::move(entry)); });
+  memory_.PutNew(id, std::move(entry));
   return id;
 }
 

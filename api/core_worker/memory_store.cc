@@ -13,6 +13,14 @@ void MemoryStore::Put(const ObjectId& id, ObjectEntry entry) {
   waiters_.erase(range.first, range.second);
 }
 
+void MemoryStore::PutNew(const ObjectId& id, ObjectEntry entry) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.emplace(id, std::move(entry));
+  }
+  changed_.notify_all();
+}
+
 Result<std::vector<ObjectEntry>> MemoryStore::Wait(std::span<const ObjectId> ids,
                                                    int64_t timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);

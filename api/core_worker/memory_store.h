@@ -54,6 +54,9 @@ class MemoryStore {
   // Loop thread only: records an object's entry and wakes its waiters. A second record for the
   // same id is ignored (the first answer stands).
   void Put(const ObjectId& id, ObjectEntry entry);
+  // Any thread: records the entry of an id nothing can wait for on the loop yet (a Put's, before
+  // its id is handed out), so that it is ready at once.
+  void PutNew(const ObjectId& id, ObjectEntry entry);
 
   // Any thread: the entries of `ids` once all exist, or kDeadlineExceeded naming the first
   // missing id after timeout_ms (< 0: never).
