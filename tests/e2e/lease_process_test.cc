@@ -1,8 +1,9 @@
 // Worker leases across real processes: an airt-head, airt-node processes that start
 // airt_fake_worker processes (--worker-binary), and this test as the submitter talking to the
 // nodes over Cap'n Proto RPC. Spillback from a busy node to the other, GPU ids and
-// CUDA_VISIBLE_DEVICES, an infeasible shape, and SIGTERM stopping every worker. Every process is
-// stopped by pid; waits have deadlines.
+// CUDA_VISIBLE_DEVICES, an infeasible shape, SIGTERM stopping every worker, killWorker, and a
+// job's workers and objects going when its driver disconnects. Every process is stopped by pid;
+// waits have deadlines.
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "common/proto/cluster.capnp.h"
 #include "common/proto/node.capnp.h"
 #include "common/rpc_status.h"
+#include "objectstore/object_store.h"
 #include "tests/testing/test_support.h"
 
 namespace airt::e2e {
@@ -59,6 +61,7 @@ class LeaseProcess : public ::testing::Test {
     NodeId id;
     std::string address;  // "127.0.0.1:<node port>"
     std::string logs;     // its logs/ folder
+    std::string store;    // its object store's socket
   };
 
   LeaseProcess() { ::unsetenv("AIRT_FAKE_WORKER_MODE"); }
@@ -118,6 +121,7 @@ class LeaseProcess : public ::testing::Test {
       if (NodeId::FromRaw(bytes.begin()) != n->id) continue;
       n->address = std::string(info.getAddress().cStr()) + ":" + std::to_string(info.getNodePort());
       n->logs = std::string(info.getTempDir().cStr()) + "/logs";
+      n->store = info.getStoreSocket().cStr();
     }
     EXPECT_FALSE(n->address.empty()) << "the head does not list node " << hex;
     return n;
@@ -163,6 +167,18 @@ class LeaseProcess : public ::testing::Test {
       }
     });
     return out;
+  }
+
+  // killWorker's answer, or the call's error.
+  Result<bool> KillWorker(const std::string& node_address, const WorkerId& worker) {
+    auto request = NodeAt(node_address).killWorkerRequest();
+    request.setWorkerId(capnp::Data::Reader(worker.data(), WorkerId::kSize));
+    bool killed = false;
+    Status s = CatchKj([&] {
+      killed = timer().timeoutAfter(10 * kj::SECONDS, request.send()).wait(wait()).getKilled();
+    });
+    if (!s.ok()) return s;
+    return killed;
   }
 
   Status Return(const std::string& node_address, uint64_t lease_id) {
@@ -274,6 +290,60 @@ TEST_F(LeaseProcess, SigtermKillsAWorkerThatIgnoresIt) {
   EXPECT_EQ(node->process->Wait(20s), 0);
   EXPECT_TRUE(Gone(lease.pid));
   EXPECT_TRUE(Has(ReadFile(node->log), "sending SIGKILL"));
+}
+
+TEST_F(LeaseProcess, KillWorkerKillsAtOnceAndTheLeaseIsGone) {
+  ASSERT_NO_FATAL_FAILURE(StartHead());
+  ::setenv("AIRT_FAKE_WORKER_MODE", "ignore-sigterm", 1);  // only SIGKILL ends it
+  Node* node = StartNode({"--num-cpus=1", "--worker-stop-grace-ms=60000"});
+  ASSERT_FALSE(HasFailure());
+  Reply lease = Lease(node->address, {{"CPU", 1}});
+  ASSERT_EQ(lease.kind, "granted") << lease.status.ToString();
+  Result<bool> killed = KillWorker(node->address, lease.worker);
+  ASSERT_TRUE(killed.ok()) << killed.status().ToString();
+  EXPECT_TRUE(*killed);
+  EXPECT_TRUE(WaitUntil([&] { return Gone(lease.pid); }, 20s)) << "killed and reaped";
+  EXPECT_TRUE(Return(node->address, lease.lease_id).ok()) << "its lease's return is a no-op";
+  EXPECT_FALSE(*KillWorker(node->address, lease.worker));
+  // Its CPU is free again: the next lease is granted here.
+  Reply next = Lease(node->address, {{"CPU", 1}});
+  EXPECT_EQ(next.kind, "granted") << next.status.ToString();
+}
+
+// A driver process (airt_job_driver_tool) registers its job and holds the job's lease; when it is
+// killed, its connection closes, the head finishes the job, and the node stops the job's workers,
+// idle or leased, and deletes its objects.
+TEST_F(LeaseProcess, AJobsWorkersAndObjectsGoWhenItsDriverIsKilled) {
+  ASSERT_NO_FATAL_FAILURE(StartHead());
+  Node* node = StartNode({"--num-cpus=3", "--worker-stop-grace-ms=500"});
+  ASSERT_FALSE(HasFailure());
+  std::string driver_log = dir_.File("driver.log");
+  ChildProcess driver({AIRT_JOB_DRIVER_TOOL_BIN, head_address_}, driver_log);
+  auto job = JobId::FromHex(
+      airt::testing::WaitForLine(driver_log, "job ", 30s, &driver).value_or("no job line"));
+  ASSERT_TRUE(job.ok()) << ReadFile(driver_log);
+  job_ = *job;
+  Reply leased = Lease(node->address, {{"CPU", 1}});
+  Reply idle = Lease(node->address, {{"CPU", 1}});
+  ASSERT_EQ(leased.kind, "granted") << leased.status.ToString();
+  ASSERT_EQ(idle.kind, "granted") << idle.status.ToString();
+  ASSERT_TRUE(Return(node->address, idle.lease_id).ok());
+  auto store = objectstore::StoreClient::Connect(node->store);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ObjectId object = ObjectId::ForPut(TaskId::ForDriver(job_), 1);
+  const uint8_t bytes[] = {1, 2, 3};
+  ASSERT_TRUE((*store)->Put(object, bytes).ok());
+  EXPECT_FALSE(Gone(leased.pid));
+
+  driver.Kill(SIGKILL);
+  EXPECT_TRUE(WaitUntil([&] { return Gone(leased.pid) && Gone(idle.pid); }, 20s))
+      << "the finished job's workers outlived it";
+  EXPECT_TRUE(WaitUntil([&] { return !(*store)->Contains(object); }, 20s))
+      << "the finished job's object is still in the store";
+  EXPECT_TRUE(Return(node->address, leased.lease_id).ok()) << "its lease ended with the job";
+  EXPECT_TRUE(WaitUntil(
+      [&] { return Has(ReadFile(node->log), "job " + job_.Hex() + " ended on this node"); }, 20s));
+  EXPECT_TRUE(Has(ReadFile(WorkerLogPath(*node, leased.worker)), "stopping on SIGTERM"));
 }
 
 #ifdef AIRT_WORKER_BIN

@@ -70,6 +70,10 @@ void FakeHeadState::ForgetAll() {
   std::lock_guard<std::mutex> lock(mu_);
   known_.clear();
 }
+void FakeHeadState::FinishJob(const JobId& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_jobs_.push_back(job);
+}
 void FakeHeadState::AddViewNode(ViewNode node) {
   std::lock_guard<std::mutex> lock(mu_);
   for (ViewNode& n : view_nodes_) {
@@ -123,9 +127,18 @@ kj::Promise<void> FakeHead::heartbeat(HeartbeatContext context) {
   beat.available = ToMap(params.getAvailable());
   beat.gpu_ids_in_use = ToVector(params.getGpuIdsInUse());
   beat.quarantined_gpu_ids = ToVector(params.getQuarantinedGpuIds());
+  beat.jobs_seen = params.getJobsSeen();
   std::lock_guard<std::mutex> lock(state_->mu_);
   beat.known = state_->known_.count(beat.id) > 0;
-  context.getResults().setKnown(beat.known);
+  auto results = context.getResults();
+  results.setKnown(beat.known);
+  const std::vector<JobId>& finished = state_->finished_jobs_;
+  size_t from = beat.jobs_seen > finished.size() ? 0 : static_cast<size_t>(beat.jobs_seen);
+  auto jobs = results.initFinishedJobs(finished.size() - from);
+  for (size_t i = from; i < finished.size(); ++i) {
+    jobs.set(i - from, capnp::Data::Reader(finished[i].data(), JobId::kSize));
+  }
+  results.setFinishedSeq(finished.size());
   state_->heartbeats_.push_back(std::move(beat));
   return kj::READY_NOW;
 }

@@ -1,6 +1,7 @@
 // A fake head for the node's tests: proto::Head::Server over EzRpc on loopback, recording what
 // nodes send (registrations, heartbeats, unregistrations) and answering as the real head would,
-// with switches for the failure paths (forget a node, never answer). Serve it on the test's own
+// with switches for the failure paths (forget a node, never answer), and finished jobs that its
+// heartbeats' answers list as the real head's do. Serve it on the test's own
 // thread (EzRpcServer + FakeHead) or on a thread of its own (FakeHeadThread) when the test's
 // thread waits on processes.
 #pragma once
@@ -41,6 +42,7 @@ struct RecordedHeartbeat {
   std::map<std::string, double> available;
   std::vector<uint32_t> gpu_ids_in_use;
   std::vector<uint32_t> quarantined_gpu_ids;
+  uint64_t jobs_seen = 0;
   bool known = false;  // what the fake answered
 };
 
@@ -71,6 +73,8 @@ class FakeHeadState {
 
   // Forgets every node, as a head that declared them dead: their heartbeats get known=false.
   void ForgetAll();
+  // Finishes `job`: the next heartbeats list it (finish numbers 1, 2, ... as the real head's).
+  void FinishJob(const JobId& job);
   // Adds `node` to the cluster view, or replaces the one with its id.
   void AddViewNode(ViewNode node);
   size_t NumClusterViewCalls() const;
@@ -85,7 +89,8 @@ class FakeHeadState {
   std::vector<RecordedNode> registrations_;
   std::vector<RecordedHeartbeat> heartbeats_;
   std::vector<NodeId> unregistrations_;
-  std::map<NodeId, bool> known_;  // registered and not forgotten or unregistered
+  std::vector<JobId> finished_jobs_;  // finish number i + 1 at i
+  std::map<NodeId, bool> known_;      // registered and not forgotten or unregistered
   std::vector<ViewNode> view_nodes_;
   size_t register_calls_ = 0;
   size_t cluster_view_calls_ = 0;

@@ -170,6 +170,33 @@ TEST_F(HeadSession, HeartbeatCarriesWhatTheResourceReporterSays) {
   EXPECT_EQ(beat.quarantined_gpu_ids, (std::vector<uint32_t>{3}));
 }
 
+TEST_F(HeadSession, HandsOnFinishedJobsAndSendsWhatItHasSeen) {
+  StartHead();
+  std::vector<std::vector<JobId>> handed;
+  StartSession();
+  session_->SetOnFinishedJobs([&](std::vector<JobId> jobs) { handed.push_back(std::move(jobs)); });
+  ASSERT_TRUE(PumpUntil([&] { return Snap().state == State::kRegistered; }));
+  JobId a = JobId::FromRandom(), b = JobId::FromRandom(), c = JobId::FromRandom();
+  state_->FinishJob(a);
+  state_->FinishJob(b);
+  Advance(1000 * kMs);
+  ASSERT_TRUE(PumpUntil([&] { return Snap().heartbeats == 1; }));
+  EXPECT_EQ(state_->Heartbeats()[0].jobs_seen, 0u);
+  ASSERT_EQ(handed.size(), 1u);
+  EXPECT_EQ(handed[0], (std::vector<JobId>{a, b}));
+  EXPECT_EQ(Snap().jobs_seen, 2u);
+  Advance(1000 * kMs);
+  ASSERT_TRUE(PumpUntil([&] { return Snap().heartbeats == 2; }));
+  EXPECT_EQ(state_->Heartbeats()[1].jobs_seen, 2u);
+  EXPECT_EQ(handed.size(), 1u) << "nothing new: nothing handed on";
+  state_->FinishJob(c);
+  Advance(1000 * kMs);
+  ASSERT_TRUE(PumpUntil([&] { return Snap().heartbeats == 3; }));
+  ASSERT_EQ(handed.size(), 2u);
+  EXPECT_EQ(handed[1], std::vector<JobId>{c});
+  EXPECT_EQ(Snap().finished_jobs, 3u);
+}
+
 TEST_F(HeadSession, ReRegistersWhenHeartbeatAnswersUnknown) {
   StartHead();
   StartSession();

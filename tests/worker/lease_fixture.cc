@@ -76,9 +76,12 @@ LeaseFixture::~LeaseFixture() {
   view_connector_.reset();
   session_.reset();
   connector_.reset();
+  cleanup_.reset();
   leases_.reset();
   pool_.reset();  // kills what is left
   reaper_.reset();
+  store_client_.reset();
+  store_.reset();
 }
 
 void LeaseFixture::StartNode(const NodeSetup& setup) {
@@ -86,6 +89,20 @@ void LeaseFixture::StartNode(const NodeSetup& setup) {
   ASSERT_TRUE(totals.ok()) << totals.status().ToString();
   auto resources = scheduling::NodeResources::Create(*totals);
   ASSERT_TRUE(resources.ok()) << resources.status().ToString();
+
+  objectstore::StoreOptions store_options;
+  store_options.socket_path = dir_.File("store.sock");
+  store_options.capacity_bytes = 4 << 20;
+  store_options.max_objects = 1024;
+  store_options.max_clients = 8;
+  store_options.prefault = false;
+  auto store = objectstore::StoreServer::Start(store_options);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  store_ = std::move(*store);
+  auto store_client = objectstore::StoreClient::Connect(store_options.socket_path,
+                                                        {.spin_us = 50, .prefault = false});
+  ASSERT_TRUE(store_client.ok()) << store_client.status().ToString();
+  store_client_ = std::move(*store_client);
 
   auto reaper = node::ChildReaper::Open(loop_->getLowLevelIoProvider(), timer(), 200 * kMs);
   ASSERT_TRUE(reaper.ok()) << reaper.status().ToString();
@@ -106,6 +123,8 @@ void LeaseFixture::StartNode(const NodeSetup& setup) {
       node::LeaseManagerOptions{node_id_, setup.infeasible_grace}, std::move(*resources), *pool_,
       timer());
   target_->leases = leases_.get();
+  cleanup_ = std::make_unique<node::JobCleanup>(
+      *leases_, [this](const JobId& job) { return store_client_->DeleteJob(job); });
 
   node::NodeRegistration registration;
   registration.id = node_id_;
@@ -118,6 +137,7 @@ void LeaseFixture::StartNode(const NodeSetup& setup) {
   session_options.retry_jitter = 0;
   session_ = std::make_unique<node::HeadSession>(*connector_, timer(), registration, *leases_,
                                                  session_options, nullptr);
+  session_->SetOnFinishedJobs([this](std::vector<JobId> jobs) { cleanup_->OnFinished(jobs); });
   session_->Start();
   view_connector_ = std::make_unique<node::EzRpcHeadConnector>(head);
   poller_ = std::make_unique<node::ClusterViewPoller>(

@@ -1,7 +1,8 @@
 // A node's lease service assembled in the test process: the Node service (NodeService over a
 // LeaseManager and a WorkerPool) served by EzRpc on loopback, a FakeHead on the same thread that
-// the node heartbeats to and fetches its cluster view from, and real worker processes
-// (airt_fake_worker, fake_worker.cc) that register over TCP. The test drives it through a
+// the node heartbeats to and fetches its cluster view from, the node's object store and the
+// cleanup of the jobs the head says finished, and real worker processes (airt_fake_worker,
+// fake_worker.cc) that register over TCP. The test drives it through a
 // proto::Node client on its own event loop; every wait has a deadline.
 #pragma once
 
@@ -20,11 +21,13 @@
 #include "common/ids.h"
 #include "common/proto/node.capnp.h"
 #include "common/status.h"
+#include "objectstore/object_store.h"
 #include "tests/testing/test_support.h"
 #include "tests/worker/fake_head.h"
 #include "worker/internal/child_processes.h"
 #include "worker/internal/cluster_view_poller.h"
 #include "worker/internal/head_session.h"
+#include "worker/internal/job_cleanup.h"
 #include "worker/internal/lease_manager.h"
 #include "worker/internal/node_service.h"
 #include "worker/internal/worker_pool.h"
@@ -56,7 +59,8 @@ class LeaseFixture : public ::testing::Test {
   LeaseFixture();
   ~LeaseFixture() override;
 
-  // Builds the node (pool, lease manager, head session, view poller) and a client to it.
+  // Builds the node (store, pool, lease manager, job cleanup, head session, view poller) and a
+  // client to it.
   void StartNode(const NodeSetup& setup);
 
   kj::WaitScope& wait() { return loop_->getWaitScope(); }
@@ -80,6 +84,10 @@ class LeaseFixture : public ::testing::Test {
   bool WaitForHeartbeatAvailable(const std::string& name, double amount);
 
   node::LeaseManagerSnapshot Snap() const { return leases_->Snapshot(); }
+  node::JobCleanupSnapshot Cleanup() const { return cleanup_->Snapshot(); }
+  node::HeadSessionSnapshot Session() const { return session_->Snapshot(); }
+  // A client of the node's store.
+  objectstore::StoreClient& store() { return *store_client_; }
   node::WorkerPool& pool() { return *pool_; }
   std::string LogPath(const WorkerId& worker) const;
   std::string WorkerLog(const WorkerId& worker) const { return ReadFile(LogPath(worker)); }
@@ -96,10 +104,13 @@ class LeaseFixture : public ::testing::Test {
   uint16_t node_port_ = 0;
   std::unique_ptr<capnp::EzRpcServer> head_;
   uint16_t head_port_ = 0;
+  std::unique_ptr<objectstore::StoreServer> store_;
+  std::unique_ptr<objectstore::StoreClient> store_client_;
   std::unique_ptr<node::ChildReaper> reaper_;
   node::ForkExecLauncher launcher_;
   std::unique_ptr<node::WorkerPool> pool_;
   std::unique_ptr<node::LeaseManager> leases_;
+  std::unique_ptr<node::JobCleanup> cleanup_;
   std::unique_ptr<node::EzRpcHeadConnector> connector_;
   std::unique_ptr<node::HeadSession> session_;
   std::unique_ptr<node::EzRpcHeadConnector> view_connector_;

@@ -139,12 +139,14 @@ kj::Promise<void> HeadSession::Heartbeat() {
   FillIds(report.gpu_ids_in_use, request.initGpuIdsInUse(report.gpu_ids_in_use.size()));
   FillIds(report.quarantined_gpu_ids,
           request.initQuarantinedGpuIds(report.quarantined_gpu_ids.size()));
+  request.setJobsSeen(snapshot_.jobs_seen);
   kj::Promise<capnp::Response<proto::Head::HeartbeatResults>> sent = request.send();
   return timer_.timeoutAfter(options_.call_timeout, kj::mv(sent))
       .then(
           [this](capnp::Response<proto::Head::HeartbeatResults>&& reply) -> kj::Promise<void> {
             snapshot_.consecutive_failures = 0;
             next_retry_delay_ = options_.min_retry_delay;
+            NoteFinishedJobs(reply);
             if (reply.getKnown()) {
               snapshot_.heartbeats++;
               return HeartbeatLater();
@@ -155,6 +157,22 @@ kj::Promise<void> HeadSession::Heartbeat() {
             return Register();
           },
           [this](kj::Exception&& e) { return RetryLater("heartbeat", e); });
+}
+
+void HeadSession::NoteFinishedJobs(proto::Head::HeartbeatResults::Reader reply) {
+  std::vector<JobId> jobs;
+  for (capnp::Data::Reader id : reply.getFinishedJobs()) {
+    if (id.size() != JobId::kSize) {
+      AIRT_LOG(WARNING) << "the head listed a finished job id of " << id.size()
+                        << " bytes; ignoring it";
+      continue;
+    }
+    jobs.push_back(JobId::FromRaw(id.begin()));
+  }
+  snapshot_.jobs_seen = reply.getFinishedSeq();
+  if (jobs.empty()) return;
+  snapshot_.finished_jobs += jobs.size();
+  if (on_finished_jobs_) on_finished_jobs_(std::move(jobs));
 }
 
 kj::Promise<void> HeadSession::RetryLater(const char* call, const kj::Exception& exception) {

@@ -1,6 +1,7 @@
 // The node's side of the Head interface (common/proto/cluster.capnp): register, heartbeat at the
 // interval the head asks for, register again when the head has forgotten the node, and keep
-// retrying with backoff while the head is unreachable. The node never gives up on its head.
+// retrying with backoff while the head is unreachable. The node never gives up on its head. Each
+// heartbeat also brings the jobs finished since the previous one, which the session hands on.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +75,8 @@ struct HeadSessionSnapshot {
   uint64_t heartbeats = 0;     // heartbeats the head answered with known=true
   uint64_t failures = 0;       // calls that failed or timed out
   uint64_t consecutive_failures = 0;
+  uint64_t jobs_seen = 0;              // the head's finishedSeq at the last heartbeat answered
+  uint64_t finished_jobs = 0;          // finished jobs handed on
   uint32_t heartbeat_interval_ms = 0;  // as the head last asked (after clamping)
   uint32_t node_timeout_ms = 0;
   uint64_t retry_delay_ms = 0;  // the wait before the pending retry, in kRetrying
@@ -84,6 +87,9 @@ struct HeadSessionSnapshot {
 // whatever call is in flight.
 class HeadSession {
  public:
+  // Called with the jobs a heartbeat's answer lists as finished (never empty).
+  using OnFinishedJobs = std::function<void(std::vector<JobId> jobs)>;
+
   // `connector`, `timer` and `resources` must outlive this. `on_first_registration` runs once,
   // when the head first answers registerNode.
   HeadSession(HeadConnector& connector, kj::Timer& timer, NodeRegistration node,
@@ -93,6 +99,9 @@ class HeadSession {
   HeadSession(const HeadSession&) = delete;
   HeadSession& operator=(const HeadSession&) = delete;
 
+  void SetOnFinishedJobs(OnFinishedJobs on_finished_jobs) {
+    on_finished_jobs_ = std::move(on_finished_jobs);
+  }
   // Connects and registers, then heartbeats until Unregister or destruction.
   void Start();
   // Stops heartbeating and retrying, and tells the head the node is leaving. Resolves when the
@@ -110,6 +119,8 @@ class HeadSession {
   kj::Promise<void> Register();
   kj::Promise<void> HeartbeatLater();
   kj::Promise<void> Heartbeat();
+  // Notes the answer's finishedSeq and hands its finished jobs to on_finished_jobs_.
+  void NoteFinishedJobs(proto::Head::HeartbeatResults::Reader reply);
   kj::Promise<void> RetryLater(const char* call, const kj::Exception& exception);
   capnp::Data::Reader NodeIdBytes() const;
 
@@ -119,6 +130,7 @@ class HeadSession {
   const ResourceReporter& resources_;
   HeadSessionOptions options_;
   std::function<void()> on_first_registration_;
+  OnFinishedJobs on_finished_jobs_;
   std::minstd_rand random_;
 
   // Event-loop confined.

@@ -13,6 +13,9 @@ namespace {
 
 using scheduling::TimePoint;
 
+// Leases ended by the node remembered for their holders' returns; beyond this, the earliest go.
+constexpr size_t kMaxEndedLeases = 4096;
+
 scheduling::Duration ToChrono(kj::Duration d) {
   return std::chrono::nanoseconds(d / kj::NANOSECONDS);
 }
@@ -178,6 +181,7 @@ void LeaseManager::OnRequestDropped(uint64_t id) {
 Status LeaseManager::ReturnLease(uint64_t lease_id, bool disconnect_worker) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) {
+    if (ended_leases_.erase(lease_id) > 0) return Status::Ok();  // killed, or its job finished
     return NotFound("lease " + std::to_string(lease_id) +
                     " is not held on this node (returned already, or its worker exited)");
   }
@@ -205,6 +209,49 @@ void LeaseManager::OnLeasedWorkerExit(const WorkerId& worker, const std::string&
   Release(it->second.allocation);
   leases_.erase(it);
   ScheduleDispatch();
+}
+
+void LeaseManager::EndLease(uint64_t lease_id) {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return;
+  Release(it->second.allocation);
+  lease_of_worker_.erase(it->second.worker);
+  leases_.erase(it);
+  ended_leases_.insert(lease_id);
+  if (ended_leases_.size() > kMaxEndedLeases) ended_leases_.erase(ended_leases_.begin());
+  ScheduleDispatch();
+}
+
+kj::Promise<void> LeaseManager::EndJob(const JobId& job) {
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    Request& request = *it->second;
+    if (request.ask.job != job) {
+      ++it;
+      continue;
+    }
+    if (!request.granting) (void)queue_.Cancel(it->first);
+    if (request.allocation.has_value()) Release(*request.allocation);
+    if (request.reply->isWaiting()) {
+      request.reply->reject(ToKjException(
+          FailedPrecondition("job " + job.Hex() + " has finished; its lease requests are void")));
+    }
+    it = requests_.erase(it);
+    ScheduleDispatch();
+  }
+  std::vector<uint64_t> ending;
+  for (const auto& [lease_id, lease] : leases_) {
+    if (pool_.JobOf(lease.worker) == job) ending.push_back(lease_id);
+  }
+  for (uint64_t lease_id : ending) EndLease(lease_id);
+  return pool_.StopJob(job);
+}
+
+bool LeaseManager::KillWorker(const WorkerId& worker) {
+  if (!pool_.Running(worker)) return false;
+  if (auto found = lease_of_worker_.find(worker); found != lease_of_worker_.end()) {
+    EndLease(found->second);
+  }
+  return pool_.Kill(worker);
 }
 
 void LeaseManager::Release(const scheduling::Allocation& allocation) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -84,13 +85,20 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   // worker then goes idle).
   kj::Promise<LeaseOutcome> RequestLease(LeaseAsk ask);
   // Releases the lease's resources; its worker goes idle for reuse, or is stopped when
-  // `disconnect_worker`; then dispatches the queue. kNotFound: no such lease (returned already,
-  // or its worker died).
+  // `disconnect_worker`; then dispatches the queue. Ok, doing nothing, for a lease this node ended
+  // itself (KillWorker, EndJob). kNotFound: no such lease (returned already, or its worker died).
   Status ReturnLease(uint64_t lease_id, bool disconnect_worker);
   // See WorkerPool::Register.
   Status RegisterWorker(const WorkerAddress& address);
   // A new view from the head; dispatches the queue.
   void UpdateView(RemoteNodes nodes);
+  // `job` has finished: rejects its waiting requests with kFailedPrecondition, ends its leases
+  // (their resources come back at once) and stops every worker of the job (WorkerPool::StopJob).
+  // Resolves once those workers have exited.
+  kj::Promise<void> EndJob(const JobId& job);
+  // SIGKILLs worker `worker` now and ends its lease, if any, giving its resources back. false: no
+  // such worker (it has exited).
+  bool KillWorker(const WorkerId& worker);
 
   // Available amounts of every resource the node has, GPU ids in use and quarantined.
   ResourceReport Report() const override;
@@ -108,6 +116,8 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   void OnWorkerFailed(uint64_t id, kj::Exception&& exception);
   void OnRequestDropped(uint64_t id);
   void OnLeasedWorkerExit(const WorkerId& worker, const std::string& why);
+  // Ends lease `lease_id` here: its resources come back and a later ReturnLease of it is a no-op.
+  void EndLease(uint64_t lease_id);
   void Release(const scheduling::Allocation& allocation);
   LeaseSpilled SpillTarget(const NodeId& node) const;
   scheduling::TimePoint Now() const;
@@ -129,6 +139,7 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   std::map<uint64_t, std::unique_ptr<Request>> requests_;  // queued or granting, by request id
   std::map<uint64_t, Lease> leases_;
   std::map<WorkerId, uint64_t> lease_of_worker_;
+  std::set<uint64_t> ended_leases_;  // ended here and not returned yet; the latest few
   uint64_t next_request_id_ = 1;
   uint64_t next_lease_id_ = 1;
   bool dispatch_scheduled_ = false;

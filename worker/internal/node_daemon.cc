@@ -25,6 +25,7 @@
 #include "worker/internal/cluster_view_poller.h"
 #include "worker/internal/head_session.h"
 #include "worker/internal/host.h"
+#include "worker/internal/job_cleanup.h"
 #include "worker/internal/lease_manager.h"
 #include "worker/internal/log_streamer.h"
 #include "worker/internal/node_service.h"
@@ -236,11 +237,26 @@ int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
     options.call_timeout = config.head_call_timeout_ms * kj::MILLISECONDS;
     options.max_retry_delay = config.head_retry_max_ms * kj::MILLISECONDS;
     options.min_retry_delay = std::min(options.min_retry_delay, options.max_retry_delay);
+    // Finished jobs: their workers stopped, then their objects deleted through the node's own
+    // client of its store (a short blocking call on this thread; the store serves on its own).
+    objectstore::StoreClient::Options store_client_options;
+    store_client_options.prefault = false;
+    auto store_client = objectstore::StoreClient::Connect(dirs->store_socket, store_client_options);
+    if (!store_client.ok()) {
+      AIRT_LOG(ERROR) << "cannot connect to the node's own store: "
+                      << store_client.status().ToString();
+      exit_code = 1;
+      return;
+    }
+    JobCleanup cleanup(
+        leases, [&store_client](const JobId& job) { return (*store_client)->DeleteJob(job); });
+
     std::string hex = node.id.Hex();
     HeadSession session(connector, timer, node, leases, options, [hex] {
       std::printf("node ready %s\n", hex.c_str());
       std::fflush(stdout);
     });
+    session.SetOnFinishedJobs([&cleanup](std::vector<JobId> jobs) { cleanup.OnFinished(jobs); });
     session.Start();
 
     EzRpcHeadConnector view_connector(config.head_address);

@@ -145,6 +145,17 @@ kj::Promise<void> NodeService::registerWorker(RegisterWorkerContext context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> NodeService::killWorker(KillWorkerContext context) {
+  Result<LeaseManager*> leases = Leases();
+  if (!leases.ok()) return Fail(leases.status());
+  auto id = context.getParams().getWorkerId();
+  Result<WorkerId> worker =
+      WorkerId::FromBinary(std::string_view(reinterpret_cast<const char*>(id.begin()), id.size()));
+  if (!worker.ok()) return Fail(FieldError("workerId", worker.status().message()));
+  context.getResults().setKilled((*leases)->KillWorker(*worker));
+  return kj::READY_NOW;
+}
+
 kj::Promise<void> NodeService::subscribeLogs(SubscribeLogsContext context) {
   if (target_->logs == nullptr) {
     return Fail(Unavailable("the node is not streaming logs (stopping)"));

@@ -1,6 +1,6 @@
 // The node's Cap'n Proto service (common/proto/node.capnp, interface Node): the edge where lease
-// requests, lease returns and worker registrations enter the node. Every field is validated here
-// (a bad one is kInvalidArgument naming the field as the schema spells it, e.g.
+// requests, lease returns, worker registrations and kills enter the node. Every field is validated
+// here (a bad one is kInvalidArgument naming the field as the schema spells it, e.g.
 // "shape.resources[1].amount"), then handed to the LeaseManager; errors travel as kj::Exceptions
 // carrying a Status (common/rpc_status.h).
 #pragma once
@@ -45,6 +45,8 @@ class NodeService final : public proto::Node::Server {
   kj::Promise<void> registerWorker(RegisterWorkerContext context) override;
   // kInvalidArgument: a malformed jobId.
   kj::Promise<void> subscribeLogs(SubscribeLogsContext context) override;
+  // kInvalidArgument: a malformed workerId.
+  kj::Promise<void> killWorker(KillWorkerContext context) override;
 
  private:
   Result<LeaseManager*> Leases() const;

@@ -243,16 +243,31 @@ void WorkerPool::OnExited(const WorkerId& id, int wait_status) {
     case State::kStopping: AIRT_LOG(INFO) << why; break;
   }
   if (worker->leased && on_leased_exit_) on_leased_exit_(id, why);
-  if (workers_.empty()) {
-    for (auto& f : all_exited_) f->fulfill();
-    all_exited_.clear();
-  }
+  std::erase_if(exit_waiters_, [&id](ExitWaiter& waiter) {
+    waiter.left.erase(id);
+    if (!waiter.left.empty()) return false;
+    waiter.fulfiller->fulfill();
+    return true;
+  });
 }
 
-kj::Promise<void> WorkerPool::AllExited() {
-  if (workers_.empty()) return kj::READY_NOW;
+std::optional<JobId> WorkerPool::JobOf(const WorkerId& id) const {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return std::nullopt;
+  return it->second->job;
+}
+
+std::set<WorkerId> WorkerPool::RunningIds() const {
+  std::set<WorkerId> ids;
+  for (const auto& [id, worker] : workers_) ids.insert(id);
+  return ids;
+}
+
+kj::Promise<void> WorkerPool::Exited(std::set<WorkerId> ids) {
+  std::erase_if(ids, [this](const WorkerId& id) { return workers_.count(id) == 0; });
+  if (ids.empty()) return kj::READY_NOW;
   auto paf = kj::newPromiseAndFulfiller<void>();
-  all_exited_.push_back(kj::mv(paf.fulfiller));
+  exit_waiters_.push_back(ExitWaiter{std::move(ids), kj::mv(paf.fulfiller)});
   return kj::mv(paf.promise);
 }
 
@@ -266,7 +281,7 @@ kj::Promise<void> WorkerPool::StopAll() {
     worker->state = State::kStopping;
     ::kill(worker->pid, SIGTERM);
   }
-  return timer_.timeoutAfter(options_.stop_grace, AllExited())
+  return timer_.timeoutAfter(options_.stop_grace, Exited(RunningIds()))
       .then(
           [count]() -> kj::Promise<void> {
             if (count > 0) AIRT_LOG(INFO) << "all " << count << " workers stopped";
@@ -276,7 +291,7 @@ kj::Promise<void> WorkerPool::StopAll() {
             AIRT_LOG(WARNING) << workers_.size() << " workers outlived SIGTERM by "
                               << Ms(options_.stop_grace) << " ms; sending SIGKILL";
             for (auto& [id, worker] : workers_) ::kill(worker->pid, SIGKILL);
-            return timer_.timeoutAfter(kMaxWaitAfterKill, AllExited())
+            return timer_.timeoutAfter(kMaxWaitAfterKill, Exited(RunningIds()))
                 .catch_([this](kj::Exception&&) {
                   for (auto& [id, worker] : workers_) {
                     AIRT_LOG(ERROR) << "worker " << Short(id) << " (pid " << worker->pid
@@ -284,6 +299,39 @@ kj::Promise<void> WorkerPool::StopAll() {
                   }
                 });
           });
+}
+
+kj::Promise<void> WorkerPool::StopJob(const JobId& job) {
+  std::set<WorkerId> ids;
+  for (auto& [id, worker] : workers_) {
+    if (worker->job != job) continue;
+    worker->leased = false;
+    Stop(*worker, "its job " + job.Hex() + " finished");
+    ids.insert(id);
+  }
+  if (ids.empty()) return kj::READY_NOW;
+  AIRT_LOG(INFO) << "job " << job.Hex() << " finished: stopping its " << ids.size() << " workers";
+  return timer_.timeoutAfter(options_.stop_grace + kMaxWaitAfterKill, Exited(ids))
+      .catch_([this, ids](kj::Exception&&) {
+        for (const WorkerId& id : ids) {
+          if (Worker* worker = Find(id)) {
+            AIRT_LOG(ERROR) << "worker " << Short(id) << " (pid " << worker->pid
+                            << ") has not exited 5 s after SIGKILL";
+          }
+        }
+      });
+}
+
+bool WorkerPool::Kill(const WorkerId& id) {
+  Worker* worker = Find(id);
+  if (worker == nullptr) return false;
+  AIRT_LOG(INFO) << "killing worker " << Short(id) << " (pid " << worker->pid
+                 << ") as asked (killWorker)";
+  worker->leased = false;
+  worker->state = State::kStopping;
+  worker->kill_after_grace = nullptr;
+  ::kill(worker->pid, SIGKILL);  // still our child: the record goes when it is reaped
+  return true;
 }
 
 WorkerPoolSnapshot WorkerPool::Snapshot() const {

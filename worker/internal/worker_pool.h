@@ -1,6 +1,7 @@
 // The node's worker processes (DESIGN.md "Processes"): started per lease when no idle worker of
 // the job, language and GPU ids exists, reused while idle, stopped after an idle timeout, on a
-// disconnecting return, and all of them when the node stops.
+// disconnecting return, when their job finishes, when killed (Node.killWorker), and all of them
+// when the node stops.
 //
 // A worker is a child process: the worker binary with
 //   --node-address=HOST --node-port=PORT --worker-id=HEX --job-id=HEX --store-socket=PATH
@@ -15,6 +16,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -104,9 +107,18 @@ class WorkerPool {
   // Refuses new workers and stops every worker: SIGTERM, SIGKILL after stop_grace. Resolves
   // when all have been reaped (or 5 s after the SIGKILLs, with a log line naming the rest).
   kj::Promise<void> StopAll();
+  // Stops every worker of `job` (its job finished), starting, idle or leased: SIGTERM, SIGKILL
+  // after stop_grace. Their leases end here: OnLeasedExit is not called for them. Resolves when
+  // they have been reaped (or 5 s after the SIGKILLs, with a log line naming the rest).
+  kj::Promise<void> StopJob(const JobId& job);
+  // SIGKILLs worker `id` now. Its lease ends here: OnLeasedExit is not called for it. false: no
+  // such worker (it has exited).
+  bool Kill(const WorkerId& id);
 
   // Whether `id` is a worker of this pool that has not exited.
   bool Running(const WorkerId& id) const { return workers_.count(id) > 0; }
+  // The job of worker `id`; nullopt when it has exited.
+  std::optional<JobId> JobOf(const WorkerId& id) const;
   WorkerPoolSnapshot Snapshot() const;
 
  private:
@@ -119,7 +131,10 @@ class WorkerPool {
   void OnRegisterTimeout(const WorkerId& id);
   void OnIdleTimeout(const WorkerId& id);
   void OnExited(const WorkerId& id, int wait_status);
-  kj::Promise<void> AllExited();
+  // Resolves once each of `ids` has exited (at once for those gone already).
+  kj::Promise<void> Exited(std::set<WorkerId> ids);
+  // The ids of the workers running now.
+  std::set<WorkerId> RunningIds() const;
   Worker* Find(const WorkerId& id);
 
   WorkerPoolOptions options_;
@@ -130,7 +145,11 @@ class WorkerPool {
 
   // Event-loop confined.
   std::map<WorkerId, std::unique_ptr<Worker>> workers_;
-  std::vector<kj::Own<kj::PromiseFulfiller<void>>> all_exited_;
+  struct ExitWaiter {
+    std::set<WorkerId> left;
+    kj::Own<kj::PromiseFulfiller<void>> fulfiller;
+  };
+  std::vector<ExitWaiter> exit_waiters_;
   bool stopping_ = false;
   uint64_t started_ = 0;
   uint64_t reused_ = 0;

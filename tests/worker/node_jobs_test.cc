@@ -1,0 +1,148 @@
+// The node ending workers on its own (LeaseFixture): Node.killWorker kills a worker at once and
+// gives its lease's resources back; a job the head's heartbeat answer lists as finished has every
+// worker stopped, idle or leased, its waiting requests failed and its objects deleted from the
+// node's store. Workers are real airt_fake_worker processes.
+#include <signal.h>
+
+#include <cerrno>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/rpc_status.h"
+#include "tests/worker/lease_fixture.h"
+
+namespace airt {
+namespace {
+
+using testing::LeaseReply;
+using Kind = LeaseReply::Kind;
+
+bool Gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+class NodeJobs : public testing::LeaseFixture {
+ protected:
+  // killWorker's answer, or the call's error.
+  Result<bool> KillWorker(const WorkerId& worker, size_t id_size = WorkerId::kSize) {
+    auto request = node().killWorkerRequest();
+    request.setWorkerId(capnp::Data::Reader(worker.data(), id_size));
+    bool killed = false;
+    Status s = CatchKj([&] {
+      killed = timer().timeoutAfter(10 * kj::SECONDS, request.send()).wait(wait()).getKilled();
+    });
+    if (!s.ok()) return s;
+    return killed;
+  }
+  std::string Cpus() const { return Snap().resources.available.Get("CPU").ToString(); }
+};
+
+TEST_F(NodeJobs, KillWorkerKillsAtOnceAndGivesItsLeaseBack) {
+  // A worker that ignores SIGTERM: only a SIGKILL ends it at once.
+  ::setenv("AIRT_FAKE_WORKER_MODE", "ignore-sigterm", 1);
+  ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 2}}, .stop_grace = 60 * kj::SECONDS}));
+  LeaseReply lease = Lease({{"CPU", 2}});
+  ASSERT_EQ(lease.kind, Kind::kGranted) << lease.status.ToString();
+  EXPECT_EQ(Cpus(), "0");
+
+  Result<bool> killed = KillWorker(lease.worker.id);
+  ASSERT_TRUE(killed.ok()) << killed.status().ToString();
+  EXPECT_TRUE(*killed);
+  EXPECT_EQ(Cpus(), "2") << "the lease's resources come back with the answer";
+  EXPECT_EQ(Snap().num_leases, 0u);
+  ASSERT_TRUE(PumpUntil([&] { return Gone(lease.worker.pid); })) << "SIGKILL, not a grace period";
+  ASSERT_TRUE(PumpUntil([&] { return Snap().pool.workers.empty(); }));
+  EXPECT_TRUE(Return(lease.lease_id).ok()) << "returning a killed worker's lease is a no-op";
+  EXPECT_EQ(Return(lease.lease_id).code(), Code::kNotFound) << "but only once";
+
+  Result<bool> again = KillWorker(lease.worker.id);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again) << "no such worker any more";
+  Result<bool> stranger = KillWorker(WorkerId::FromRandom());
+  ASSERT_TRUE(stranger.ok());
+  EXPECT_FALSE(*stranger);
+  Status bad = KillWorker(WorkerId::FromRandom(), 5).status();
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_EQ(bad.message().rfind("workerId: ", 0), 0u) << bad.message();
+
+  // The freed CPUs serve the next lease.
+  ::unsetenv("AIRT_FAKE_WORKER_MODE");
+  LeaseReply next = Lease({{"CPU", 2}});
+  EXPECT_EQ(next.kind, Kind::kGranted) << next.status.ToString();
+}
+
+TEST_F(NodeJobs, KillWorkerKillsAnIdleWorker) {
+  ASSERT_NO_FATAL_FAILURE(StartNode({}));
+  LeaseReply lease = Lease({{"CPU", 1}});
+  ASSERT_EQ(lease.kind, Kind::kGranted) << lease.status.ToString();
+  ASSERT_TRUE(Return(lease.lease_id).ok());
+  EXPECT_TRUE(*KillWorker(lease.worker.id));
+  ASSERT_TRUE(PumpUntil([&] { return Gone(lease.worker.pid); }));
+  EXPECT_EQ(Cpus(), "4");
+}
+
+TEST_F(NodeJobs, AFinishedJobsWorkersStopItsLeasesEndAndItsObjectsGo) {
+  ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 4}}, .stop_grace = 500 * kj::MILLISECONDS}));
+  JobId other = JobId::FromRandom();
+  LeaseReply leased = Lease({{"CPU", 1}});
+  LeaseReply idle = Lease({{"CPU", 1}});
+  LeaseReply kept = Lease({{"CPU", 1}}, other);
+  for (const LeaseReply* r : {&leased, &idle, &kept}) {
+    ASSERT_EQ(r->kind, Kind::kGranted) << r->status.ToString();
+  }
+  ASSERT_TRUE(Return(idle.lease_id).ok());
+  ObjectId put = ObjectId::ForPut(TaskId::ForDriver(job_), 1);
+  ObjectId returned = ObjectId::ForReturn(TaskId::Of(ActorId::Of(job_)), 1);
+  ObjectId others = ObjectId::ForPut(TaskId::ForDriver(other), 1);
+  for (const ObjectId& id : {put, returned, others}) {
+    ASSERT_TRUE(store().Put(id, Bytes("value")).ok());
+  }
+
+  head_state_->FinishJob(job_);
+  ASSERT_TRUE(PumpUntil([&] { return Cleanup().jobs_ended == 1; }));
+  EXPECT_TRUE(Gone(leased.worker.pid));
+  EXPECT_TRUE(Gone(idle.worker.pid));
+  EXPECT_FALSE(Gone(kept.worker.pid)) << "another job's worker stays";
+  ASSERT_EQ(Snap().pool.workers.size(), 1u);
+  EXPECT_EQ(Snap().pool.workers[0].id, kept.worker.id);
+  EXPECT_EQ(Cpus(), "3");
+  EXPECT_EQ(Snap().num_leases, 1u);
+  EXPECT_TRUE(Return(leased.lease_id).ok()) << "the job's lease ended on the node: a no-op";
+  EXPECT_EQ(Cleanup().objects_deleted, 2u);
+  EXPECT_FALSE(store().Contains(put));
+  EXPECT_FALSE(store().Contains(returned));
+  EXPECT_TRUE(store().Contains(others));
+  EXPECT_TRUE(WorkerLog(leased.worker.id).find("stopping on SIGTERM") != std::string::npos)
+      << WorkerLog(leased.worker.id);
+
+  // The node tells the head how far it has read; the job is not ended twice.
+  ASSERT_TRUE(PumpUntil([&] { return head_state_->Heartbeats().back().jobs_seen == 1; }));
+  EXPECT_EQ(Session().jobs_seen, 1u);
+  EXPECT_EQ(Session().finished_jobs, 1u);
+  head_state_->FinishJob(other);
+  ASSERT_TRUE(PumpUntil([&] { return Cleanup().jobs_ended == 2; }));
+  EXPECT_TRUE(Gone(kept.worker.pid));
+  EXPECT_EQ(Cpus(), "4");
+  EXPECT_EQ(Cleanup().objects_deleted, 3u);
+}
+
+TEST_F(NodeJobs, AFinishedJobsWaitingRequestsFail) {
+  ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 1}}}));
+  LeaseReply held = Lease({{"CPU", 1}});
+  ASSERT_EQ(held.kind, Kind::kGranted) << held.status.ToString();
+  kj::Promise<LeaseReply> waiting = Request({{"CPU", 1}});
+  ASSERT_TRUE(PumpUntil([&] { return Snap().num_queued == 1; }));
+  head_state_->FinishJob(job_);
+  LeaseReply failed = Await(waiting);
+  EXPECT_EQ(failed.status.code(), Code::kFailedPrecondition) << failed.status.ToString();
+  EXPECT_NE(failed.status.message().find("job " + job_.Hex() + " has finished"), std::string::npos);
+  ASSERT_TRUE(PumpUntil([&] { return Cleanup().jobs_ended == 1; }));
+  EXPECT_EQ(Snap().num_queued, 0u);
+  EXPECT_EQ(Cpus(), "1");
+}
+
+}  // namespace
+}  // namespace airt
