@@ -254,6 +254,16 @@ bool LeaseManager::KillWorker(const WorkerId& worker) {
   return pool_.Kill(worker);
 }
 
+void LeaseManager::WorkerBlocked(const WorkerId& worker, bool blocked) {
+  auto found = lease_of_worker_.find(worker);
+  if (found == lease_of_worker_.end()) return;
+  auto lease = leases_.find(found->second);
+  if (lease == leases_.end()) return;
+  Status lent = resources_.LendCpus(lease->second.allocation.id, blocked);
+  if (!lent.ok()) AIRT_LOG(ERROR) << "lending a blocked worker's CPUs: " << lent.ToString();
+  if (blocked) ScheduleDispatch();
+}
+
 void LeaseManager::Release(const scheduling::Allocation& allocation) {
   Status released = resources_.Release(allocation);
   if (!released.ok()) AIRT_LOG(ERROR) << "releasing a lease: " << released.ToString();

@@ -99,6 +99,9 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   // SIGKILLs worker `worker` now and ends its lease, if any, giving its resources back. false: no
   // such worker (it has exited).
   bool KillWorker(const WorkerId& worker);
+  // The leased worker waits in Get (true) or goes on (false): its lease's CPUs are lent to other
+  // requests meanwhile (NodeResources::LendCpus). A worker without a lease is ignored.
+  void WorkerBlocked(const WorkerId& worker, bool blocked);
 
   // Available amounts of every resource the node has, GPU ids in use and quarantined.
   ResourceReport Report() const override;

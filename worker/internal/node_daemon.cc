@@ -205,6 +205,7 @@ int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
     WorkerPoolOptions pool_options;
     pool_options.cpp_worker_binary =
         config.worker_binary.empty() ? DefaultWorkerBinary() : config.worker_binary;
+    pool_options.head_address = config.head_address;
     pool_options.node_address = AddressForWorkers(config.node_address);
     pool_options.node_port = node.node_port;
     pool_options.store_socket = dirs->store_socket;

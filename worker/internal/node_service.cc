@@ -156,6 +156,18 @@ kj::Promise<void> NodeService::killWorker(KillWorkerContext context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> NodeService::notifyWorkerBlocked(NotifyWorkerBlockedContext context) {
+  Result<LeaseManager*> leases = Leases();
+  if (!leases.ok()) return Fail(leases.status());
+  auto params = context.getParams();
+  auto id = params.getWorkerId();
+  Result<WorkerId> worker =
+      WorkerId::FromBinary(std::string_view(reinterpret_cast<const char*>(id.begin()), id.size()));
+  if (!worker.ok()) return Fail(FieldError("workerId", worker.status().message()));
+  (*leases)->WorkerBlocked(*worker, params.getBlocked());
+  return kj::READY_NOW;
+}
+
 kj::Promise<void> NodeService::subscribeLogs(SubscribeLogsContext context) {
   if (target_->logs == nullptr) {
     return Fail(Unavailable("the node is not streaming logs (stopping)"));

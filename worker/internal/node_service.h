@@ -47,6 +47,7 @@ class NodeService final : public proto::Node::Server {
   kj::Promise<void> subscribeLogs(SubscribeLogsContext context) override;
   // kInvalidArgument: a malformed workerId.
   kj::Promise<void> killWorker(KillWorkerContext context) override;
+  kj::Promise<void> notifyWorkerBlocked(NotifyWorkerBlockedContext context) override;
 
  private:
   Result<LeaseManager*> Leases() const;

@@ -103,7 +103,8 @@ kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage la
   worker->airt_log_path = log_stem + ".airt.log";  // the worker's own log lines
   ChildCommand command;
   command.binary = options_.cpp_worker_binary;
-  command.args = {"--node-address=" + options_.node_address,
+  command.args = {"--head-address=" + options_.head_address,
+                  "--node-address=" + options_.node_address,
                   "--node-port=" + std::to_string(options_.node_port),
                   "--worker-id=" + worker->id.Hex(),
                   "--job-id=" + job.Hex(),

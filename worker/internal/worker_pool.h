@@ -45,6 +45,7 @@ struct WorkerAddress {
 
 struct WorkerPoolOptions {
   std::string cpp_worker_binary;  // the C++ worker (airt-worker); no Python worker yet
+  std::string head_address;       // "host:port", for workers' tasks that submit work
   std::string node_address;       // what workers connect to
   uint16_t node_port = 0;
   std::string store_socket;

@@ -137,11 +137,36 @@ Status NodeResources::Release(const Allocation& allocation) {
                            allocation.CudaVisibleDevices() + "]");
   }
   AIRT_RETURN_IF_ERROR(gpus_->Release(held.gpu_ids, held.resources.Get(kGpu)));
-  ResourceSet non_gpu = held.resources;
-  non_gpu.SetUnchecked(kGpu, Amount());
-  available_.Add(non_gpu);
+  ResourceSet others = held.resources;
+  others.SetUnchecked(kGpu, Amount());
+  others.SetUnchecked(kCpu, Amount());
+  available_.Add(others);
+  // Lent CPUs are in the pool already.
+  if (lent_.erase(allocation.id) == 0) ReturnCpus(held.resources.Get(kCpu));
   held_.erase(it);
   return Status::Ok();
+}
+
+Status NodeResources::LendCpus(uint64_t id, bool lent) {
+  auto it = held_.find(id);
+  if (it == held_.end()) return NotFound("allocation " + std::to_string(id) + " is not held");
+  Amount cpus = it->second.resources.Get(kCpu);
+  if (lent) {
+    if (lent_.insert(id).second) ReturnCpus(cpus);
+    return Status::Ok();
+  }
+  if (lent_.erase(id) == 0) return Status::Ok();
+  Amount available = available_.Get(kCpu);
+  Amount taken = std::min(available, cpus);
+  available_.SetUnchecked(kCpu, available - taken);
+  cpu_debt_ = cpu_debt_ + (cpus - taken);
+  return Status::Ok();
+}
+
+void NodeResources::ReturnCpus(Amount cpus) {
+  Amount repaid = std::min(cpu_debt_, cpus);
+  cpu_debt_ = cpu_debt_ - repaid;
+  available_.SetUnchecked(kCpu, available_.Get(kCpu) + (cpus - repaid));
 }
 
 Status NodeResources::QuarantineGpu(GpuId gpu_id) { return gpus_->Quarantine(gpu_id); }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <set>
 #include <variant>
 #include <vector>
 
@@ -188,6 +189,12 @@ class NodeResources {
   // Gives back everything `allocation` took. kNotFound when it is not held here (released
   // twice, or from another node); kInvalidArgument when it differs from what Acquire returned.
   Status Release(const Allocation& allocation);
+  // While the worker holding allocation `id` waits in Get, its CPUs go back to the available
+  // pool (lent true); they are taken back when it goes on (lent false). What is not available
+  // then is owed, and repaid from the next CPUs released, before anything else may use them, so
+  // that nothing reported ever goes negative. Lending twice, or taking back what is not lent,
+  // changes nothing. kNotFound when `id` is not held.
+  Status LendCpus(uint64_t id, bool lent);
 
   // A failed health check takes `gpu_id` out of the schedulable set; shares held on it stay held
   // until released and are then not reused. Restore puts it back. kNotFound: no such id.
@@ -206,7 +213,12 @@ class NodeResources {
   ResourceSet available_;  // all but GPU; GPU comes from gpus_
   Labels labels_;
   std::unique_ptr<internal::GpuIdPool> gpus_;
+  // CPUs coming back to available_: the debt first.
+  void ReturnCpus(Amount cpus);
+
   std::map<uint64_t, Allocation> held_;
+  std::set<uint64_t> lent_;  // allocations whose CPUs are lent back (LendCpus)
+  Amount cpu_debt_;          // CPUs taken back beyond what was available
   uint64_t next_allocation_id_ = 1;
 };
 
