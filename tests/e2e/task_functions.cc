@@ -2,10 +2,12 @@
 // with Task(f)) and loaded by airt-worker from its code search path.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "airt/api.h"
@@ -56,5 +58,11 @@ int PrintHello(int x) {
   return x;
 }
 
+// Keeps its worker busy for `ms` milliseconds, then answers `ms`.
+int SleepMs(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+
 AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie, NodePid,
-            PrintHello);
+            PrintHello, SleepMs);
