@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "airt/api.h"
+#include "tests/e2e/object_pattern.h"
 
 int Add(int a, int b) { return a + b; }
 
@@ -58,6 +59,18 @@ int PrintHello(int x) {
   return x;
 }
 
+// `size` bytes of object_pattern.h's pattern for `seed`: each seed gives other bytes.
+std::vector<uint8_t> PatternBytes(int64_t size, int64_t seed) {
+  std::vector<uint8_t> out(static_cast<size_t>(size));
+  airt::e2e::FillPattern(out, static_cast<uint64_t>(seed));
+  return out;
+}
+
+// object_pattern.h's checksum of `data`.
+uint64_t ChecksumOf(std::string data) {
+  return airt::e2e::Checksum(std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+}
+
 // Keeps its worker busy for `ms` milliseconds, then answers `ms`.
 int SleepMs(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -65,4 +78,4 @@ int SleepMs(int ms) {
 }
 
 AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie, NodePid,
-            PrintHello, SleepMs);
+            PrintHello, SleepMs, PatternBytes, ChecksumOf);
