@@ -11,11 +11,13 @@
 
 #include "api/core_worker/core_worker.h"
 #include "api/internal/worker_context.h"
+#include "api/local_cluster.h"
 
 namespace airt {
 namespace {
 
 std::mutex g_mu;
+std::unique_ptr<LocalCluster> g_cluster;   // what Init started, if anything; guarded by g_mu
 std::unique_ptr<core::CoreWorker> g_core;  // guarded by g_mu for Init/Shutdown
 // In airt-worker: how to make the core worker at the first use of the API.
 std::optional<core::CoreWorkerOptions> g_worker_options;  // guarded by g_mu
@@ -62,6 +64,24 @@ ObjectId IdOf(const std::string& binary) {
   throw Exception(what);
 }
 
+std::unique_ptr<LocalCluster> StartLocalCluster(const Config& config) {
+  LocalClusterOptions options{config.num_cpus, config.num_gpus, config.resources, ""};
+  for (const std::string& dir : config.code_search_path) {
+    options.code_search_path += (options.code_search_path.empty() ? "" : ":") + dir;
+  }
+  Result<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  if (!cluster.ok()) {
+    Status why = cluster.status();
+    if (why.code() == Code::kInvalidArgument) throw Exception("airt::Config: " + why.message());
+    throw UnavailableError("no cluster address, and a local cluster could not start: " +
+                           why.message());
+  }
+  // Normal exit stops it too, after the driver has left (Shutdown is idempotent).
+  static std::once_flag at_exit;
+  std::call_once(at_exit, [] { std::atexit([] { Shutdown(); }); });
+  return std::move(*cluster);
+}
+
 }  // namespace
 
 void Init(const Config& config) {
@@ -72,15 +92,16 @@ void Init(const Config& config) {
   if (options.head_address.empty()) {
     if (const char* env = std::getenv("AIRT_ADDRESS")) options.head_address = env;
   }
+  std::unique_ptr<LocalCluster> cluster;
   if (options.head_address.empty()) {
-    throw UnavailableError(
-        "no cluster address: set Config::address or AIRT_ADDRESS (starting a local cluster from "
-        "Init is not built yet; run `airt start --head` first)");
+    cluster = StartLocalCluster(config);
+    options.head_address = cluster->head_address();
   }
   options.node_address = config.node_address;
   Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(options);
   if (!core.ok()) throw UnavailableError(core.status().ToString());
   g_core = std::move(*core);
+  g_cluster = std::move(cluster);
 }
 
 void Init(Config config, int argc, char** argv) {
@@ -88,6 +109,15 @@ void Init(Config config, int argc, char** argv) {
     std::string arg = argv[i];
     for (const std::string prefix : {"--airt_address=", "--ray_address="}) {
       if (arg.rfind(prefix, 0) == 0) config.address = arg.substr(prefix.size());
+    }
+    for (const std::string prefix : {"--airt_code_search_path=", "--ray_code_search_path="}) {
+      if (arg.rfind(prefix, 0) != 0) continue;
+      std::string list = arg.substr(prefix.size());
+      config.code_search_path.clear();
+      for (size_t start = 0, end; start < list.size(); start = end + 1) {
+        end = std::min(list.find(':', start), list.size());
+        if (end > start) config.code_search_path.push_back(list.substr(start, end - start));
+      }
     }
   }
   Init(config);
@@ -100,10 +130,13 @@ bool IsInitialized() {
 
 void Shutdown() {
   std::unique_ptr<core::CoreWorker> core;
+  std::unique_ptr<LocalCluster> cluster;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     core = std::move(g_core);
+    cluster = std::move(g_cluster);
   }
+  core.reset();  // the driver leaves before its cluster stops
 }
 
 namespace internal {

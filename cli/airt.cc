@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -18,6 +17,7 @@
 #include <capnp/ez-rpc.h>
 
 #include "cli/session.h"
+#include "common/daemon_process.h"
 #include "common/flags.h"
 #include "common/ids.h"
 #include "common/process.h"
@@ -26,17 +26,6 @@
 
 namespace airt::cli {
 namespace {
-
-namespace fs = std::filesystem;
-
-// airt-head and airt-node beside this binary: the same folder (an install) or the build tree.
-std::string FindDaemon(const std::string& name, const std::string& build_subdir) {
-  fs::path self = fs::canonical("/proc/self/exe").parent_path();
-  for (const fs::path& p : {self / name, self.parent_path() / build_subdir / name}) {
-    if (fs::exists(p)) return p.string();
-  }
-  return (self / name).string();
-}
 
 struct NodeFlags {
   std::string num_cpus, num_gpus, memory, resources, labels, object_store_memory, code_search_path;
@@ -78,8 +67,9 @@ int Fail(const Status& s) {
 
 Result<std::string> StartNode(Session& session, const std::string& head_address,
                               const NodeFlags& node, const std::string& temp_dir) {
-  std::vector<std::string> argv = {FindDaemon("airt-node", "worker"),
-                                   "--head-address=" + head_address, "--temp-dir=" + temp_dir};
+  AIRT_ASSIGN_OR_RETURN(std::string binary, FindDaemonBinary("airt-node", DaemonSearchDirs({})));
+  std::vector<std::string> argv = {binary, "--head-address=" + head_address,
+                                   "--temp-dir=" + temp_dir};
   for (std::string& a : node.Args()) argv.push_back(std::move(a));
   std::string name = "node-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand());
   return session.Launch(name, argv, temp_dir + "/logs/" + name + ".out", "node ready ",
@@ -107,9 +97,10 @@ int StartCommand(int argc, char** argv) {
       return Fail(FailedPrecondition("a head was started here already (" + *session.HeadAddress() +
                                      "); run `airt stop` first"));
     }
-    std::vector<std::string> head_argv = {FindDaemon("airt-head", "head"), "--port=" + port,
-                                          "--bind-address=" + node.node_address,
-                                          "--temp-dir=" + temp_dir};
+    Result<std::string> binary = FindDaemonBinary("airt-head", DaemonSearchDirs({}));
+    if (!binary.ok()) return Fail(binary.status());
+    std::vector<std::string> head_argv = {
+        *binary, "--port=" + port, "--bind-address=" + node.node_address, "--temp-dir=" + temp_dir};
     auto ready = session.Launch("head", head_argv, temp_dir + "/logs/head.out", "head ready ",
                                 std::chrono::seconds(30));
     if (!ready.ok()) return Fail(ready.status());

@@ -1,15 +1,15 @@
 #include "cli/session.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include <sys/wait.h>
+
+#include "common/daemon_process.h"
 
 namespace airt::cli {
 namespace fs = std::filesystem;
@@ -27,25 +27,6 @@ bool IsRunning(const Daemon& d) {
   return shown == d.binary || shown == d.binary + " (deleted)";
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// The last `n` non-empty lines of `text`, each indented, for an error message.
-std::string LastLines(const std::string& text, size_t n) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) lines.push_back(line);
-  }
-  std::string out;
-  for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) {
-    out += "\n  | " + lines[i];
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<std::string> Session::Launch(const std::string& name, const std::vector<std::string>& argv,
@@ -54,47 +35,19 @@ Result<std::string> Session::Launch(const std::string& name, const std::vector<s
   std::error_code ec;
   fs::create_directories(dir_ + "/pids", ec);
   if (ec) return ErrnoStatus("create " + dir_ + "/pids", ec.value());
-  fs::create_directories(fs::path(log_path).parent_path(), ec);
-  std::string binary = fs::weakly_canonical(argv.at(0), ec).string();
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork", errno);
-  if (pid == 0) {
-    ::setsid();  // outlive this command and its terminal
-    int out = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (out < 0 || null < 0) ::_exit(127);
-    ::dup2(null, STDIN_FILENO);
-    ::dup2(out, STDOUT_FILENO);
-    ::dup2(out, STDERR_FILENO);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(binary.c_str(), args.data());
-    ::_exit(127);
-  }
+  DaemonCommand command{argv, log_path, DaemonLifetime::kDetached};
+  command.argv.at(0) = fs::weakly_canonical(argv.at(0), ec).string();
+  AIRT_ASSIGN_OR_RETURN(pid_t pid, StartDaemon(command));
   {
     std::ofstream pidfile(dir_ + "/pids/" + name + ".pid");
-    pidfile << pid << "\n" << binary << "\n";
+    pidfile << pid << "\n" << command.argv[0] << "\n";
   }
-  auto deadline = Clock::now() + timeout;
-  for (;;) {
-    std::string log = ReadAll(log_path);
-    for (size_t start = 0, nl; (nl = log.find('\n', start)) != std::string::npos; start = nl + 1) {
-      std::string line = log.substr(start, nl - start);
-      if (line.rfind(ready_prefix, 0) == 0) return line.substr(ready_prefix.size());
-    }
-    int status;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      ::unlink((dir_ + "/pids/" + name + ".pid").c_str());
-      return Unavailable(argv[0] + " exited before it was ready; from " + log_path + ":" +
-                         LastLines(ReadAll(log_path), 5));
-    }
-    if (Clock::now() >= deadline) {
-      return DeadlineExceeded(argv[0] + " was not ready after " + std::to_string(timeout.count()) +
-                              " s; see " + log_path);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  Result<std::string> ready = WaitForReadyLine(command, pid, ready_prefix, timeout);
+  // One that exited is forgotten; one not ready yet stays recorded, for `airt stop`.
+  if (ready.status().code() == Code::kUnavailable) {
+    ::unlink((dir_ + "/pids/" + name + ".pid").c_str());
   }
+  return ready;
 }
 
 Status Session::SaveHeadAddress(const std::string& address) {

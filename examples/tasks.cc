@@ -1,5 +1,6 @@
 // Tasks, references and objects: the smallest airt C++ program.
-//   AIRT_ADDRESS=127.0.0.1:6379 build/examples/tasks
+//   AIRT_ADDRESS=127.0.0.1:6379 build/examples/tasks   joins that cluster
+//   build/examples/tasks                                without AIRT_ADDRESS: a cluster of its own
 #include <cstdint>
 #include <cstdio>
 #include <vector>

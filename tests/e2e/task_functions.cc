@@ -2,13 +2,16 @@
 // with Task(f)) and loaded by airt-worker from its code search path.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "airt/api.h"
+#include "tests/e2e/object_pattern.h"
 
 int Add(int a, int b) { return a + b; }
 
@@ -56,5 +59,23 @@ int PrintHello(int x) {
   return x;
 }
 
+// `size` bytes of object_pattern.h's pattern for `seed`: each seed gives other bytes.
+std::vector<uint8_t> PatternBytes(int64_t size, int64_t seed) {
+  std::vector<uint8_t> out(static_cast<size_t>(size));
+  airt::e2e::FillPattern(out, static_cast<uint64_t>(seed));
+  return out;
+}
+
+// object_pattern.h's checksum of `data`.
+uint64_t ChecksumOf(std::string data) {
+  return airt::e2e::Checksum(std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+}
+
+// Keeps its worker busy for `ms` milliseconds, then answers `ms`.
+int SleepMs(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+
 AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie, NodePid,
-            PrintHello);
+            PrintHello, SleepMs, PatternBytes, ChecksumOf);

@@ -1,12 +1,11 @@
 // Tasks end to end: a real airt-head, an airt-node that starts real airt-worker processes, and
 // this test as the driver (airt::Init, Task(f).Remote, Put, Get).
-#include <filesystem>
-
 #include <gtest/gtest.h>
 
 #include "airt/api.h"
 #include "ray/api.h"
-#include "tests/testing/test_support.h"
+#include "tests/e2e/object_pattern.h"
+#include "tests/e2e/task_cluster.h"
 
 int Add(int a, int b);
 std::string Greet(std::string name);
@@ -16,57 +15,26 @@ int Fail(int code);
 std::string VisibleDevices();
 int DieOnce(std::string marker);
 int AlwaysDie();
+std::vector<uint8_t> PatternBytes(int64_t size, int64_t seed);
 
 namespace airt {
 namespace {
 
-using airt::testing::ChildProcess;
-using airt::testing::ReadFile;
-using airt::testing::TempDir;
-using airt::testing::WaitForLine;
-using namespace std::chrono_literals;
-
 class Tasks : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    head_ = new ChildProcess({AIRT_HEAD_BIN, "--port=0"}, dir_->File("head.log"));
-    std::string address =
-        WaitForLine(dir_->File("head.log"), "head ready ", 30s, head_).value_or("");
-    ASSERT_FALSE(address.empty()) << ReadFile(dir_->File("head.log"));
-    std::string functions = std::filesystem::path(AIRT_TASK_FUNCTIONS).parent_path().string();
-    node_ = new ChildProcess(
-        {AIRT_NODE_BIN, "--head-address=" + address, "--num-cpus=2", "--num-gpus=4",
-         "--object-store-memory=128M", "--temp-dir=" + dir_->path(),
-         "--worker-binary=" + std::string(AIRT_WORKER_BIN), "--infeasible-grace-ms=300",
-         "--worker-code-search-path=" + std::string(AIRT_TASK_FUNCTIONS)},
-        dir_->File("node.log"));
-    ASSERT_TRUE(WaitForLine(dir_->File("node.log"), "node ready ", 30s, node_))
-        << ReadFile(dir_->File("node.log"));
-    Config config;
-    config.address = address;
-    Init(config);
+    cluster_ = new e2e::TaskCluster({"--num-cpus=2", "--num-gpus=4", "--object-store-memory=128M",
+                                     "--infeasible-grace-ms=300"});
   }
-  static void TearDownTestSuite() {
-    Shutdown();
-    delete node_;  // killed by pid
-    delete head_;
-    delete dir_;
-  }
+  static void TearDownTestSuite() { delete cluster_; }
   void TearDown() override {
-    if (HasFailure()) {
-      std::cerr << "---- node log ----\n" << ReadFile(dir_->File("node.log"));
-    }
+    if (HasFailure()) std::cerr << "---- node log ----\n" << cluster_->NodeLog();
   }
 
-  static TempDir* dir_;
-  static ChildProcess* head_;
-  static ChildProcess* node_;
+  static e2e::TaskCluster* cluster_;
 };
 
-TempDir* Tasks::dir_ = nullptr;
-ChildProcess* Tasks::head_ = nullptr;
-ChildProcess* Tasks::node_ = nullptr;
+e2e::TaskCluster* Tasks::cluster_ = nullptr;
 
 TEST_F(Tasks, RemoteCallReturnsItsValue) {
   ObjectRef<int> sum = Task(Add).Remote(2, 3);
@@ -112,6 +80,23 @@ TEST_F(Tasks, LargeValuesTravelThroughTheObjectStore) {
   EXPECT_EQ(*Get(Task(SumBytes).Remote(big_value)), int64_t{64} << 20);
 }
 
+// Each return is its task's own pattern (object_pattern.h, seeded with the task's index). 1000 MiB
+// pass through the node's 128 MiB store: most returns are spilled to the node's disk and
+// restored for the Get.
+TEST_F(Tasks, ThousandTasksOfOneMebibyteEachComeBackByteForByte) {
+  constexpr int kTasks = 1000;
+  constexpr int64_t kSize = 1 << 20;
+  std::vector<ObjectRef<std::vector<uint8_t>>> refs;
+  for (int i = 0; i < kTasks; ++i) refs.push_back(Task(PatternBytes).Remote(kSize, i));
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> values = Get(refs, 300000);
+  ASSERT_EQ(values.size(), static_cast<size_t>(kTasks));
+  for (int i = 0; i < kTasks; ++i) {
+    ASSERT_EQ(values[i]->size(), static_cast<size_t>(kSize)) << "task " << i;
+    std::optional<size_t> wrong = e2e::FirstMismatch(*values[i], i);
+    ASSERT_FALSE(wrong.has_value()) << "task " << i << ": byte " << *wrong << " differs";
+  }
+}
+
 TEST_F(Tasks, ExceptionInTaskReachesGetAsTaskError) {
   ObjectRef<int> failed = Task(Fail).Remote(7);
   try {
@@ -143,7 +128,7 @@ TEST_F(Tasks, WorkerSeesTheGpuIdsItWasGranted) {
 }
 
 TEST_F(Tasks, TaskWhoseWorkerDiesIsRetriedOnANewWorker) {
-  std::string marker = dir_->File("died-once");
+  std::string marker = cluster_->dir().File("died-once");
   EXPECT_EQ(*Get(Task(DieOnce).Remote(marker), 60000), 7);
 }
 

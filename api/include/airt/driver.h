@@ -1,6 +1,6 @@
 // Submitting tasks and moving objects from a driver, shaped like Ray's C++ API:
 //
-//   airt::Init();                                   // AIRT_ADDRESS, or Config::address
+//   airt::Init();                                   // joins, or starts a local cluster
 //   auto sum = airt::Task(Add).Remote(2, 3);        // an ObjectRef<int>
 //   auto twice = airt::Task(Add).Remote(sum, sum);  // refs as arguments: resolved first
 //   int five = *airt::Get(sum);
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -25,19 +26,34 @@
 namespace airt {
 
 struct Config {
-  std::string address;                     // the head, host:port; empty: AIRT_ADDRESS
+  // The head, host:port. Empty: AIRT_ADDRESS; when that is unset too, Init starts a local cluster.
+  std::string address;
   std::string node_address = "127.0.0.1";  // this machine's node
+
+  // For the local cluster only (ignored when joining a cluster), as ray.init() takes them:
+  // folders (or library files) whose AIRT_REMOTE functions the workers load; empty: the folder
+  // of the running executable, as Ray's C++ driver does.
+  std::vector<std::string> code_search_path = {};
+  std::optional<int> num_cpus = {};              // the node's CPUs; unset: this machine's
+  std::optional<int> num_gpus = {};              // the node's GPUs; unset: those the node detects
+  std::map<std::string, double> resources = {};  // the node's custom resources, e.g. {"TPU": 2}
 };
 
-// Connects this process to the cluster as a driver (one job). Throws UnavailableError when the
-// head or the node cannot be reached, and when no address is given (starting a local cluster from
-// Init is not built yet: run `airt start --head` first).
+// Connects this process to the cluster as a driver (one job): the head at config.address, else
+// at AIRT_ADDRESS. With neither, starts a local cluster first, as ray.init() does: an airt-head
+// and an airt-node on 127.0.0.1 with free ports and a temp folder of their own (airt-head and
+// airt-node are found in $AIRT_BIN_DIR, beside the program or airt's libraries, or on PATH); it
+// is stopped by Shutdown or at exit, and dies with this process if it is killed. Throws
+// UnavailableError when the head or the node cannot be reached or the local cluster cannot start
+// (the message names what was looked for or the daemon's log), Exception for a bad Config.
 void Init(const Config& config = {});
-// As Init(config), with the address also read from the command line: --airt_address=HOST:PORT
-// (or Ray's --ray_address=...) overrides config.address. Other arguments are left alone.
+// As Init(config), with flags read from the command line: --airt_address=HOST:PORT (or Ray's
+// --ray_address=...) overrides config.address, --airt_code_search_path=DIR[:DIR...] (or
+// --ray_code_search_path=...) config.code_search_path. Other arguments are left alone.
 void Init(Config config, int argc, char** argv);
 bool IsInitialized();
-// Finishes the job and disconnects. Refs obtained before must not be used after.
+// Finishes the job and disconnects, then stops the local cluster Init started, if any. Refs
+// obtained before must not be used after.
 void Shutdown();
 
 // The base of every airt error (Ray: ray::internal::RayException).
