@@ -50,6 +50,36 @@ TEST(NodeResources, AcquireTakesAndReleaseReturnsExactly) {
   EXPECT_EQ(node.Available(), node.Total());
 }
 
+TEST(NodeResources, ABlockedWorkersCpusAreLentAndTakenBackWithoutGoingNegative) {
+  NodeResources node = Node("CPU: 2, GPU: 1");
+  Result<Allocation> outer = node.Acquire(Shape("CPU: 2, GPU: 1"));
+  ASSERT_TRUE(outer.ok());
+  EXPECT_FALSE(node.FitsNow(Shape("CPU: 1")));
+  // Blocked in Get: its CPUs (not its GPU) serve other work.
+  ASSERT_TRUE(node.LendCpus(outer->id, true).ok());
+  ASSERT_TRUE(node.LendCpus(outer->id, true).ok());  // twice: once
+  EXPECT_EQ(node.Available().ToString(), "{CPU: 2}");
+  Result<Allocation> inner = node.Acquire(Shape("CPU: 1.5"));
+  ASSERT_TRUE(inner.ok());
+  // Back from Get while the inner task runs: 0.5 CPU comes back now, 1.5 is owed.
+  ASSERT_TRUE(node.LendCpus(outer->id, false).ok());
+  EXPECT_EQ(node.Available().ToString(), "{}");
+  ASSERT_TRUE(node.Release(*inner).ok());  // repays the debt first
+  EXPECT_EQ(node.Available().ToString(), "{}");
+  ASSERT_TRUE(node.Release(*outer).ok());
+  EXPECT_EQ(node.Available(), node.Total());
+  EXPECT_EQ(node.LendCpus(outer->id, true).code(), Code::kNotFound);
+}
+
+TEST(NodeResources, ReleasingALentAllocationLeavesItsCpusInThePoolOnce) {
+  NodeResources node = Node("CPU: 4");
+  Result<Allocation> a = node.Acquire(Shape("CPU: 3"));
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(node.LendCpus(a->id, true).ok());
+  ASSERT_TRUE(node.Release(*a).ok());
+  EXPECT_EQ(node.Available(), node.Total());
+}
+
 TEST(NodeResources, AcquireIsResourceExhaustedWhenBusyAndFailedPreconditionWhenNever) {
   NodeResources node = Node("CPU: 2, GPU: 1");
   Result<Allocation> gpu = node.Acquire(Shape("GPU: 1"));

@@ -36,9 +36,10 @@ class EmptyWorker final : public airt::proto::Worker::Server {
 
 int Run(int argc, char** argv) {
   std::string node_address, worker_id_hex, job_id_hex, store_socket, transfer_address;
-  std::string code_search_path, log_file;
+  std::string code_search_path, log_file, head_address;
   uint64_t node_port = 0;
   airt::FlagSet flags("airt_fake_worker");
+  flags.AddString("head-address", &head_address, "the head (unused)");
   flags.AddString("node-address", &node_address, "the node's host");
   flags.AddUint64("node-port", &node_port, "the node's service port");
   flags.AddString("worker-id", &worker_id_hex, "the id the node gave this worker (hex)");
