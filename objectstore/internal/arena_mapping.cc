@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <utility>
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -92,6 +94,10 @@ void ArenaMapping::Populate(uint64_t offset, uint64_t length) const {
 
 BackgroundPopulator::BackgroundPopulator(const ArenaMapping* mapping) {
   thread_ = std::thread([this, mapping] {
+    // Only idle CPU: a busy machine serves requests first and maps the rest later (every client
+    // process populates its own page tables, which for a large store is seconds of kernel time).
+    sched_param idle{};
+    (void)::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &idle);
     constexpr uint64_t kChunk = 32ull << 20;
     const ArenaHeader& h = *mapping->header();
     // The header and index first (every lookup touches them), then the data arena.
