@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "api/core_worker/core_worker.h"
+#include "objectstore/object_store.h"
 #include "api/internal/worker_context.h"
 #include "api/local_cluster.h"
 
@@ -226,6 +227,16 @@ std::string PutBytes(std::string bytes) {
   Result<ObjectId> id = Core().Put(std::move(bytes));
   if (!id.ok()) throw UnavailableError(id.status().ToString());
   return id->Binary();
+}
+
+std::string PutWith(uint64_t size, const std::function<void(uint8_t* out)>& write) {
+  Result<ObjectId> id = Core().Put(size, write);
+  if (!id.ok()) throw UnavailableError(id.status().ToString());
+  return id->Binary();
+}
+
+void CopyOut(uint8_t* dst, const char* src, size_t n) {
+  objectstore::CopyToObject(dst, reinterpret_cast<const uint8_t*>(src), n);
 }
 
 std::vector<std::string> GetBytes(const std::vector<std::string>& ids, int64_t timeout_ms) {

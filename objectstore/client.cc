@@ -159,6 +159,8 @@ Status StoreClient::Abort(const ObjectId& id) {
   return internal::ParseReplyStatus(&r);
 }
 
+void CopyToObject(uint8_t* dst, const uint8_t* src, size_t n) { internal::StreamCopy(dst, src, n); }
+
 Status StoreClient::Put(const ObjectId& id, std::span<const uint8_t> data,
                         std::span<const uint8_t> metadata) {
   AIRT_ASSIGN_OR_RETURN(MutableObject object, Create(id, data.size(), metadata.size()));

@@ -89,6 +89,10 @@ class StoreServer {
 class StoreClient;
 
 // A created, not yet sealed object: write `data` and `metadata`, then Seal or Abort its id.
+// Copies `n` bytes into an object being created, as Put does: non-temporal stores for large
+// copies, faster than memcpy for bytes the writer will not read back.
+void CopyToObject(uint8_t* dst, const uint8_t* src, size_t n);
+
 struct MutableObject {
   ObjectId id;
   std::span<uint8_t> data;

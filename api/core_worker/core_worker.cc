@@ -69,6 +69,7 @@ class CoreWorker::Impl {
   std::vector<ObjectId> Submit(const std::string& function, std::vector<TaskArgument> args,
                                const TaskOptions& options);
   Result<ObjectId> Put(std::string bytes);
+  Result<ObjectId> Put(uint64_t size, const std::function<void(uint8_t*)>& write);
   Result<std::vector<GotObject>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);
   std::vector<bool> Ready(std::span<const ObjectId> ids) const { return memory_.Ready(ids); }
   std::vector<bool> Wait(std::span<const ObjectId> ids, size_t n, int64_t timeout_ms) {
@@ -392,6 +393,26 @@ void CoreWorker::Impl::NotifyBlocked(bool blocked) {
   });
 }
 
+Result<ObjectId> CoreWorker::Impl::Put(uint64_t size,
+                                       const std::function<void(uint8_t*)>& write) {
+  if (size <= options_.inline_threshold) {
+    std::string bytes(size, '\0');
+    write(reinterpret_cast<uint8_t*>(bytes.data()));
+    return Put(std::move(bytes));
+  }
+  ObjectId id = ObjectId::ForPut(driver_task_, ++put_index_);
+  AIRT_ASSIGN_OR_RETURN(objectstore::MutableObject object, store_->Create(id, size));
+  try {
+    write(object.data.data());
+  } catch (...) {
+    (void)store_->Abort(id);
+    throw;
+  }
+  AIRT_RETURN_IF_ERROR(store_->Seal(id));
+  memory_.PutNew(id, ObjectEntry{nullptr, ObjectLocation{id, transfer_address_, size}, std::nullopt});
+  return id;
+}
+
 Result<std::vector<GotObject>> CoreWorker::Impl::Get(std::span<const ObjectId> ids,
                                                      int64_t timeout_ms) {
   std::vector<bool> ready = memory_.Ready(ids);
@@ -431,6 +452,9 @@ std::vector<ObjectId> CoreWorker::SubmitTask(const std::string& function,
   return impl_->Submit(function, std::move(args), options);
 }
 Result<ObjectId> CoreWorker::Put(std::string bytes) { return impl_->Put(std::move(bytes)); }
+Result<ObjectId> CoreWorker::Put(uint64_t size, const std::function<void(uint8_t*)>& write) {
+  return impl_->Put(size, write);
+}
 Result<std::vector<GotObject>> CoreWorker::Get(std::span<const ObjectId> ids, int64_t timeout_ms) {
   return impl_->Get(ids, timeout_ms);
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -84,6 +85,9 @@ class CoreWorker {
                                    const TaskOptions& options);
   // Stores `bytes` (inline when small, in the node's store when large) and returns its id.
   Result<ObjectId> Put(std::string bytes);
+  // Stores an object of `size` bytes that `write` writes in place: straight into the node's
+  // store when large, so the value is copied once.
+  Result<ObjectId> Put(uint64_t size, const std::function<void(uint8_t* out)>& write);
   // Waits for each object and returns its bytes or its error. kDeadlineExceeded names the first
   // object still missing after timeout_ms (< 0: no limit).
   Result<std::vector<GotObject>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);

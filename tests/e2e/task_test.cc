@@ -73,8 +73,11 @@ TEST_F(Tasks, LargeValuesTravelThroughTheObjectStore) {
   int64_t expect = 0;
   for (uint8_t b : *bytes) expect += b;
   EXPECT_EQ(*Get(Task(SumBytes).Remote(big)), expect);  // a store object as an argument
-  ObjectRef<std::vector<uint8_t>> put = Put(*bytes);
+  ObjectRef<std::vector<uint8_t>> put = Put(*bytes);  // serialized straight into the store
+  EXPECT_EQ(*Get(put), *bytes);
   EXPECT_EQ(*Get(Task(SumBytes).Remote(put)), expect);
+  ObjectRef<std::string> text = Put(std::string(300 << 10, 'x'));
+  EXPECT_EQ(*Get(text), std::string(300 << 10, 'x'));
   // A large value passed by value goes through the store too (not inside the task message).
   std::vector<uint8_t> big_value(64 << 20, 1);
   EXPECT_EQ(*Get(Task(SumBytes).Remote(big_value)), int64_t{64} << 20);

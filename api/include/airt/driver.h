@@ -10,7 +10,9 @@
 // Errors of a task surface at Get as exceptions (below). Thread-safe after Init.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -135,6 +137,23 @@ struct TaskSettings {
 std::vector<std::string> SubmitTask(const std::string& function, std::vector<Argument> args,
                                     const TaskSettings& settings);
 std::string PutBytes(std::string bytes);
+// Puts an object of `size` bytes that `write` writes in place (into the node's store when large).
+std::string PutWith(uint64_t size, const std::function<void(uint8_t* out)>& write);
+// Copies into an object being written (non-temporal stores for large copies).
+void CopyOut(uint8_t* dst, const char* src, size_t n);
+
+// msgpack sinks: one counts the bytes of a value, the other writes them where PutWith says.
+struct CountingSink {
+  uint64_t size = 0;
+  void write(const char*, size_t n) { size += n; }  // NOLINT(readability-make-member-function-const)
+};
+struct BufferSink {
+  uint8_t* out;
+  void write(const char* data, size_t n) {  // NOLINT(readability-make-member-function-const)
+    CopyOut(out, data, n);
+    out += n;
+  }
+};
 // Throws the exception matching a task's error, TimeoutError, or UnavailableError.
 std::vector<std::string> GetBytes(const std::vector<std::string>& ids, int64_t timeout_ms);
 // Which of `ids` are ready after waiting for `num_ready` of them, at most timeout_ms.
@@ -206,9 +225,15 @@ TaskCaller<R, P...> Task(R (*fn)(P...)) {
   return TaskCaller<R, P...>(fn);
 }
 
+// Stores `value`; a large one is serialized straight into the node's store (one copy).
 template <typename T>
 ObjectRef<T> Put(const T& value) {
-  return ObjectRef<T>(internal::PutBytes(internal::Serialize<T>(value)));
+  internal::CountingSink counter;
+  msgpack::pack(counter, value);
+  return ObjectRef<T>(internal::PutWith(counter.size, [&](uint8_t* out) {
+    internal::BufferSink sink{out};
+    msgpack::pack(sink, value);
+  }));
 }
 
 // The value of `ref` (waiting for it), as Ray's C++ API returns it.
