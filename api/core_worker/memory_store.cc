@@ -1,37 +1,77 @@
 #include "api/core_worker/memory_store.h"
 
+#include <algorithm>
+
 namespace airt::core {
 
 void MemoryStore::Put(const ObjectId& id, ObjectEntry entry) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!entries_.emplace(id, entry).second) return;
+    auto blocked = blocked_.equal_range(id);
+    for (auto it = blocked.first; it != blocked.second; ++it) {
+      if (it->second->remaining > 0 && --it->second->remaining == 0) it->second->ready.notify_one();
+    }
   }
-  changed_.notify_all();
   auto range = waiters_.equal_range(id);
   for (auto it = range.first; it != range.second; ++it) it->second->fulfill(ObjectEntry(entry));
   waiters_.erase(range.first, range.second);
 }
 
 void MemoryStore::PutNew(const ObjectId& id, ObjectEntry entry) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    entries_.emplace(id, std::move(entry));
+  // Nobody can wait for a new id: no waiter to wake.
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.emplace(id, std::move(entry));
+}
+
+bool MemoryStore::Register(Waiter& waiter, std::span<const ObjectId> ids, size_t needed) {
+  size_t present = 0;
+  for (const ObjectId& id : ids) present += entries_.count(id);
+  if (present >= needed) return false;
+  waiter.remaining = needed - present;
+  for (const ObjectId& id : ids) {
+    if (entries_.count(id) == 0) blocked_.emplace(id, &waiter);
   }
-  changed_.notify_all();
+  return true;
+}
+
+void MemoryStore::Unregister(Waiter& waiter, std::span<const ObjectId> ids) {
+  for (const ObjectId& id : ids) {
+    auto range = blocked_.equal_range(id);
+    for (auto it = range.first; it != range.second;) {
+      it = it->second == &waiter ? blocked_.erase(it) : std::next(it);
+    }
+  }
+}
+
+bool MemoryStore::Block(std::unique_lock<std::mutex>& lock, Waiter& waiter,
+                        std::optional<std::chrono::steady_clock::time_point> deadline) {
+  auto done = [&] { return waiter.remaining == 0; };
+  if (!deadline) {
+    waiter.ready.wait(lock, done);
+    return true;
+  }
+  return waiter.ready.wait_until(lock, *deadline, done);
 }
 
 Result<std::vector<ObjectEntry>> MemoryStore::Wait(std::span<const ObjectId> ids,
                                                    int64_t timeout_ms) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (timeout_ms >= 0) {
+    deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  }
   std::unique_lock<std::mutex> lock(mu_);
-  for (const ObjectId& id : ids) {
-    auto present = [&] { return entries_.count(id) > 0; };
-    if (timeout_ms < 0) {
-      changed_.wait(lock, present);
-    } else if (!changed_.wait_until(lock, deadline, present)) {
-      return DeadlineExceeded("object " + id.Hex() + " was not ready after " +
-                              std::to_string(timeout_ms) + " ms");
+  Waiter waiter;
+  if (Register(waiter, ids, ids.size())) {
+    bool all = Block(lock, waiter, deadline);
+    Unregister(waiter, ids);
+    if (!all) {
+      for (const ObjectId& id : ids) {
+        if (entries_.count(id) == 0) {
+          return DeadlineExceeded("object " + id.Hex() + " was not ready after " +
+                                  std::to_string(timeout_ms) + " ms");
+        }
+      }
     }
   }
   std::vector<ObjectEntry> out;
@@ -50,17 +90,15 @@ std::vector<bool> MemoryStore::Ready(std::span<const ObjectId> ids) const {
 
 std::vector<bool> MemoryStore::WaitFor(std::span<const ObjectId> ids, size_t num_ready,
                                        int64_t timeout_ms) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (timeout_ms >= 0) {
+    deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  }
   std::unique_lock<std::mutex> lock(mu_);
-  auto enough = [&] {
-    size_t n = 0;
-    for (const ObjectId& id : ids) n += entries_.count(id);
-    return n >= num_ready;
-  };
-  if (timeout_ms < 0) {
-    changed_.wait(lock, enough);
-  } else {
-    changed_.wait_until(lock, deadline, enough);
+  Waiter waiter;
+  if (Register(waiter, ids, std::min(num_ready, ids.size()))) {
+    Block(lock, waiter, deadline);
+    Unregister(waiter, ids);
   }
   std::vector<bool> out;
   out.reserve(ids.size());

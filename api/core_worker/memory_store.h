@@ -74,9 +74,23 @@ class MemoryStore {
   void Erase(const ObjectId& id);
 
  private:
+  // A thread blocked in Wait or WaitFor: woken once `remaining` of its ids have arrived, not at
+  // every Put (a Get of 1000 task returns wakes once, not 1000 times).
+  struct Waiter {
+    size_t remaining = 0;
+    std::condition_variable ready;
+  };
+  // Registers `waiter` for each id of `ids` not here yet, needing `needed` of them; returns false
+  // (registering nothing) when that many are here already. Called with mu_ held.
+  bool Register(Waiter& waiter, std::span<const ObjectId> ids, size_t needed);
+  void Unregister(Waiter& waiter, std::span<const ObjectId> ids);  // mu_ held
+  // Whether the wait of `waiter` is over; waits until `deadline` (none: forever).
+  bool Block(std::unique_lock<std::mutex>& lock, Waiter& waiter,
+             std::optional<std::chrono::steady_clock::time_point> deadline);
+
   mutable std::mutex mu_;
-  std::condition_variable changed_;
   std::unordered_map<ObjectId, ObjectEntry> entries_;  // guarded by mu_
+  std::unordered_multimap<ObjectId, Waiter*> blocked_;  // guarded by mu_
   // Loop-thread waiters (not guarded: confined to the loop thread).
   std::unordered_multimap<ObjectId, kj::Own<kj::PromiseFulfiller<ObjectEntry>>> waiters_;
 };
