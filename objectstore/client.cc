@@ -89,7 +89,8 @@ StoreClient::StoreClient(int fd, std::unique_ptr<internal::ArenaMapping> mapping
   index_ = std::make_unique<internal::SharedIndex>(h, mapping_->slots(), h->index_slots);
   pins_ = std::make_unique<internal::PinTable>(mapping_->PinTableOf(slot), h->pin_slots_per_client);
   if (options_.prefault)
-    populator_ = std::make_unique<internal::BackgroundPopulator>(mapping_.get());
+    populator_ =
+        std::make_unique<internal::BackgroundPopulator>(mapping_.get(), options_.prefault_data);
 }
 
 StoreClient::~StoreClient() {

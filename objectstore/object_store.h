@@ -135,6 +135,10 @@ class StoreClient {
   struct Options {
     int spin_us = 50;      // wait for a reply this long spinning before sleeping
     bool prefault = true;  // populate this process's mapping in the background
+    // With prefault: the data arena too. False: the index only; data pages are mapped as this
+    // process touches them (every client populating a large arena costs seconds of kernel time
+    // and page tables; workers read few objects each).
+    bool prefault_data = true;
   };
   // kUnavailable when no store listens at `socket_path`; kResourceExhausted when it has
   // max_clients clients already.

@@ -13,7 +13,7 @@
 
 #include "api/core_worker/actor_manager.h"
 #include "api/core_worker/capnp_util.h"
-#include "api/core_worker/inbox.h"
+#include "common/inbox.h"
 #include "api/core_worker/task_dispatcher.h"
 #include "common/logging.h"
 #include "common/proto/cluster.capnp.h"
@@ -136,7 +136,7 @@ class CoreWorker::Impl {
   MemoryStore memory_;
   std::thread thread_;
   kj::Own<const kj::Executor> executor_;
-  Inbox inbox_;  // submissions, run on the loop without their caller waiting
+  airt::Inbox inbox_;  // submissions, run on the loop without their caller waiting
   kj::Own<kj::PromiseFulfiller<void>> stop_;  // loop thread
   Loop* loop_ = nullptr;                      // loop thread
   JobId job_id_;
@@ -223,7 +223,11 @@ Status CoreWorker::Impl::Start() {
   driver_task_ = options_.job.IsNil() ? TaskId::ForDriver(job_id_)
                                       : TaskId::Of(ActorId::NilFor(job_id_));
   namespace_ = options_.ns.empty() ? "anonymous-job-" + job_id_.Hex() : options_.ns;
-  AIRT_ASSIGN_OR_RETURN(store_, objectstore::StoreClient::Connect(store_socket_));
+  // A driver puts and gets large objects; a worker's core worker (beside the worker's own client)
+  // maps only what it touches.
+  AIRT_ASSIGN_OR_RETURN(store_, objectstore::StoreClient::Connect(
+                                    store_socket_, objectstore::StoreClient::Options{
+                                                       .prefault_data = options_.job.IsNil()}));
   return Status::Ok();
 }
 

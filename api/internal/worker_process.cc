@@ -60,7 +60,9 @@ kj::Own<capnp::TwoPartyClient> RegisterWithNode(const WorkerOptions& options, ui
 }  // namespace
 
 int RunWorker(const WorkerOptions& options) {
-  auto store = objectstore::StoreClient::Connect(options.store_socket);
+  // The index only: a worker maps the data pages of the objects it reads as it reads them.
+  auto store = objectstore::StoreClient::Connect(
+      options.store_socket, objectstore::StoreClient::Options{.prefault_data = false});
   if (!store.ok()) {
     AIRT_LOG(ERROR) << "cannot connect to the object store at " << options.store_socket << ": "
                     << store.status().ToString();

@@ -130,9 +130,18 @@ void FillTaskResults(const TaskOutcome& outcome, const std::string& function_nam
 WorkerService::WorkerService(TaskExecutor& executor, JobId job, std::string transfer_address,
                              kj::Own<kj::PromiseFulfiller<void>> on_exit)
     : executor_(executor),
+      tasks_(*this),
       job_(job),
       transfer_address_(std::move(transfer_address)),
-      on_exit_(kj::mv(on_exit)) {}
+      on_exit_(kj::mv(on_exit)) {
+  tasks_.add(finished_->Serve());
+}
+
+WorkerService::~WorkerService() { finished_->Close(); }
+
+void WorkerService::taskFailed(kj::Exception&& exception) {
+  AIRT_LOG(ERROR) << "worker service: " << FromKjException(exception).ToString();
+}
 
 kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
   if (exiting_) throw ToKjException(Unavailable("the worker is exiting"));
@@ -140,15 +149,21 @@ kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
   if (!task.ok()) throw ToKjException(task.status().WithContext("pushTask"));
   std::string function_name = task->function_name;
 
-  // The executor's thread writes the outcome and fulfills; the continuation runs on this loop.
-  // (A void promise: kj's ExceptionOr of a value type trips GCC's -Wmaybe-uninitialized.)
+  // The executor's thread writes the outcome and posts the task's number back to this loop,
+  // which fulfills. (A void promise: kj's ExceptionOr of a value type trips GCC's
+  // -Wmaybe-uninitialized.)
   auto outcome = std::make_shared<TaskOutcome>();
-  auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
-  auto fulfiller =
-      std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(kj::mv(paf.fulfiller));
-  executor_.Submit(std::move(*task), [outcome, fulfiller](TaskOutcome done) {
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  uint64_t number = next_task_++;
+  running_.emplace(number, kj::mv(paf.fulfiller));
+  executor_.Submit(std::move(*task), [this, finished = finished_, outcome, number](TaskOutcome done) {
     *outcome = std::move(done);
-    (*fulfiller)->fulfill();
+    finished->Post([this, number] {
+      auto it = running_.find(number);
+      if (it == running_.end()) return;
+      it->second->fulfill();
+      running_.erase(it);
+    });
   });
   return paf.promise.then(
       [this, context, outcome, function_name = std::move(function_name)]() mutable {

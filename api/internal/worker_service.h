@@ -5,10 +5,14 @@
 
 #include <string>
 
+#include <memory>
+#include <unordered_map>
+
 #include <kj/async.h>
 
 #include "api/internal/task_executor.h"
 #include "common/ids.h"
+#include "common/inbox.h"
 #include "common/proto/node.capnp.h"
 #include "common/status.h"
 
@@ -31,12 +35,13 @@ void FillTaskResults(const TaskOutcome& outcome, const std::string& function_nam
                      proto::Worker::PushTaskResults::Builder results);
 
 // Lives on the event loop's thread; `executor` must outlive it.
-class WorkerService final : public proto::Worker::Server {
+class WorkerService final : public proto::Worker::Server, private kj::TaskSet::ErrorHandler {
  public:
   // `on_exit` is fulfilled as an exit() call answers (every task pushed before it has finished);
   // its owner then stops serving, leaving the event loop running until the answer is written.
   WorkerService(TaskExecutor& executor, JobId job, std::string transfer_address,
                 kj::Own<kj::PromiseFulfiller<void>> on_exit);
+  ~WorkerService();
 
  protected:
   // An RPC error (not a TaskError) for a malformed spec, a task of another job, a task pushed
@@ -47,7 +52,15 @@ class WorkerService final : public proto::Worker::Server {
   kj::Promise<void> exit(ExitContext context) override;
 
  private:
+  void taskFailed(kj::Exception&& exception) override;
+
   TaskExecutor& executor_;
+  // Finished tasks come back to this loop through `finished_` (one wake-up for a burst of them),
+  // each fulfilling its pushTask's entry in `running_`. Loop thread only, but for Post.
+  std::shared_ptr<Inbox> finished_ = std::make_shared<Inbox>();  // outlives this for the executor
+  std::unordered_map<uint64_t, kj::Own<kj::PromiseFulfiller<void>>> running_;
+  uint64_t next_task_ = 0;
+  kj::TaskSet tasks_;
   JobId job_;
   std::string transfer_address_;
   kj::Own<kj::PromiseFulfiller<void>> on_exit_;

@@ -92,8 +92,8 @@ void ArenaMapping::Populate(uint64_t offset, uint64_t length) const {
   }
 }
 
-BackgroundPopulator::BackgroundPopulator(const ArenaMapping* mapping) {
-  thread_ = std::thread([this, mapping] {
+BackgroundPopulator::BackgroundPopulator(const ArenaMapping* mapping, bool data) {
+  thread_ = std::thread([this, mapping, data] {
     // Only idle CPU: a busy machine serves requests first and maps the rest later (every client
     // process populates its own page tables, which for a large store is seconds of kernel time).
     sched_param idle{};
@@ -102,7 +102,8 @@ BackgroundPopulator::BackgroundPopulator(const ArenaMapping* mapping) {
     const ArenaHeader& h = *mapping->header();
     // The header and index first (every lookup touches them), then the data arena.
     for (auto [begin, end] :
-         {std::pair{uint64_t{0}, h.pins_offset}, std::pair{h.data_offset, h.file_size}}) {
+         {std::pair{uint64_t{0}, h.pins_offset},
+          std::pair{h.data_offset, data ? h.file_size : h.data_offset}}) {
       for (uint64_t off = begin; off < end && !stop_.load(std::memory_order_relaxed);
            off += kChunk) {
         uint64_t n = std::min(kChunk, end - off);

@@ -54,7 +54,9 @@ class ArenaMapping {
 // tables are left to fill on use: most of them stay empty. Stops early when destroyed.
 class BackgroundPopulator {
  public:
-  explicit BackgroundPopulator(const ArenaMapping* mapping);
+  // `data` false: the header and index only (a process that reads few objects, e.g. a worker,
+  // maps the data pages it touches as it touches them).
+  explicit BackgroundPopulator(const ArenaMapping* mapping, bool data = true);
   // The bytes it populates in all.
   static uint64_t BytesToPopulate(const ArenaHeader& h) {
     return h.pins_offset + (h.file_size - h.data_offset);

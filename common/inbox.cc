@@ -1,9 +1,13 @@
-#include "api/core_worker/inbox.h"
+#include "common/inbox.h"
 
-namespace airt::core {
+namespace airt {
 
 void Inbox::Post(kj::Function<void()> item) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closed_) {
+    lock.unlock();
+    return;  // `item` goes here
+  }
   items_.push_back(kj::mv(item));
   if (wake_ && wake_->isWaiting()) wake_->fulfill();
 }
@@ -21,6 +25,14 @@ kj::Promise<void> Inbox::Serve() {
   });
 }
 
+void Inbox::Close() {
+  std::vector<kj::Function<void()>> dropped;
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  wake_ = nullptr;
+  dropped.swap(items_);
+}
+
 void Inbox::RunPending() {
   std::vector<kj::Function<void()>> items;
   {
@@ -30,4 +42,4 @@ void Inbox::RunPending() {
   for (kj::Function<void()>& item : items) item();
 }
 
-}  // namespace airt::core
+}  // namespace airt
