@@ -20,6 +20,7 @@ namespace {
 std::mutex g_mu;
 std::unique_ptr<LocalCluster> g_cluster;   // what Init started, if anything; guarded by g_mu
 std::unique_ptr<core::CoreWorker> g_core;  // guarded by g_mu for Init/Shutdown
+uint64_t g_generation = 0;                 // guarded by g_mu: bumped by each new core worker
 // In airt-worker: how to make the core worker at the first use of the API.
 std::optional<core::CoreWorkerOptions> g_worker_options;  // guarded by g_mu
 
@@ -33,6 +34,7 @@ core::CoreWorker& Core() {
     Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(*g_worker_options);
     if (!core.ok()) throw UnavailableError(core.status().ToString());
     g_core = std::move(*core);
+    ++g_generation;
   }
   if (!g_core) throw UnavailableError("airt is not initialized: call airt::Init() first");
   return *g_core;
@@ -102,6 +104,7 @@ void Init(const Config& config) {
   Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(options);
   if (!core.ok()) throw UnavailableError(core.status().ToString());
   g_core = std::move(*core);
+  ++g_generation;
   g_cluster = std::move(cluster);
 }
 
@@ -141,6 +144,23 @@ void Shutdown() {
 }
 
 namespace internal {
+
+std::shared_ptr<void> HoldObject(const std::string& id) {
+  if (id.size() != ObjectId::kSize) return nullptr;
+  ObjectId object = IdOf(id);
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_core) return nullptr;  // not counted: nothing to free it from
+    g_core->AddLocalReference(object);
+    generation = g_generation;
+  }
+  return std::shared_ptr<void>(nullptr, [object, generation](void*) {
+    // After Shutdown, or in a later Init's core worker, there is nothing to release.
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_core && g_generation == generation) g_core->RemoveLocalReference(object);
+  });
+}
 
 void EnterWorkerMode(core::CoreWorkerOptions options) {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -13,6 +13,7 @@
 
 #include "api/core_worker/actor_manager.h"
 #include "api/core_worker/capnp_util.h"
+#include "api/core_worker/reference_counter.h"
 #include "common/inbox.h"
 #include "api/core_worker/task_dispatcher.h"
 #include "common/logging.h"
@@ -85,6 +86,13 @@ class CoreWorker::Impl {
                                         std::vector<TaskArgument> args, uint32_t num_returns);
   Result<ActorId> GetActor(const std::string& name, const std::string& ns);
   Status KillActor(const ActorId& actor, bool no_restart);
+  void AddLocalReference(const ObjectId& id) {
+    inbox_.Post([this, id] { refs_.AddLocal(id); });
+  }
+  void RemoveLocalReference(const ObjectId& id) {
+    inbox_.Post([this, id] { refs_.RemoveLocal(id); });
+  }
+  size_t NumReferencedObjects();
 
  private:
   // State confined to the loop thread.
@@ -128,6 +136,12 @@ class CoreWorker::Impl {
   capnp::Capability::Client Connect(const std::string& address);
   void Forget(const std::string& address);
   kj::Promise<void> Run(PendingTask* task);
+  // Counts the task's reference arguments as held until the task is destroyed.
+  void HoldArguments(PendingTask& task);
+  // The last reference to `id` went: drops it from the memory store and from the stores of the
+  // nodes that hold it (when it arrives, if it is not there yet).
+  void Free(const ObjectId& id);
+  void FlushRemoteFrees();
   // A new task of `kind` with `num_returns` return ids (at least one).
   kj::Own<PendingTask> NewTask(proto::TaskKind kind, const ActorId& actor, std::string function,
                                std::vector<TaskArgument> args, uint32_t num_returns);
@@ -145,6 +159,10 @@ class CoreWorker::Impl {
   std::string node_address_, transfer_address_, store_socket_;
   std::unique_ptr<objectstore::StoreClient> store_;
   std::atomic<uint32_t> put_index_{0};
+  // Loop thread.
+  ReferenceCounter refs_{[this](const ObjectId& id) { Free(id); }};
+  std::map<std::string, std::vector<ObjectId>> remote_frees_;  // by node, sent once per loop turn
+  bool stopping_ = false;  // no frees once the connections are closing
 };
 
 Status CoreWorker::Impl::Start() {
@@ -251,6 +269,7 @@ void CoreWorker::Impl::Stop() {
   });
   if (!finished.ok())
     AIRT_LOG(WARNING) << "finishing job " << job_id_.Hex() << ": " << finished.ToString();
+  OnLoop([&] { stopping_ = true; });
   store_.reset();
   OnLoop([&] { stop_->fulfill(); });
   thread_.join();
@@ -293,6 +312,7 @@ std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,
   task->options = options;
   std::vector<ObjectId> returns = task->returns;
   inbox_.Post([this, task = kj::mv(task)]() mutable {
+    HoldArguments(*task);
     PendingTask* raw = task.get();
     loop_->tasks.add(Run(raw).attach(kj::mv(task)));
   });
@@ -337,7 +357,10 @@ Result<ActorId> CoreWorker::Impl::CreateActor(const std::string& factory,
   creation->max_concurrency = std::max<uint32_t>(options.max_concurrency, 1);
   creation->options.name = options.name;
   Status created = CatchKj([&] {
-    OnLoop([&] { return loop_->actors->Create(kj::mv(creation), options); });
+    OnLoop([&] {
+      HoldArguments(*creation);  // for the actor's life: a restart runs the factory again
+      return loop_->actors->Create(kj::mv(creation), options);
+    });
   });
   if (!created.ok()) return created.WithContext("creating actor " + factory);
   return id;
@@ -349,7 +372,10 @@ std::vector<ObjectId> CoreWorker::Impl::SubmitActorTask(const ActorId& actor,
                                                         uint32_t num_returns) {
   auto call = NewTask(proto::TaskKind::ACTOR_METHOD, actor, method, std::move(args), num_returns);
   std::vector<ObjectId> returns = call->returns;
-  inbox_.Post([this, call = kj::mv(call)]() mutable { loop_->actors->Submit(kj::mv(call)); });
+  inbox_.Post([this, call = kj::mv(call)]() mutable {
+    HoldArguments(*call);
+    loop_->actors->Submit(kj::mv(call));
+  });
   return returns;
 }
 
@@ -379,10 +405,63 @@ Result<ObjectId> CoreWorker::Impl::Put(std::string bytes) {
     AIRT_RETURN_IF_ERROR(store_->Put(
         id,
         std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
-    entry.location = ObjectLocation{id, transfer_address_, bytes.size()};
+    entry.location = ObjectLocation{id, transfer_address_, bytes.size(), node_address_};
   }
   memory_.PutNew(id, std::move(entry));
   return id;
+}
+
+size_t CoreWorker::Impl::NumReferencedObjects() {
+  return OnLoop([this] { return refs_.size(); });
+}
+
+void CoreWorker::Impl::HoldArguments(PendingTask& task) {
+  std::vector<ObjectId> held;
+  for (const TaskArgument& arg : task.args) {
+    if (!arg.ref) continue;
+    refs_.AddSubmitted(*arg.ref);
+    held.push_back(*arg.ref);
+  }
+  if (held.empty()) return;
+  task.holds = std::shared_ptr<void>(nullptr, [this, held = std::move(held)](void*) {
+    for (const ObjectId& id : held) refs_.RemoveSubmitted(id);
+  });
+}
+
+void CoreWorker::Impl::Free(const ObjectId& id) {
+  if (stopping_) return;  // the job's end frees what is left (the nodes delete its objects)
+  std::optional<ObjectEntry> entry = memory_.Erase(id);
+  if (!entry) {
+    // Its task has not answered yet: free it when it does.
+    loop_->tasks.add(memory_.WhenReady(id).then([this, id](ObjectEntry) { Free(id); }));
+    return;
+  }
+  if (!entry->location) return;
+  // This node's copy: the primary of a put, or a copy a Get pulled here.
+  if (store_->Contains(id)) {
+    Status deleted = store_->Delete(id);
+    if (!deleted.ok() && deleted.code() != Code::kNotFound) {
+      AIRT_LOG(WARNING) << "freeing object " << id.Hex() << ": " << deleted.ToString();
+    }
+  }
+  const std::string& node = entry->location->node_address;
+  if (node.empty() || node == node_address_) return;
+  if (remote_frees_.empty()) {
+    loop_->tasks.add(kj::evalLater([this] { FlushRemoteFrees(); }));
+  }
+  remote_frees_[node].push_back(id);
+}
+
+void CoreWorker::Impl::FlushRemoteFrees() {
+  for (auto& [node, ids] : remote_frees_) {
+    auto request = Connect(node).castAs<proto::Node>().freeObjectsRequest();
+    auto list = request.initObjectIds(static_cast<uint>(ids.size()));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      list.set(static_cast<uint>(i), AsData(ids[i].Binary()));
+    }
+    loop_->tasks.add(request.send().ignoreResult());
+  }
+  remote_frees_.clear();
 }
 
 void CoreWorker::Impl::NotifyBlocked(bool blocked) {
@@ -413,7 +492,8 @@ Result<ObjectId> CoreWorker::Impl::Put(uint64_t size,
     throw;
   }
   AIRT_RETURN_IF_ERROR(store_->Seal(id));
-  memory_.PutNew(id, ObjectEntry{nullptr, ObjectLocation{id, transfer_address_, size}, std::nullopt});
+  memory_.PutNew(id, ObjectEntry{nullptr, ObjectLocation{id, transfer_address_, size, node_address_},
+                                 std::nullopt});
   return id;
 }
 
@@ -470,6 +550,9 @@ std::vector<bool> CoreWorker::Wait(std::span<const ObjectId> ids, size_t num_rea
   return impl_->Wait(ids, num_ready, timeout_ms);
 }
 const JobId& CoreWorker::job_id() const { return impl_->job_id(); }
+void CoreWorker::AddLocalReference(const ObjectId& id) { impl_->AddLocalReference(id); }
+void CoreWorker::RemoveLocalReference(const ObjectId& id) { impl_->RemoveLocalReference(id); }
+size_t CoreWorker::NumReferencedObjects() { return impl_->NumReferencedObjects(); }
 Result<ActorId> CoreWorker::CreateActor(const std::string& factory, std::vector<TaskArgument> args,
                                         const ActorOptions& options) {
   return impl_->CreateActor(factory, std::move(args), options);

@@ -91,6 +91,14 @@ class CoreWorker {
   // Waits for each object and returns its bytes or its error. kDeadlineExceeded names the first
   // object still missing after timeout_ms (< 0: no limit).
   Result<std::vector<GotObject>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);
+  // A reference to `id` held by user code (an ObjectRef) begins or ends. The object is freed
+  // (from the memory store and every node's store) once no reference and no unfinished task
+  // argument holds it. Any thread; never blocks.
+  void AddLocalReference(const ObjectId& id);
+  void RemoveLocalReference(const ObjectId& id);
+  // Objects with a reference, for tests. Waits for the references added before.
+  size_t NumReferencedObjects();
+
   // Which of `ids` are ready now.
   std::vector<bool> Ready(std::span<const ObjectId> ids) const;
   // Waits until `num_ready` of `ids` are ready (an error counts as ready, as in Ray) or

@@ -116,9 +116,13 @@ kj::Promise<ObjectEntry> MemoryStore::WhenReady(const ObjectId& id) {
   return kj::mv(paf.promise);
 }
 
-void MemoryStore::Erase(const ObjectId& id) {
+std::optional<ObjectEntry> MemoryStore::Erase(const ObjectId& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  entries_.erase(id);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return std::nullopt;
+  ObjectEntry entry = std::move(it->second);
+  entries_.erase(it);
+  return entry;
 }
 
 }  // namespace airt::core

@@ -25,6 +25,7 @@ struct ObjectLocation {
   ObjectId id;
   std::string transfer_address;  // host:port of the node holding it
   uint64_t size = 0;
+  std::string node_address;  // host:port of that node's Node service (to free it there)
 };
 
 enum class ObjectErrorKind {
@@ -70,8 +71,9 @@ class MemoryStore {
   // Loop thread only: resolves when `id` has an entry.
   kj::Promise<ObjectEntry> WhenReady(const ObjectId& id);
 
-  // Forgets `id` (its last reference is gone). Loop thread only.
-  void Erase(const ObjectId& id);
+  // Forgets `id` (its last reference is gone); its entry, or none when it has none yet. Loop
+  // thread only.
+  std::optional<ObjectEntry> Erase(const ObjectId& id);
 
  private:
   // A thread blocked in Wait or WaitFor: woken once `remaining` of its ids have arrived, not at

@@ -79,7 +79,8 @@ void RecordTaskReply(MemoryStore& memory, PendingTask& task,
     } else {
       auto where = returns[i].getObject();
       entry.location =
-          ObjectLocation{task.returns[i], where.getTransferAddress().cStr(), where.getSize()};
+          ObjectLocation{task.returns[i], where.getTransferAddress().cStr(), where.getSize(),
+                         where.getNodeAddress().cStr()};
     }
     memory.Put(task.returns[i], std::move(entry));
   }

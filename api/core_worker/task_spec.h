@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@ struct PendingTask {
   std::vector<ObjectId> returns;
   uint32_t attempts = 0;
   bool args_ready = false;  // every reference argument's entry is in `resolved`
+  // Keeps the task's reference arguments counted until the task is destroyed (done).
+  std::shared_ptr<void> holds;
   kj::Own<kj::PromiseFulfiller<void>> done;  // set by whoever dispatches it
 };
 

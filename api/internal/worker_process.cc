@@ -105,7 +105,10 @@ int RunWorker(const WorkerOptions& options) {
     uint16_t port = static_cast<uint16_t>(listener->getPort());
     auto exit_paf = kj::newPromiseAndFulfiller<void>();
     capnp::TwoPartyServer server(kj::heap<WorkerService>(
-        executor, options.job_id, options.transfer_address, kj::mv(exit_paf.fulfiller)));
+        executor, options.job_id,
+        ReturnsAt{options.transfer_address,
+                  options.node_address + ":" + std::to_string(options.node_port)},
+        kj::mv(exit_paf.fulfiller)));
     kj::Promise<void> serving = server.listen(*listener);
 
     kj::Own<kj::AsyncIoStream> node_stream;

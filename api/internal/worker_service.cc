@@ -101,8 +101,7 @@ Result<TaskToRun> ParseTaskSpec(proto::TaskSpec::Reader spec, const JobId& job) 
 }
 
 void FillTaskResults(const TaskOutcome& outcome, const std::string& function_name,
-                     const std::string& transfer_address,
-                     proto::Worker::PushTaskResults::Builder results) {
+                     const ReturnsAt& returns_at, proto::Worker::PushTaskResults::Builder results) {
   if (outcome.failure) {
     results.setFailed(true);
     auto error = results.initError();
@@ -122,17 +121,18 @@ void FillTaskResults(const TaskOutcome& outcome, const std::string& function_nam
     }
     auto object = returns[i].initObject();
     object.setObjectId(capnp::Data::Reader(value.object_id.data(), ObjectId::kSize));
-    object.setTransferAddress(transfer_address);
+    object.setTransferAddress(returns_at.transfer_address);
+    object.setNodeAddress(returns_at.node_address);
     object.setSize(value.size);
   }
 }
 
-WorkerService::WorkerService(TaskExecutor& executor, JobId job, std::string transfer_address,
+WorkerService::WorkerService(TaskExecutor& executor, JobId job, ReturnsAt returns_at,
                              kj::Own<kj::PromiseFulfiller<void>> on_exit)
     : executor_(executor),
       tasks_(*this),
       job_(job),
-      transfer_address_(std::move(transfer_address)),
+      returns_at_(std::move(returns_at)),
       on_exit_(kj::mv(on_exit)) {
   tasks_.add(finished_->Serve());
 }
@@ -168,7 +168,7 @@ kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
   return paf.promise.then(
       [this, context, outcome, function_name = std::move(function_name)]() mutable {
         if (!outcome->status.ok()) throw ToKjException(outcome->status);
-        FillTaskResults(*outcome, function_name, transfer_address_, context.getResults());
+        FillTaskResults(*outcome, function_name, returns_at_, context.getResults());
       });
 }
 

@@ -29,17 +29,23 @@ inline constexpr uint32_t kMaxActorConcurrency = 1000;
 // kFailedPrecondition when it belongs to another job than `job` (Nil: any job).
 Result<TaskToRun> ParseTaskSpec(proto::TaskSpec::Reader spec, const JobId& job);
 
+// Where this worker's node keeps the returns it puts in the store: its transfer service (to pull
+// them from) and its Node service (to free them at).
+struct ReturnsAt {
+  std::string transfer_address;  // host:port
+  std::string node_address;      // host:port
+};
+
 // Writes `outcome` (ok status) into pushTask's results.
 void FillTaskResults(const TaskOutcome& outcome, const std::string& function_name,
-                     const std::string& transfer_address,
-                     proto::Worker::PushTaskResults::Builder results);
+                     const ReturnsAt& returns_at, proto::Worker::PushTaskResults::Builder results);
 
 // Lives on the event loop's thread; `executor` must outlive it.
 class WorkerService final : public proto::Worker::Server, private kj::TaskSet::ErrorHandler {
  public:
   // `on_exit` is fulfilled as an exit() call answers (every task pushed before it has finished);
   // its owner then stops serving, leaving the event loop running until the answer is written.
-  WorkerService(TaskExecutor& executor, JobId job, std::string transfer_address,
+  WorkerService(TaskExecutor& executor, JobId job, ReturnsAt returns_at,
                 kj::Own<kj::PromiseFulfiller<void>> on_exit);
   ~WorkerService();
 
@@ -62,7 +68,7 @@ class WorkerService final : public proto::Worker::Server, private kj::TaskSet::E
   uint64_t next_task_ = 0;
   kj::TaskSet tasks_;
   JobId job_;
-  std::string transfer_address_;
+  ReturnsAt returns_at_;
   kj::Own<kj::PromiseFulfiller<void>> on_exit_;
   bool exiting_ = false;
 };

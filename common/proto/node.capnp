@@ -64,6 +64,9 @@ interface Node {
   # a task waiting for the tasks it submitted never starves them. GPUs and other resources stay
   # with the lease. Unknown workers are ignored.
   notifyWorkerBlocked @5 (workerId :Data, blocked :Bool) -> ();
+  # The owner of these objects dropped its last reference: they leave this node's store (pinned
+  # ones when their last pin goes, as StoreClient::Delete). Ids not here are ignored.
+  freeObjects @6 (objectIds :List(Data)) -> ();
 }
 
 # Where a node sends its workers' output (a driver prints it). Each line is one line a worker
@@ -84,6 +87,7 @@ struct ObjectLocation {
   objectId @0 :Data;           # 28 bytes
   transferAddress @1 :Text;    # "host:port" of the node holding it (pull from there)
   size @2 :UInt64;
+  nodeAddress @3 :Text;        # "host:port" of that node's Node service (its owner frees it there)
 }
 
 struct TaskSpec {

@@ -251,6 +251,7 @@ int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
     }
     JobCleanup cleanup(
         leases, [&store_client](const JobId& job) { return (*store_client)->DeleteJob(job); });
+    target->store = store_client->get();  // freeObjects
 
     std::string hex = node.id.Hex();
     HeadSession session(connector, timer, node, leases, options, [hex] {
@@ -271,6 +272,7 @@ int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
     AIRT_LOG(INFO) << "stopping on signal " << sig;
     target->leases = nullptr;  // new calls fail with kUnavailable from here on
     target->logs = nullptr;
+    target->store = nullptr;
     pool.StopAll().wait(wait);
     session.Unregister(std::min(options.call_timeout, kMaxUnregisterWait)).wait(wait);
   });

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "common/logging.h"
 #include "common/rpc_status.h"
 
 namespace airt::node {
@@ -165,6 +166,21 @@ kj::Promise<void> NodeService::notifyWorkerBlocked(NotifyWorkerBlockedContext co
       WorkerId::FromBinary(std::string_view(reinterpret_cast<const char*>(id.begin()), id.size()));
   if (!worker.ok()) return Fail(FieldError("workerId", worker.status().message()));
   (*leases)->WorkerBlocked(*worker, params.getBlocked());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> NodeService::freeObjects(FreeObjectsContext context) {
+  if (target_->store == nullptr) return Fail(Unavailable("the node is not serving (stopping)"));
+  auto ids = context.getParams().getObjectIds();
+  for (uint i = 0; i < ids.size(); ++i) {
+    Result<ObjectId::BaseId> id = ObjectId::FromBinary(
+        std::string_view(reinterpret_cast<const char*>(ids[i].begin()), ids[i].size()));
+    if (!id.ok()) return Fail(FieldError("objectIds[" + std::to_string(i) + "]", id.status().message()));
+    Status deleted = target_->store->Delete(*id);
+    if (!deleted.ok() && deleted.code() != Code::kNotFound) {
+      AIRT_LOG(WARNING) << "freeing object " << ObjectId(*id).Hex() << ": " << deleted.ToString();
+    }
+  }
   return kj::READY_NOW;
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/proto/node.capnp.h"
 #include "common/status.h"
+#include "objectstore/object_store.h"
 #include "worker/internal/lease_manager.h"
 #include "worker/internal/log_streamer.h"
 
@@ -26,6 +27,7 @@ inline constexpr size_t kMaxHostBytes = 256;
 struct NodeServiceTarget {
   LeaseManager* leases = nullptr;
   LogStreamer* logs = nullptr;
+  objectstore::StoreClient* store = nullptr;  // the node's own client of its store
 };
 
 // The edge's parsing, exposed for tests.
@@ -48,6 +50,8 @@ class NodeService final : public proto::Node::Server {
   // kInvalidArgument: a malformed workerId.
   kj::Promise<void> killWorker(KillWorkerContext context) override;
   kj::Promise<void> notifyWorkerBlocked(NotifyWorkerBlockedContext context) override;
+  // kInvalidArgument: a malformed id (the ids before it are freed).
+  kj::Promise<void> freeObjects(FreeObjectsContext context) override;
 
  private:
   Result<LeaseManager*> Leases() const;

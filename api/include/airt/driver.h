@@ -110,16 +110,24 @@ class PlacementGroup {
   std::string id_;
 };
 
-// A reference to an object owned by this driver: a task's return or a Put.
+namespace internal {
+// Counts a reference to the object `id` until the returned holder goes (nothing before Init).
+std::shared_ptr<void> HoldObject(const std::string& id);
+}  // namespace internal
+
+// A reference to an object owned by this process: a task's return or a Put. Copies share one
+// reference; when the last copy goes (and no unfinished task takes the object as an argument),
+// the object is freed everywhere, as in Ray.
 template <typename T>
 class ObjectRef {
  public:
   ObjectRef() = default;
-  explicit ObjectRef(std::string id) : id_(std::move(id)) {}
+  explicit ObjectRef(std::string id) : id_(std::move(id)), hold_(internal::HoldObject(id_)) {}
   const std::string& ID() const { return id_; }  // 28 bytes
 
  private:
   std::string id_;
+  std::shared_ptr<void> hold_;
 };
 
 namespace internal {
