@@ -1,7 +1,6 @@
 // The driver API's non-template half: one CoreWorker per process, created by Init. The process-
 // wide instance is the API's edge only (Ray's API is global); the core worker beneath takes its
 // options through its constructor.
-#include "airt/actor.h"
 #include "airt/driver.h"
 
 #include <algorithm>
@@ -9,10 +8,11 @@
 #include <mutex>
 #include <optional>
 
+#include "airt/actor.h"
 #include "api/core_worker/core_worker.h"
-#include "objectstore/object_store.h"
 #include "api/internal/worker_context.h"
 #include "api/local_cluster.h"
+#include "objectstore/object_store.h"
 
 namespace airt {
 namespace {
@@ -28,8 +28,9 @@ core::CoreWorker& Core() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_core && g_worker_options) {
     if (g_worker_options->head_address.empty()) {
-      throw UnavailableError("this worker was started without the head's address "
-                             "(airt-worker --head-address): its tasks cannot submit work");
+      throw UnavailableError(
+          "this worker was started without the head's address "
+          "(airt-worker --head-address): its tasks cannot submit work");
     }
     Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(*g_worker_options);
     if (!core.ok()) throw UnavailableError(core.status().ToString());

@@ -42,8 +42,8 @@ kj::Promise<void> ActorManager::Create(kj::Own<PendingTask> creation, const Acto
     actor.options = options;
     actor.creation = kj::mv(creation);
     PendingTask& task = *actor.creation;
-    background_.add(ResolveArguments(memory_, task).then(
-        [this, id](std::optional<ObjectError> failed) {
+    background_.add(
+        ResolveArguments(memory_, task).then([this, id](std::optional<ObjectError> failed) {
           Actor& actor = Entry(id);
           if (failed) {
             FailTask(memory_, *actor.creation, failed->kind, failed->message);
@@ -118,8 +118,7 @@ void ActorManager::OnCreated(const ActorId& id, uint64_t incarnation,
                         Actor& actor = Entry(id);
                         if (actor.incarnation != incarnation) return;
                         MarkDead(actor, "killed while starting (" + Why(e) + ")");
-                        background_.add(
-                            ReturnLease(connect_, actor.node, actor.lease_id, true));
+                        background_.add(ReturnLease(connect_, actor.node, actor.lease_id, true));
                       }));
   Pump(actor);
 }
@@ -151,9 +150,9 @@ void ActorManager::OnDied(const ActorId& id, uint64_t incarnation, const std::st
         }
         int32_t max = actor.options.max_restarts;
         if (max >= 0 && actor.restarts >= static_cast<uint32_t>(max)) {
-          MarkDead(actor, "its process died (" + why + ") and it may not restart (max_restarts=" +
-                              std::to_string(max) + ", restarted " +
-                              std::to_string(actor.restarts) + " times)");
+          MarkDead(actor, "its process died (" + why +
+                              ") and it may not restart (max_restarts=" + std::to_string(max) +
+                              ", restarted " + std::to_string(actor.restarts) + " times)");
           return UpdateDirectory(actor, proto::ActorState::DEAD);
         }
         ++actor.restarts;
@@ -288,8 +287,7 @@ kj::Promise<ActorId> ActorManager::Lookup(const std::string& name, const std::st
   request.setNamespace(ns);
   return request.send().then([this, name, ns](auto found) -> ActorId {
     if (!found.getFound()) {
-      throw ToKjException(
-          NotFound("no actor named '" + name + "' in namespace '" + ns + "'"));
+      throw ToKjException(NotFound("no actor named '" + name + "' in namespace '" + ns + "'"));
     }
     std::string raw = ToString(found.getInfo().getActorId());
     if (raw.size() != ActorId::kSize) {

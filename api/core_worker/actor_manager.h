@@ -76,7 +76,7 @@ class ActorManager {
     uint64_t lease_id = 0;
     int32_t pid = 0;
     std::string death_cause;
-    bool resolving = false;     // a holder asking the head where the actor lives
+    bool resolving = false;                  // a holder asking the head where the actor lives
     std::deque<kj::Own<PendingTask>> queue;  // calls not yet sent, in submission order
     // Owner only.
     kj::Own<PendingTask> creation;

@@ -14,8 +14,8 @@
 #include "api/core_worker/actor_manager.h"
 #include "api/core_worker/capnp_util.h"
 #include "api/core_worker/reference_counter.h"
-#include "common/inbox.h"
 #include "api/core_worker/task_dispatcher.h"
+#include "common/inbox.h"
 #include "common/logging.h"
 #include "common/proto/cluster.capnp.h"
 #include "common/proto/node.capnp.h"
@@ -197,8 +197,7 @@ Status CoreWorker::Impl::Start() {
       } else {
         job_id_ = options_.job;
       }
-      return joined
-          .then([this] { return loop_->head.clusterViewRequest().send(); })
+      return joined.then([this] { return loop_->head.clusterViewRequest().send(); })
           .then([this](auto view) {
             for (auto node : view.getNodes()) {
               auto info = node.getInfo();
@@ -215,8 +214,7 @@ Status CoreWorker::Impl::Start() {
               loop_->actors = kj::heap<ActorManager>(
                   loop_->io.provider->getTimer(), loop_->tasks, memory_,
                   [this](const std::string& a) { return Connect(a); },
-                  [this](const std::string& a) { Forget(a); }, loop_->head, node_address_,
-                  job_id_);
+                  [this](const std::string& a) { Forget(a); }, loop_->head, node_address_, job_id_);
               return;
             }
             throw Fail(NotFound("no alive node at " + options_.node_address +
@@ -238,14 +236,15 @@ Status CoreWorker::Impl::Start() {
   });
   if (!joined.ok()) return joined.WithContext("joining the cluster at " + options_.head_address);
   // A worker's puts get ids of a task of their own: several workers put into one job.
-  driver_task_ = options_.job.IsNil() ? TaskId::ForDriver(job_id_)
-                                      : TaskId::Of(ActorId::NilFor(job_id_));
+  driver_task_ =
+      options_.job.IsNil() ? TaskId::ForDriver(job_id_) : TaskId::Of(ActorId::NilFor(job_id_));
   namespace_ = options_.ns.empty() ? "anonymous-job-" + job_id_.Hex() : options_.ns;
   // A driver puts and gets large objects; a worker's core worker (beside the worker's own client)
   // maps only what it touches.
-  AIRT_ASSIGN_OR_RETURN(store_, objectstore::StoreClient::Connect(
-                                    store_socket_, objectstore::StoreClient::Options{
-                                                       .prefault_data = options_.job.IsNil()}));
+  AIRT_ASSIGN_OR_RETURN(
+      store_,
+      objectstore::StoreClient::Connect(
+          store_socket_, objectstore::StoreClient::Options{.prefault_data = options_.job.IsNil()}));
   return Status::Ok();
 }
 
@@ -258,7 +257,8 @@ void CoreWorker::Impl::Stop() {
       request.setJobId(AsData(job_id_.Binary()));
       kj::Promise<void> returned = kj::READY_NOW;
       if (loop_->dispatcher) {
-        returned = loop_->actors->StopOwned().then([this] { return loop_->dispatcher->ReturnAll(); });
+        returned =
+            loop_->actors->StopOwned().then([this] { return loop_->dispatcher->ReturnAll(); });
       }
       bool finish = options_.job.IsNil();  // a worker's core worker leaves the job running
       return loop_->io.provider->getTimer().timeoutAfter(
@@ -307,8 +307,8 @@ void CoreWorker::Impl::Forget(const std::string& address) {
 std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,
                                                std::vector<TaskArgument> args,
                                                const TaskOptions& options) {
-  auto task = NewTask(proto::TaskKind::NORMAL, ActorId(), function, std::move(args),
-                      options.num_returns);
+  auto task =
+      NewTask(proto::TaskKind::NORMAL, ActorId(), function, std::move(args), options.num_returns);
   task->options = options;
   std::vector<ObjectId> returns = task->returns;
   inbox_.Post([this, task = kj::mv(task)]() mutable {
@@ -321,8 +321,8 @@ std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,
 
 kj::Promise<void> CoreWorker::Impl::Run(PendingTask* task) {
   // Every object argument must exist before the task is pushed (its value or its location).
-  return ResolveArguments(memory_, *task).then(
-      [this, task](std::optional<ObjectError> failed) -> kj::Promise<void> {
+  return ResolveArguments(memory_, *task)
+      .then([this, task](std::optional<ObjectError> failed) -> kj::Promise<void> {
         if (failed) {
           loop_->dispatcher->Fail(*task, failed->kind, failed->message);
           return kj::READY_NOW;
@@ -332,8 +332,7 @@ kj::Promise<void> CoreWorker::Impl::Run(PendingTask* task) {
 }
 
 kj::Own<PendingTask> CoreWorker::Impl::NewTask(proto::TaskKind kind, const ActorId& actor,
-                                               std::string function,
-                                               std::vector<TaskArgument> args,
+                                               std::string function, std::vector<TaskArgument> args,
                                                uint32_t num_returns) {
   auto task = kj::heap<PendingTask>();
   task->kind = kind;
@@ -476,8 +475,7 @@ void CoreWorker::Impl::NotifyBlocked(bool blocked) {
   });
 }
 
-Result<ObjectId> CoreWorker::Impl::Put(uint64_t size,
-                                       const std::function<void(uint8_t*)>& write) {
+Result<ObjectId> CoreWorker::Impl::Put(uint64_t size, const std::function<void(uint8_t*)>& write) {
   if (size <= options_.inline_threshold) {
     std::string bytes(size, '\0');
     write(reinterpret_cast<uint8_t*>(bytes.data()));
@@ -492,8 +490,9 @@ Result<ObjectId> CoreWorker::Impl::Put(uint64_t size,
     throw;
   }
   AIRT_RETURN_IF_ERROR(store_->Seal(id));
-  memory_.PutNew(id, ObjectEntry{nullptr, ObjectLocation{id, transfer_address_, size, node_address_},
-                                 std::nullopt});
+  memory_.PutNew(id,
+                 ObjectEntry{nullptr, ObjectLocation{id, transfer_address_, size, node_address_},
+                             std::nullopt});
   return id;
 }
 

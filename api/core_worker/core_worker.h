@@ -29,7 +29,7 @@ struct CoreWorkerOptions {
   // A worker's core worker joins the job of the tasks it runs (Nil: a driver registers a new job,
   // and finishes it at the end).
   JobId job;
-  WorkerId worker;  // a worker's own id (tells its node when a Get blocks)
+  WorkerId worker;                         // a worker's own id (tells its node when a Get blocks)
   uint64_t inline_threshold = 100 * 1024;  // larger puts go to the node's store
   // Where this job's named actors live and are looked up; "" gives the job an anonymous one of
   // its own, as Ray does.
@@ -48,8 +48,8 @@ struct ActorOptions {
   // None by default: as in Ray, an actor holds no resources for its life unless it asks.
   std::map<std::string, double> resources;
   std::string accelerator_type;
-  std::string name;  // "" for an unnamed actor
-  std::string ns;    // "" for the job's namespace
+  std::string name;          // "" for an unnamed actor
+  std::string ns;            // "" for the job's namespace
   int32_t max_restarts = 0;  // -1: without limit
   uint32_t max_concurrency = 1;
   bool detached = false;  // outlives its job (and is not restarted once its owner is gone)

@@ -22,36 +22,36 @@ kj::Promise<LeaseOutcome> RequestLeaseHop(const ConnectFn& connect, const std::s
   shape.setAcceleratorType(lease.accelerator_type);
   request.setJobId(AsData(job.Binary()));
   request.setLanguage(proto::Language::CPP);
-  return request.send().then(
-      [&connect, node, lease, job, hops](auto response) -> kj::Promise<LeaseOutcome> {
-        auto reply = response.getReply();
-        switch (reply.which()) {
-          case proto::LeaseReply::GRANTED: {
-            auto grant = reply.getGranted();
-            auto worker = grant.getWorker();
-            LeaseOutcome out;
-            out.node = node;
-            out.lease_id = grant.getLeaseId();
-            out.worker = std::string(worker.getHost().cStr()) + ":" + std::to_string(worker.getPort());
-            out.worker_id = ToString(worker.getWorkerId());
-            out.pid = worker.getPid();
-            return out;
-          }
-          case proto::LeaseReply::SPILLBACK:
-            if (hops >= kMaxSpillbacks) {
-              throw ToKjException(Unavailable("the lease was spilled back " + std::to_string(hops) +
-                                              " times without a grant"));
-            }
-            return RequestLeaseHop(connect, reply.getSpillback().cStr(), lease, job, hops + 1);
-          case proto::LeaseReply::INFEASIBLE: {
-            LeaseOutcome out;
-            out.node = node;
-            out.infeasible = reply.getInfeasible().cStr();
-            return out;
-          }
+  return request.send().then([&connect, node, lease, job,
+                              hops](auto response) -> kj::Promise<LeaseOutcome> {
+    auto reply = response.getReply();
+    switch (reply.which()) {
+      case proto::LeaseReply::GRANTED: {
+        auto grant = reply.getGranted();
+        auto worker = grant.getWorker();
+        LeaseOutcome out;
+        out.node = node;
+        out.lease_id = grant.getLeaseId();
+        out.worker = std::string(worker.getHost().cStr()) + ":" + std::to_string(worker.getPort());
+        out.worker_id = ToString(worker.getWorkerId());
+        out.pid = worker.getPid();
+        return out;
+      }
+      case proto::LeaseReply::SPILLBACK:
+        if (hops >= kMaxSpillbacks) {
+          throw ToKjException(Unavailable("the lease was spilled back " + std::to_string(hops) +
+                                          " times without a grant"));
         }
-        throw ToKjException(Internal("a lease reply of unknown kind from " + node));
-      });
+        return RequestLeaseHop(connect, reply.getSpillback().cStr(), lease, job, hops + 1);
+      case proto::LeaseReply::INFEASIBLE: {
+        LeaseOutcome out;
+        out.node = node;
+        out.infeasible = reply.getInfeasible().cStr();
+        return out;
+      }
+    }
+    throw ToKjException(Internal("a lease reply of unknown kind from " + node));
+  });
 }
 
 }  // namespace
@@ -61,8 +61,8 @@ kj::Promise<LeaseOutcome> RequestLease(const ConnectFn& connect, const std::stri
   return RequestLeaseHop(connect, node, request, job, 0);
 }
 
-kj::Promise<void> ReturnLease(const ConnectFn& connect, const std::string& node,
-                              uint64_t lease_id, bool disconnect) {
+kj::Promise<void> ReturnLease(const ConnectFn& connect, const std::string& node, uint64_t lease_id,
+                              bool disconnect) {
   auto request = connect(node).castAs<proto::Node>().returnWorkerLeaseRequest();
   request.setLeaseId(lease_id);
   request.setDisconnectWorker(disconnect);

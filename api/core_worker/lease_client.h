@@ -36,7 +36,7 @@ kj::Promise<LeaseOutcome> RequestLease(const ConnectFn& connect, const std::stri
                                        const LeaseRequest& request, const JobId& job);
 
 // Gives lease `lease_id` back to `node`; `disconnect` stops its worker instead of reusing it.
-kj::Promise<void> ReturnLease(const ConnectFn& connect, const std::string& node,
-                              uint64_t lease_id, bool disconnect);
+kj::Promise<void> ReturnLease(const ConnectFn& connect, const std::string& node, uint64_t lease_id,
+                              bool disconnect);
 
 }  // namespace airt::core

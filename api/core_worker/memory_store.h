@@ -91,7 +91,7 @@ class MemoryStore {
              std::optional<std::chrono::steady_clock::time_point> deadline);
 
   mutable std::mutex mu_;
-  std::unordered_map<ObjectId, ObjectEntry> entries_;  // guarded by mu_
+  std::unordered_map<ObjectId, ObjectEntry> entries_;   // guarded by mu_
   std::unordered_multimap<ObjectId, Waiter*> blocked_;  // guarded by mu_
   // Loop-thread waiters (not guarded: confined to the loop thread).
   std::unordered_multimap<ObjectId, kj::Own<kj::PromiseFulfiller<ObjectEntry>>> waiters_;

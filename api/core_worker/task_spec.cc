@@ -78,9 +78,8 @@ void RecordTaskReply(MemoryStore& memory, PendingTask& task,
       entry.value = std::make_shared<const std::string>(ToString(returns[i].getInline()));
     } else {
       auto where = returns[i].getObject();
-      entry.location =
-          ObjectLocation{task.returns[i], where.getTransferAddress().cStr(), where.getSize(),
-                         where.getNodeAddress().cStr()};
+      entry.location = ObjectLocation{task.returns[i], where.getTransferAddress().cStr(),
+                                      where.getSize(), where.getNodeAddress().cStr()};
     }
     memory.Put(task.returns[i], std::move(entry));
   }

@@ -86,6 +86,7 @@ void TaskExecutor::Loop() {
       }
       item = std::move(queue_.front());
       queue_.pop_front();
+      ++running_;
     }
     if (item.task) {
       TaskOutcome outcome = Run(*item.task);
@@ -98,8 +99,16 @@ void TaskExecutor::Loop() {
           extra_threads_.emplace_back([this] { Loop(); });
         }
       }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        --running_;
+      }
       item.done(std::move(outcome));
     } else {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        --running_;
+      }
       item.marker();
     }
   }
@@ -128,17 +137,17 @@ internal::InvokeOutcome TaskExecutor::Invoke(const TaskToRun& task,
   if (invoker == nullptr) return not_found();
   if (task.kind == TaskKind::kNormal) return (*invoker)(args);
   if (actor_) {
-    *refused = TaskFailure{TaskFailure::Kind::kBadArguments,
-                           "this worker hosts an actor already; '" + task.function_name +
-                               "' cannot create another"};
+    *refused = TaskFailure{
+        TaskFailure::Kind::kBadArguments,
+        "this worker hosts an actor already; '" + task.function_name + "' cannot create another"};
     return internal::InvokeOutcome{};
   }
   internal::InvokeOutcome created = (*invoker)(args);
   if (created.kind == internal::InvokeOutcome::Kind::kOk) {
     if (!created.instance) {
-      *refused = TaskFailure{TaskFailure::Kind::kBadArguments,
-                             "'" + task.function_name +
-                                 "' is not an actor factory (a function returning T*)"};
+      *refused = TaskFailure{
+          TaskFailure::Kind::kBadArguments,
+          "'" + task.function_name + "' is not an actor factory (a function returning T*)"};
       return internal::InvokeOutcome{};
     }
     actor_ = std::move(created.instance);
@@ -146,6 +155,12 @@ internal::InvokeOutcome TaskExecutor::Invoke(const TaskToRun& task,
   }
   created.returns.clear();  // the creation's one return says "ready": nil
   return created;
+}
+
+bool TaskExecutor::CanRunInline(const TaskToRun& task) {
+  if (task.kind == TaskKind::kActorCreation && task.max_concurrency > 1) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.empty() && running_ == 0 && extra_threads_.empty();
 }
 
 TaskOutcome TaskExecutor::Run(const TaskToRun& task) {

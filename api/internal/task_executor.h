@@ -11,12 +11,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -92,6 +92,10 @@ class TaskExecutor {
 
   // Runs `task` on the calling thread (the executor's thread does this for each queued task).
   TaskOutcome Run(const TaskToRun& task);
+  // Whether `task` may run on the calling thread now, in order with everything submitted before:
+  // nothing is queued or running here, and no actor's methods run on several threads (an
+  // actor's creation that asks for several must go through the queue, which starts them).
+  bool CanRunInline(const TaskToRun& task);
 
  private:
   struct Item {
@@ -114,6 +118,7 @@ class TaskExecutor {
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<Item> queue_;  // guarded by mu_
+  int running_ = 0;         // guarded by mu_: queued tasks being run now
   bool stopping_ = false;   // guarded by mu_
   std::thread thread_;
   std::vector<std::thread> extra_threads_;  // an actor's max_concurrency - 1; executor threads only

@@ -1,11 +1,10 @@
-// proto::Worker served by airt-worker: validates each pushed task at the edge, hands it to the
-// TaskExecutor's thread, and answers from the event loop once it is done. The loop never runs
-// user code and never waits for it.
+// proto::Worker served by airt-worker: validates each pushed task at the edge, and runs it on the
+// event loop's own thread when nothing is ahead of it (the common case: a worker serves one lease
+// or one actor), else hands it to the TaskExecutor's thread and answers once it is done.
 #pragma once
 
-#include <string>
-
 #include <memory>
+#include <string>
 #include <unordered_map>
 
 #include <kj/async.h>

@@ -1,12 +1,12 @@
 // Actors end to end: a real airt-head, an airt-node starting real airt-worker processes, this test
 // as one driver and actor_driver processes as others.
 #include <signal.h>
-#include <sys/types.h>
 
 #include <cstdlib>
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <sys/types.h>
 
 #include "airt/api.h"
 #include "ray/api.h"
@@ -56,9 +56,9 @@ class Actors : public ::testing::Test {
     address_ = WaitForLine(dir_->File("head.log"), "head ready ", 30s, head_).value_or("");
     ASSERT_FALSE(address_.empty()) << ReadFile(dir_->File("head.log"));
     node_ = new ChildProcess(
-        {AIRT_NODE_BIN, "--head-address=" + address_, "--num-cpus=2",
-         "--object-store-memory=128M", "--temp-dir=" + dir_->path(),
-         "--worker-binary=" + std::string(AIRT_WORKER_BIN), "--infeasible-grace-ms=300",
+        {AIRT_NODE_BIN, "--head-address=" + address_, "--num-cpus=2", "--object-store-memory=128M",
+         "--temp-dir=" + dir_->path(), "--worker-binary=" + std::string(AIRT_WORKER_BIN),
+         "--infeasible-grace-ms=300",
          "--worker-code-search-path=" + std::string(AIRT_TASK_FUNCTIONS)},
         dir_->File("node.log"));
     ASSERT_TRUE(WaitForLine(dir_->File("node.log"), "node ready ", 30s, node_))
@@ -141,7 +141,8 @@ TEST_F(Actors, NamedActorsAreFoundAndNamesAreUnique) {
 }
 
 TEST_F(Actors, KilledActorsFailTheirCallsAndFreeTheirName) {
-  ActorHandle<Counter> counter = Actor(Counter::Create).SetName("doomed").SetMaxRestarts(3).Remote(1);
+  ActorHandle<Counter> counter =
+      Actor(Counter::Create).SetName("doomed").SetMaxRestarts(3).Remote(1);
   int pid = *Get(counter.Task(&Counter::Pid).Remote());
   counter.Kill();
   EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(pid); }, 10s)) << "the worker still runs";
@@ -206,8 +207,8 @@ TEST_F(Actors, MaxConcurrencyRunsMethodsSideBySide) {
 TEST_F(Actors, AnotherDriversNamedActorIsReachableAndDiesWithItsDriver) {
   ChildProcess driver({AIRT_ACTOR_DRIVER_BIN, "shared-counter", "shared", "wait"},
                       dir_->File("driver-wait.log"));
-  std::string pid = WaitForLine(dir_->File("driver-wait.log"), "actor pid ", 30s, &driver)
-                        .value_or("");
+  std::string pid =
+      WaitForLine(dir_->File("driver-wait.log"), "actor pid ", 30s, &driver).value_or("");
   ASSERT_FALSE(pid.empty()) << ReadFile(dir_->File("driver-wait.log"));
   std::optional<ActorHandle<Counter>> shared = GetActor<Counter>("shared-counter", "shared");
   ASSERT_TRUE(shared.has_value());
@@ -224,8 +225,8 @@ TEST_F(Actors, AnotherDriversNamedActorIsReachableAndDiesWithItsDriver) {
 TEST_F(Actors, ADriversCleanExitStopsItsActors) {
   ChildProcess driver({AIRT_ACTOR_DRIVER_BIN, "leaving-counter", "shared", "exit"},
                       dir_->File("driver-exit.log"));
-  std::string pid = WaitForLine(dir_->File("driver-exit.log"), "actor pid ", 30s, &driver)
-                        .value_or("");
+  std::string pid =
+      WaitForLine(dir_->File("driver-exit.log"), "actor pid ", 30s, &driver).value_or("");
   ASSERT_FALSE(pid.empty()) << ReadFile(dir_->File("driver-exit.log"));
   EXPECT_EQ(driver.Wait(30s), 0) << ReadFile(dir_->File("driver-exit.log"));
   EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(std::stoi(pid)); }, 20s))
@@ -253,8 +254,7 @@ TEST_F(Actors, RayNamesWork) {
   ray::ActorHandle<Counter> counter = ray::Actor(Counter::Create).Remote(3);
   EXPECT_EQ(*ray::Get(counter.Task(&Counter::Add).Remote(4)), 7);
   counter.Kill();
-  EXPECT_THROW(ray::Get(counter.Task(&Counter::Value).Remote()),
-               ray::internal::RayActorException);
+  EXPECT_THROW(ray::Get(counter.Task(&Counter::Value).Remote()), ray::internal::RayActorException);
 }
 
 }  // namespace

@@ -115,7 +115,8 @@ TEST_F(References, ManyPutsAndDropsLeaveNothingBehind) {
   // 300 MiB through a 128 MiB store: without freeing, this would spill.
   std::string last;
   for (int i = 0; i < 300; ++i) {
-    ObjectRef<std::vector<uint8_t>> put = Put(std::vector<uint8_t>(1 << 20, static_cast<uint8_t>(i)));
+    ObjectRef<std::vector<uint8_t>> put =
+        Put(std::vector<uint8_t>(1 << 20, static_cast<uint8_t>(i)));
     last = put.ID();
   }
   EXPECT_TRUE(WaitUntil([&] { return !InStore(last); }, 10s));

@@ -175,7 +175,8 @@ kj::Promise<void> NodeService::freeObjects(FreeObjectsContext context) {
   for (uint i = 0; i < ids.size(); ++i) {
     Result<ObjectId::BaseId> id = ObjectId::FromBinary(
         std::string_view(reinterpret_cast<const char*>(ids[i].begin()), ids[i].size()));
-    if (!id.ok()) return Fail(FieldError("objectIds[" + std::to_string(i) + "]", id.status().message()));
+    if (!id.ok())
+      return Fail(FieldError("objectIds[" + std::to_string(i) + "]", id.status().message()));
     Status deleted = target_->store->Delete(*id);
     if (!deleted.ok() && deleted.code() != Code::kNotFound) {
       AIRT_LOG(WARNING) << "freeing object " << ObjectId(*id).Hex() << ": " << deleted.ToString();

@@ -153,7 +153,9 @@ void CopyOut(uint8_t* dst, const char* src, size_t n);
 // msgpack sinks: one counts the bytes of a value, the other writes them where PutWith says.
 struct CountingSink {
   uint64_t size = 0;
-  void write(const char*, size_t n) { size += n; }  // NOLINT(readability-make-member-function-const)
+  void write(const char*, size_t n) {
+    size += n;
+  }  // NOLINT(readability-make-member-function-const)
 };
 struct BufferSink {
   uint8_t* out;
