@@ -58,8 +58,8 @@ ObjectId IdOf(const std::string& binary) {
 [[noreturn]] void Throw(const core::ObjectError& e) {
   std::string what = e.function_name + ": " + e.message;
   switch (e.kind) {
-    case core::ObjectErrorKind::kTaskError:
-    case core::ObjectErrorKind::kFunctionNotFound: throw TaskError(what);
+    case core::ObjectErrorKind::kTaskError: throw TaskError(what);
+    case core::ObjectErrorKind::kFunctionNotFound: throw FunctionNotFoundError(what);
     case core::ObjectErrorKind::kWorkerCrashed: throw WorkerCrashedError(what);
     case core::ObjectErrorKind::kInfeasible: throw InfeasibleError(what);
     case core::ObjectErrorKind::kUnavailable: throw UnavailableError(what);

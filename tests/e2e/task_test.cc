@@ -17,6 +17,10 @@ int DieOnce(std::string marker);
 int AlwaysDie();
 std::vector<uint8_t> PatternBytes(int64_t size, int64_t seed);
 
+// Registered in this driver only: the workers' library does not have it.
+int OnlyInTheDriver(int x) { return x; }
+AIRT_REMOTE(OnlyInTheDriver);
+
 namespace airt {
 namespace {
 
@@ -112,6 +116,16 @@ TEST_F(Tasks, ExceptionInTaskReachesGetAsTaskError) {
   }
   // An argument that failed fails the task that takes it.
   EXPECT_THROW(Get(Task(Add).Remote(failed, 1)), TaskError);
+}
+
+TEST_F(Tasks, AFunctionTheWorkersLackFailsWithFunctionNotFound) {
+  try {
+    Get(Task(OnlyInTheDriver).Remote(1), 20'000);
+    FAIL() << "expected a FunctionNotFoundError";
+  } catch (const FunctionNotFoundError& e) {
+    EXPECT_NE(std::string(e.what()).find("OnlyInTheDriver"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("code search path"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Tasks, InfeasibleRequestFailsNamingTheShape) {

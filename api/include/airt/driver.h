@@ -68,6 +68,12 @@ class TaskError : public Exception {
  public:
   using Exception::Exception;
 };
+// The worker has no function of the task's name: its library is not on the code search path, or
+// lacks the AIRT_REMOTE line. what() names the function, the search path and what is registered.
+class FunctionNotFoundError : public TaskError {
+ public:
+  using TaskError::TaskError;
+};
 // The task's worker process died more often than the task may be retried.
 class WorkerCrashedError : public Exception {
  public:
