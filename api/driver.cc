@@ -178,6 +178,12 @@ std::vector<core::TaskArgument> CoreArguments(std::vector<Argument> args) {
   arguments.reserve(args.size());
   for (Argument& a : args) {
     core::TaskArgument t;
+    if (a.is_list) {
+      t.is_list = true;
+      for (const std::string& ref : a.ref_list) t.ref_list.push_back(IdOf(ref));
+      arguments.push_back(std::move(t));
+      continue;
+    }
     if (a.ref.empty() && a.value.size() > kInlineArgumentLimit) {
       // A large value goes through the object store, as Ray does, not inside the task message.
       a.ref = PutBytes(std::move(a.value));

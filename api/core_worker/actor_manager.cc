@@ -216,16 +216,10 @@ void ActorManager::Pump(Actor& actor) {
     kj::Own<PendingTask> call = kj::mv(actor.queue.front());
     actor.queue.pop_front();
     PendingTask& task = *call;
-    bool failed_argument = false;
-    for (size_t i = 0; i < task.args.size(); ++i) {
-      if (task.args[i].ref && task.resolved[i].error) {
-        FailTask(memory_, task, task.resolved[i].error->kind,
-                 "argument " + std::to_string(i) + " failed: " + task.resolved[i].error->message);
-        failed_argument = true;
-        break;
-      }
+    if (task.arg_error) {
+      FailTask(memory_, task, task.arg_error->kind, task.arg_error->message);
+      continue;
     }
-    if (failed_argument) continue;
     auto push = connect_(actor.worker).castAs<proto::Worker>().pushTaskRequest();
     FillTaskSpec(task, job_, push.initTask());
     ActorId id = actor.id;

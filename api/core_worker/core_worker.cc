@@ -418,10 +418,10 @@ size_t CoreWorker::Impl::NumReferencedObjects() {
 void CoreWorker::Impl::HoldArguments(PendingTask& task) {
   std::vector<ObjectId> held;
   for (const TaskArgument& arg : task.args) {
-    if (!arg.ref) continue;
-    refs_.AddSubmitted(*arg.ref);
-    held.push_back(*arg.ref);
+    if (arg.ref) held.push_back(*arg.ref);
+    held.insert(held.end(), arg.ref_list.begin(), arg.ref_list.end());
   }
+  for (const ObjectId& id : held) refs_.AddSubmitted(id);
   if (held.empty()) return;
   task.holds = std::shared_ptr<void>(nullptr, [this, held = std::move(held)](void*) {
     for (const ObjectId& id : held) refs_.RemoveSubmitted(id);

@@ -59,6 +59,9 @@ struct ActorOptions {
 struct TaskArgument {
   std::string value;
   std::optional<ObjectId> ref;
+  // Refs nested in a vector: the task receives the msgpack array of their values.
+  std::vector<ObjectId> ref_list;
+  bool is_list = false;
 };
 
 // A value got back: its bytes, or why there are none.

@@ -6,27 +6,57 @@
 
 namespace airt::core {
 
+namespace {
+std::optional<ObjectError> FirstFailedArgument(const PendingTask& task);
+}  // namespace
+
 kj::Promise<std::optional<ObjectError>> ResolveArguments(MemoryStore& memory, PendingTask& task) {
   task.resolved.resize(task.args.size());
+  task.resolved_lists.resize(task.args.size());
   kj::Vector<kj::Promise<void>> waits;
   for (size_t i = 0; i < task.args.size(); ++i) {
-    if (!task.args[i].ref) continue;
-    waits.add(memory.WhenReady(*task.args[i].ref).then([&task, i](ObjectEntry entry) {
-      task.resolved[i] = std::move(entry);
-    }));
-  }
-  return kj::joinPromises(waits.releaseAsArray()).then([&task]() -> std::optional<ObjectError> {
-    task.args_ready = true;
-    for (size_t i = 0; i < task.args.size(); ++i) {
-      if (task.args[i].ref && task.resolved[i].error) {
-        ObjectError failed = *task.resolved[i].error;
-        failed.message = "argument " + std::to_string(i) + " failed: " + failed.message;
-        return failed;
+    const TaskArgument& arg = task.args[i];
+    if (arg.ref) {
+      waits.add(memory.WhenReady(*arg.ref).then([&task, i](ObjectEntry entry) {
+        task.resolved[i] = std::move(entry);
+      }));
+    }
+    if (arg.is_list) {
+      task.resolved_lists[i].resize(arg.ref_list.size());
+      for (size_t j = 0; j < arg.ref_list.size(); ++j) {
+        waits.add(memory.WhenReady(arg.ref_list[j]).then([&task, i, j](ObjectEntry entry) {
+          task.resolved_lists[i][j] = std::move(entry);
+        }));
       }
     }
-    return std::nullopt;
+  }
+  return kj::joinPromises(waits.releaseAsArray()).then([&task] {
+    task.args_ready = true;
+    task.arg_error = FirstFailedArgument(task);
+    return task.arg_error;
   });
 }
+
+namespace {
+// The first argument (or list element) whose object is an error, as the task's error.
+std::optional<ObjectError> FirstFailedArgument(const PendingTask& task) {
+  for (size_t i = 0; i < task.args.size(); ++i) {
+    if (task.args[i].ref && task.resolved[i].error) {
+      ObjectError failed = *task.resolved[i].error;
+      failed.message = "argument " + std::to_string(i) + " failed: " + failed.message;
+      return failed;
+    }
+    for (size_t j = 0; j < task.resolved_lists[i].size(); ++j) {
+      if (!task.resolved_lists[i][j].error) continue;
+      ObjectError failed = *task.resolved_lists[i][j].error;
+      failed.message = "argument " + std::to_string(i) + "[" + std::to_string(j) +
+                       "] failed: " + failed.message;
+      return failed;
+    }
+  }
+  return std::nullopt;
+}
+}  // namespace
 
 void FillTaskSpec(const PendingTask& task, const JobId& job, proto::TaskSpec::Builder spec) {
   spec.setTaskId(AsData(task.id.Binary()));
@@ -40,17 +70,28 @@ void FillTaskSpec(const PendingTask& task, const JobId& job, proto::TaskSpec::Bu
   if (task.kind != proto::TaskKind::NORMAL) spec.setActorId(AsData(task.actor_id.Binary()));
   spec.setMaxConcurrency(task.max_concurrency);
   auto args = spec.initArgs(static_cast<uint>(task.args.size()));
+  // A resolved reference: its value inline when the owner has it, else where it lies.
+  auto set_resolved = [](const ObjectEntry& dep, proto::TaskArg::Builder out) {
+    if (dep.value) {
+      out.setInline(AsData(*dep.value));
+      return;
+    }
+    auto where = out.initObject();
+    where.setObjectId(AsData(dep.location->id.Binary()));
+    where.setTransferAddress(dep.location->transfer_address);
+    where.setSize(dep.location->size);
+    where.setNodeAddress(dep.location->node_address);
+  };
   for (size_t i = 0; i < task.args.size(); ++i) {
-    const ObjectEntry& dep = task.resolved[i];
-    if (!task.args[i].ref) {
-      args[i].setInline(AsData(task.args[i].value));
-    } else if (dep.value) {
-      args[i].setInline(AsData(*dep.value));
+    const TaskArgument& arg = task.args[i];
+    if (arg.is_list) {
+      const std::vector<ObjectEntry>& deps = task.resolved_lists[i];
+      auto list = args[i].initList(static_cast<uint>(deps.size()));
+      for (size_t j = 0; j < deps.size(); ++j) set_resolved(deps[j], list[static_cast<uint>(j)]);
+    } else if (arg.ref) {
+      set_resolved(task.resolved[i], args[i]);
     } else {
-      auto where = args[i].initObject();
-      where.setObjectId(AsData(dep.location->id.Binary()));
-      where.setTransferAddress(dep.location->transfer_address);
-      where.setSize(dep.location->size);
+      args[i].setInline(AsData(arg.value));
     }
   }
 }

@@ -26,10 +26,12 @@ struct PendingTask {
   std::string function;
   std::vector<TaskArgument> args;
   std::vector<ObjectEntry> resolved;  // by argument index, for reference arguments
+  std::vector<std::vector<ObjectEntry>> resolved_lists;  // by argument index, for ref lists
   TaskOptions options;
   std::vector<ObjectId> returns;
   uint32_t attempts = 0;
   bool args_ready = false;  // every reference argument's entry is in `resolved`
+  std::optional<ObjectError> arg_error;  // once ready: the first argument that failed
   // Keeps the task's reference arguments counted until the task is destroyed (done).
   std::shared_ptr<void> holds;
   kj::Own<kj::PromiseFulfiller<void>> done;  // set by whoever dispatches it

@@ -1,9 +1,11 @@
 #include "api/internal/task_executor.h"
 
+#include <deque>
 #include <span>
 #include <string_view>
 #include <utility>
 
+#include "airt/internal/serialization.h"
 #include "common/logging.h"
 #include "objectstore/transfer.h"
 
@@ -176,10 +178,22 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
 
   // Resolve the arguments: inline bytes as they are, objects pinned in the local store.
   std::vector<objectstore::ObjectPin> pins;
+  std::deque<std::string> assembled;  // list arguments' msgpack arrays
   std::vector<std::string_view> args;
   args.reserve(task.args.size());
   for (size_t i = 0; i < task.args.size(); ++i) {
     const TaskArgument& arg = task.args[i];
+    if (arg.is_list) {
+      Result<std::string> array = AssembleList(arg);
+      if (!array.ok()) {
+        outcome.status = array.status().WithContext("argument " + std::to_string(i) + " of " +
+                                                    Describe(task));
+        AIRT_LOG(WARNING) << outcome.status.ToString();
+        return outcome;
+      }
+      args.push_back(assembled.emplace_back(std::move(*array)));
+      continue;
+    }
     if (!arg.is_object) {
       args.push_back(arg.inline_bytes);
       continue;
@@ -238,6 +252,28 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
     AIRT_LOG(WARNING) << outcome.status.ToString();
   }
   return outcome;
+}
+
+Result<std::string> TaskExecutor::AssembleList(const TaskArgument& list) {
+  // A std::vector<T> in msgpack is an array header and then each T: the elements' own bytes.
+  std::string array;
+  internal::StringSink sink{&array};
+  msgpack::packer<internal::StringSink>(sink).pack_array(
+      static_cast<uint32_t>(list.elements.size()));
+  for (size_t j = 0; j < list.elements.size(); ++j) {
+    const TaskArgument& element = list.elements[j];
+    if (!element.is_object) {
+      array += element.inline_bytes;
+      continue;
+    }
+    Result<objectstore::ObjectPin> pin = Fetch(element);
+    if (!pin.ok()) {
+      return pin.status().WithContext("element " + std::to_string(j) + ", object " +
+                                      element.object_id.Hex());
+    }
+    array.append(reinterpret_cast<const char*>(pin->data().data()), pin->data().size());
+  }
+  return array;
 }
 
 Result<objectstore::ObjectPin> TaskExecutor::Fetch(const TaskArgument& arg) {

@@ -32,6 +32,9 @@ struct TaskArgument {
   std::string inline_bytes;      // !is_object: the serialized value
   ObjectId object_id;            // is_object
   std::string transfer_address;  // is_object: "host:port" to pull it from; "" when local
+  // Refs nested in a vector: the function gets the msgpack array of these (inline or object).
+  std::vector<TaskArgument> elements;
+  bool is_list = false;
 };
 
 enum class TaskKind { kNormal, kActorCreation, kActorMethod };
@@ -108,6 +111,8 @@ class TaskExecutor {
   internal::InvokeOutcome Invoke(const TaskToRun& task, std::span<const std::string_view> args,
                                  std::optional<TaskFailure>* refused);
   Result<objectstore::ObjectPin> Fetch(const TaskArgument& arg);
+  // A list argument's msgpack array, from its elements' bytes.
+  Result<std::string> AssembleList(const TaskArgument& list);
   Status StoreReturns(const TaskToRun& task, std::vector<std::string> values,
                       std::vector<TaskReturnValue>* out);
 

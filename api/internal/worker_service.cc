@@ -30,6 +30,30 @@ proto::TaskError::Kind ToProto(TaskFailure::Kind kind) {
 
 }  // namespace
 
+namespace {
+
+// An inline or object argument (a list's elements are read by the caller).
+Result<TaskArgument> ParseTaskArg(proto::TaskArg::Reader in, const std::string& field) {
+  TaskArgument arg;
+  switch (in.which()) {
+    case proto::TaskArg::INLINE: arg.inline_bytes = std::string(AsStringView(in.getInline())); break;
+    case proto::TaskArg::OBJECT: {
+      auto object = in.getObject();
+      Result<ObjectId::BaseId> id = ObjectId::FromBinary(AsStringView(object.getObjectId()));
+      if (!id.ok()) return id.status().WithContext(field + ".objectId");
+      arg.is_object = true;
+      arg.object_id = *id;
+      arg.transfer_address = object.getTransferAddress().cStr();
+      break;
+    }
+    case proto::TaskArg::LIST: break;
+    default: return InvalidArgument(field + " is neither inline, object nor list");
+  }
+  return arg;
+}
+
+}  // namespace
+
 Result<TaskToRun> ParseTaskSpec(proto::TaskSpec::Reader spec, const JobId& job) {
   TaskToRun task;
   Result<TaskId::BaseId> task_id = TaskId::FromBinary(AsStringView(spec.getTaskId()));
@@ -78,22 +102,21 @@ Result<TaskToRun> ParseTaskSpec(proto::TaskSpec::Reader spec, const JobId& job) 
   task.max_concurrency = std::max<uint32_t>(spec.getMaxConcurrency(), 1);
   task.args.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    TaskArgument arg;
-    switch (args[i].which()) {
-      case proto::TaskArg::INLINE:
-        arg.inline_bytes = std::string(AsStringView(args[i].getInline()));
-        break;
-      case proto::TaskArg::OBJECT: {
-        auto object = args[i].getObject();
-        Result<ObjectId::BaseId> id = ObjectId::FromBinary(AsStringView(object.getObjectId()));
-        if (!id.ok()) return id.status().WithContext("args[" + std::to_string(i) + "].objectId");
-        arg.is_object = true;
-        arg.object_id = *id;
-        arg.transfer_address = object.getTransferAddress().cStr();
-        break;
+    std::string field = "args[" + std::to_string(i) + "]";
+    AIRT_ASSIGN_OR_RETURN(TaskArgument arg, ParseTaskArg(args[i], field));
+    if (args[i].isList()) {
+      auto list = args[i].getList();
+      if (list.size() > kMaxTaskArgs) {
+        return InvalidArgument(field + " lists " + std::to_string(list.size()) +
+                               " objects, at most " + std::to_string(kMaxTaskArgs));
       }
-      default:
-        return InvalidArgument("args[" + std::to_string(i) + "] is neither inline nor object");
+      arg.is_list = true;
+      for (uint j = 0; j < list.size(); ++j) {
+        std::string element = field + ".list[" + std::to_string(j) + "]";
+        if (list[j].isList()) return InvalidArgument(element + " is a list inside a list");
+        AIRT_ASSIGN_OR_RETURN(TaskArgument value, ParseTaskArg(list[j], element));
+        arg.elements.push_back(std::move(value));
+      }
     }
     task.args.push_back(std::move(arg));
   }

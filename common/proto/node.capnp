@@ -75,11 +75,13 @@ interface LogSink {
   write @0 (lines :List(Text)) -> ();
 }
 
-# An argument: a value inline, or an object in some node's store.
+# An argument: a value inline, an object in some node's store, or a list of such (refs nested in a
+# vector): the worker passes the list as one msgpack array of the elements' values.
 struct TaskArg {
   union {
     inline @0 :Data;           # msgpack (C++) or pickle (Python) bytes
     object @1 :ObjectLocation;
+    list @2 :List(TaskArg);    # elements are inline or object, not lists
   }
 }
 

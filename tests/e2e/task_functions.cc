@@ -29,6 +29,12 @@ int64_t SumBytes(std::vector<uint8_t> bytes) {
   return sum;
 }
 
+int64_t SumAll(std::vector<int64_t> values) {
+  int64_t sum = 0;
+  for (int64_t v : values) sum += v;
+  return sum;
+}
+
 int Fail(int code) { throw std::runtime_error("failed on purpose with " + std::to_string(code)); }
 
 std::string VisibleDevices() {
@@ -78,4 +84,4 @@ int SleepMs(int ms) {
 }
 
 AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie, NodePid,
-            PrintHello, SleepMs, PatternBytes, ChecksumOf);
+            PrintHello, SleepMs, PatternBytes, ChecksumOf, SumAll);

@@ -11,6 +11,7 @@ int Add(int a, int b);
 std::string Greet(std::string name);
 std::vector<uint8_t> Bytes(int n, int seed);
 int64_t SumBytes(std::vector<uint8_t> bytes);
+int64_t SumAll(std::vector<int64_t> values);
 int Fail(int code);
 std::string VisibleDevices();
 int DieOnce(std::string marker);
@@ -116,6 +117,27 @@ TEST_F(Tasks, ExceptionInTaskReachesGetAsTaskError) {
   }
   // An argument that failed fails the task that takes it.
   EXPECT_THROW(Get(Task(Add).Remote(failed, 1)), TaskError);
+}
+
+TEST_F(Tasks, RefsNestedInAVectorAreResolvedToTheirValues) {
+  std::vector<ObjectRef<int64_t>> parts;
+  for (int i = 0; i < 50; ++i) parts.push_back(Put(int64_t{i}));
+  // Large ones, in the store, too.
+  ObjectRef<std::vector<uint8_t>> big = Task(Bytes).Remote(1 << 20, 1);
+  ObjectRef<int64_t> big_sum = Task(SumBytes).Remote(big);
+  parts.push_back(big_sum);
+  int64_t expect = 49 * 50 / 2 + *Get(big_sum);
+  EXPECT_EQ(*Get(Task(SumAll).Remote(parts)), expect);
+  EXPECT_EQ(*Get(Task(SumAll).Remote(std::vector<ObjectRef<int64_t>>{})), 0);
+  // A failed element fails the task, naming it.
+  ObjectRef<int> failing = Task(Fail).Remote(3);
+  std::vector<ObjectRef<int64_t>> with_failure = {Put(int64_t{1}), ObjectRef<int64_t>(failing.ID())};
+  try {
+    Get(Task(SumAll).Remote(with_failure));
+    FAIL() << "expected a TaskError";
+  } catch (const TaskError& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 0[1] failed"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Tasks, AFunctionTheWorkersLackFailsWithFunctionNotFound) {

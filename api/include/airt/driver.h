@@ -141,6 +141,17 @@ namespace internal {
 struct Argument {
   std::string value;  // msgpack bytes, when not a reference
   std::string ref;    // an object id, when a reference
+  // Refs nested in a vector (a std::vector<ObjectRef<T>> for a std::vector<T> parameter): the
+  // task receives the vector of their values.
+  std::vector<std::string> ref_list;
+  bool is_list = false;
+};
+
+template <typename T>
+struct RefVector : std::false_type {};
+template <typename U>
+struct RefVector<std::vector<ObjectRef<U>>> : std::true_type {
+  using Value = U;
 };
 struct TaskSettings {
   std::map<std::string, double> resources = {{"CPU", 1}};
@@ -178,7 +189,15 @@ std::vector<bool> WaitReady(const std::vector<std::string>& ids, int num_ready, 
 template <typename P, typename A>
 Argument MakeArgument(A&& arg) {
   using Given = std::remove_cvref_t<A>;
-  if constexpr (requires { typename Given::ObjectRefTag; } ||
+  if constexpr (RefVector<Given>::value) {
+    static_assert(
+        std::is_same_v<std::remove_cvref_t<P>, std::vector<typename RefVector<Given>::Value>>,
+        "a std::vector<ObjectRef<T>> is passed for a std::vector<T> parameter");
+    Argument list;
+    list.is_list = true;
+    for (const auto& ref : arg) list.ref_list.push_back(ref.ID());
+    return list;
+  } else if constexpr (requires { typename Given::ObjectRefTag; } ||
                 std::is_same_v<Given, ObjectRef<std::remove_cvref_t<P>>>) {
     return Argument{"", arg.ID()};
   } else {
