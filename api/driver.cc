@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 
@@ -68,6 +69,19 @@ ObjectId IdOf(const std::string& binary) {
   throw Exception(what);
 }
 
+// The job's own code: Config::code_search_path, else the running executable's folder.
+std::string JobCodeSearchPath(const Config& config) {
+  std::string code;
+  for (const std::string& dir : config.code_search_path) {
+    code += (code.empty() ? "" : ":") + dir;
+  }
+  if (code.empty()) {
+    std::error_code ec;
+    code = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
+  }
+  return code;
+}
+
 std::unique_ptr<LocalCluster> StartLocalCluster(const Config& config) {
   LocalClusterOptions options{config.num_cpus, config.num_gpus, config.resources, ""};
   for (const std::string& dir : config.code_search_path) {
@@ -102,6 +116,7 @@ void Init(const Config& config) {
     options.head_address = cluster->head_address();
   }
   options.node_address = config.node_address;
+  options.code_search_path = JobCodeSearchPath(config);
   Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(options);
   if (!core.ok()) throw UnavailableError(core.status().ToString());
   g_core = std::move(*core);

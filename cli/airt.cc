@@ -182,6 +182,24 @@ int PrintStatus(const std::string& address) {
       }
       if (!labels.empty()) std::printf("%-10s labels: %s\n", "", labels.c_str());
     }
+    // The running jobs, each with the libraries its workers load (the head's library table), and
+    // the actors alive.
+    auto jobs = head.listJobsRequest().send().wait(client.getWaitScope()).getJobs();
+    int running = 0;
+    for (auto j : jobs) running += j.getAlive() ? 1 : 0;
+    std::printf("\nJobs: %d running, %d finished\n", running,
+                static_cast<int>(jobs.size()) - running);
+    for (auto j : jobs) {
+      if (!j.getAlive() || j.getJobId().size() != JobId::kSize) continue;
+      std::printf("  job %s  driver pid %d  code: %s\n",
+                  JobId::FromRaw(j.getJobId().begin()).Hex().c_str(), j.getDriverPid(),
+                  j.getCodeSearchPath().size() ? j.getCodeSearchPath().cStr() : "-");
+    }
+    auto actors = head.listActorsRequest().send().wait(client.getWaitScope()).getActors();
+    int live = 0;
+    for (auto a : actors) live += a.getState() != proto::ActorState::DEAD ? 1 : 0;
+    std::printf("Actors: %d alive or starting, %d dead\n", live,
+                static_cast<int>(actors.size()) - live);
   });
   if (!s.ok()) return Fail(s.WithContext("asking the head at " + address));
   return 0;

@@ -209,7 +209,10 @@ kj::Promise<void> HeadServer::registerJob(RegisterJobContext context) {
   Result<std::string> address =
       ParseText(params.getDriverAddress(), "driverAddress", kMaxAddressBytes, /*allow_empty=*/true);
   if (!address.ok()) return Fail(address.status());
-  Result<JobId> id = jobs_->Register(params.getDriverPid(), std::move(*address));
+  Result<std::string> code = ParseText(params.getCodeSearchPath(), "codeSearchPath",
+                                       internal::kMaxCodeSearchPathBytes, /*allow_empty=*/true);
+  if (!code.ok()) return Fail(code.status());
+  Result<JobId> id = jobs_->Register(params.getDriverPid(), std::move(*address), std::move(*code));
   if (!id.ok()) return Fail(id.status());
   auto results = context.getResults();
   results.setJobId(capnp::Data::Reader(id->data(), JobId::kSize));

@@ -34,7 +34,8 @@ class ActorManager {
   using ForgetFn = std::function<void(const std::string& address)>;
 
   ActorManager(kj::Timer& timer, kj::TaskSet& background, MemoryStore& memory, ConnectFn connect,
-               ForgetFn forget, proto::Head::Client head, std::string local_node, JobId job)
+               ForgetFn forget, proto::Head::Client head, std::string local_node, JobId job,
+               std::string code_search_path)
       : timer_(timer),
         background_(background),
         memory_(memory),
@@ -42,7 +43,8 @@ class ActorManager {
         forget_(std::move(forget)),
         head_(kj::mv(head)),
         local_node_(std::move(local_node)),
-        job_(job) {}
+        job_(job),
+        code_search_path_(std::move(code_search_path)) {}
 
   // Registers the actor `creation` creates (its id, factory and arguments) in the head's
   // directory, then places and constructs it in the background. Rejects with kAlreadyExists when
@@ -108,6 +110,7 @@ class ActorManager {
   proto::Head::Client head_;
   std::string local_node_;
   JobId job_;
+  std::string code_search_path_;  // the job's code, for the workers its actors start on
   std::unordered_map<ActorId, std::unique_ptr<Actor>> actors_;
 };
 

@@ -188,6 +188,7 @@ Status CoreWorker::Impl::Start() {
       if (options_.job.IsNil()) {
         auto job = loop_->head.registerJobRequest();
         job.setDriverPid(::getpid());
+        job.setCodeSearchPath(options_.code_search_path);
         joined = job.send().then([this](auto reply) {
           std::string id = ToString(reply.getJobId());
           if (id.size() != JobId::kSize) throw Fail(Internal("the head gave a malformed job id"));
@@ -210,11 +211,13 @@ Status CoreWorker::Impl::Start() {
               loop_->dispatcher = kj::heap<TaskDispatcher>(
                   loop_->io.provider->getTimer(), loop_->tasks, memory_,
                   [this](const std::string& a) { return Connect(a); },
-                  [this](const std::string& a) { Forget(a); }, node_address_, job_id_);
+                  [this](const std::string& a) { Forget(a); }, node_address_, job_id_,
+                  options_.code_search_path);
               loop_->actors = kj::heap<ActorManager>(
                   loop_->io.provider->getTimer(), loop_->tasks, memory_,
                   [this](const std::string& a) { return Connect(a); },
-                  [this](const std::string& a) { Forget(a); }, loop_->head, node_address_, job_id_);
+                  [this](const std::string& a) { Forget(a); }, loop_->head, node_address_, job_id_,
+                  options_.code_search_path);
               return;
             }
             throw Fail(NotFound("no alive node at " + options_.node_address +
@@ -243,9 +246,8 @@ Status CoreWorker::Impl::Start() {
   // touches them (a put of 800 MB still runs at ~16 GB/s here), and a driver does not spend
   // seconds of CPU populating a large store's page tables while it works.
   AIRT_ASSIGN_OR_RETURN(
-      store_,
-      objectstore::StoreClient::Connect(
-          store_socket_, objectstore::StoreClient::Options{.prefault_data = false}));
+      store_, objectstore::StoreClient::Connect(
+                  store_socket_, objectstore::StoreClient::Options{.prefault_data = false}));
   return Status::Ok();
 }
 

@@ -29,7 +29,10 @@ struct CoreWorkerOptions {
   // A worker's core worker joins the job of the tasks it runs (Nil: a driver registers a new job,
   // and finishes it at the end).
   JobId job;
-  WorkerId worker;                         // a worker's own id (tells its node when a Get blocks)
+  WorkerId worker;  // a worker's own id (tells its node when a Get blocks)
+  // The job's own code (folders or libraries, ':'-separated): workers started for its tasks and
+  // actors load it besides their node's code search path.
+  std::string code_search_path;
   uint64_t inline_threshold = 100 * 1024;  // larger puts go to the node's store
   // Where this job's named actors live and are looked up; "" gives the job an anonymous one of
   // its own, as Ray does.

@@ -19,6 +19,7 @@ using ConnectFn = std::function<capnp::Capability::Client(const std::string& add
 struct LeaseRequest {
   std::map<std::string, double> resources;
   std::string accelerator_type;
+  std::string code_search_path;  // the job's own code, which a new worker loads
 };
 
 struct LeaseOutcome {

@@ -27,14 +27,15 @@ class TaskDispatcher {
   using ForgetFn = std::function<void(const std::string& address)>;
 
   TaskDispatcher(kj::Timer& timer, kj::TaskSet& background, MemoryStore& memory, ConnectFn connect,
-                 ForgetFn forget, std::string local_node, JobId job)
+                 ForgetFn forget, std::string local_node, JobId job, std::string code_search_path)
       : timer_(timer),
         background_(background),
         memory_(memory),
         connect_(std::move(connect)),
         forget_(std::move(forget)),
         local_node_(std::move(local_node)),
-        job_(job) {}
+        job_(job),
+        code_search_path_(std::move(code_search_path)) {}
 
   // Takes a task whose object arguments are resolved; resolves once its returns (or its error)
   // are in the memory store.
@@ -82,6 +83,7 @@ class TaskDispatcher {
   ForgetFn forget_;
   std::string local_node_;
   JobId job_;
+  std::string code_search_path_;  // the job's code, for the workers its leases start
   std::map<std::string, ShapeQueue> queues_;
 };
 

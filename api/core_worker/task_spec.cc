@@ -17,9 +17,8 @@ kj::Promise<std::optional<ObjectError>> ResolveArguments(MemoryStore& memory, Pe
   for (size_t i = 0; i < task.args.size(); ++i) {
     const TaskArgument& arg = task.args[i];
     if (arg.ref) {
-      waits.add(memory.WhenReady(*arg.ref).then([&task, i](ObjectEntry entry) {
-        task.resolved[i] = std::move(entry);
-      }));
+      waits.add(memory.WhenReady(*arg.ref).then(
+          [&task, i](ObjectEntry entry) { task.resolved[i] = std::move(entry); }));
     }
     if (arg.is_list) {
       task.resolved_lists[i].resize(arg.ref_list.size());
@@ -49,8 +48,8 @@ std::optional<ObjectError> FirstFailedArgument(const PendingTask& task) {
     for (size_t j = 0; j < task.resolved_lists[i].size(); ++j) {
       if (!task.resolved_lists[i][j].error) continue;
       ObjectError failed = *task.resolved_lists[i][j].error;
-      failed.message = "argument " + std::to_string(i) + "[" + std::to_string(j) +
-                       "] failed: " + failed.message;
+      failed.message =
+          "argument " + std::to_string(i) + "[" + std::to_string(j) + "] failed: " + failed.message;
       return failed;
     }
   }

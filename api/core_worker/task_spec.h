@@ -30,7 +30,7 @@ struct PendingTask {
   TaskOptions options;
   std::vector<ObjectId> returns;
   uint32_t attempts = 0;
-  bool args_ready = false;  // every reference argument's entry is in `resolved`
+  bool args_ready = false;               // every reference argument's entry is in `resolved`
   std::optional<ObjectError> arg_error;  // once ready: the first argument that failed
   // Keeps the task's reference arguments counted until the task is destroyed (done).
   std::shared_ptr<void> holds;

@@ -186,8 +186,8 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
     if (arg.is_list) {
       Result<std::string> array = AssembleList(arg);
       if (!array.ok()) {
-        outcome.status = array.status().WithContext("argument " + std::to_string(i) + " of " +
-                                                    Describe(task));
+        outcome.status =
+            array.status().WithContext("argument " + std::to_string(i) + " of " + Describe(task));
         AIRT_LOG(WARNING) << outcome.status.ToString();
         return outcome;
       }

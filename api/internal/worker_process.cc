@@ -74,6 +74,7 @@ int RunWorker(const WorkerOptions& options) {
   api.node_port = options.node_port;
   api.job = options.job_id;
   api.worker = options.worker_id;
+  api.code_search_path = options.code_search_path;  // nested work loads what this worker did
   if (!options.job_id.IsNil()) internal::EnterWorkerMode(std::move(api));
   LoadCodeSearchPath(options.code_search_path);
   internal::FunctionRegistry& registry = internal::FunctionRegistry::Global();

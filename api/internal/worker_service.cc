@@ -36,7 +36,9 @@ namespace {
 Result<TaskArgument> ParseTaskArg(proto::TaskArg::Reader in, const std::string& field) {
   TaskArgument arg;
   switch (in.which()) {
-    case proto::TaskArg::INLINE: arg.inline_bytes = std::string(AsStringView(in.getInline())); break;
+    case proto::TaskArg::INLINE:
+      arg.inline_bytes = std::string(AsStringView(in.getInline()));
+      break;
     case proto::TaskArg::OBJECT: {
       auto object = in.getObject();
       Result<ObjectId::BaseId> id = ObjectId::FromBinary(AsStringView(object.getObjectId()));

@@ -49,6 +49,7 @@ struct JobInfo {
   startMs @3 :UInt64;       # wall clock, ms since the epoch
   endMs @4 :UInt64;         # 0 while running
   alive @5 :Bool;
+  codeSearchPath @6 :Text;  # the libraries its workers load (':'-separated), besides the nodes'
 }
 
 # An actor's life as the head's directory records it. PENDING until its constructor has run;
@@ -110,7 +111,9 @@ interface Head {
 
   # One job per driver. The job finishes at finishJob, or when the driver drops `lease` (its
   # connection closed). Finishing a job marks its non-detached actors DEAD.
-  registerJob @8 (driverPid :Int32, driverAddress :Text) -> (jobId :Data, lease :JobLease);
+  # `codeSearchPath`: the job's own code (the head's library table lists it with the job).
+  registerJob @8 (driverPid :Int32, driverAddress :Text, codeSearchPath :Text)
+      -> (jobId :Data, lease :JobLease);
   finishJob @9 (jobId :Data) -> ();
   listJobs @10 () -> (jobs :List(JobInfo));
 

@@ -45,8 +45,10 @@ interface Node {
   # Returns when a worker of `language` holding `shape` is ready for tasks of `jobId`, or when
   # the request is spilled back or found infeasible. A request that fits no node now waits in the
   # node's queue. Dropping the call cancels the request.
-  requestWorkerLease @0 (shape :ResourceShape, jobId :Data, language :Language)
-      -> (reply :LeaseReply);
+  # `codeSearchPath`: the job's own code (folders or libraries, ':'-separated, as the driver's
+  # Config::code_search_path), which a worker started for it loads besides the node's.
+  requestWorkerLease @0 (shape :ResourceShape, jobId :Data, language :Language,
+                         codeSearchPath :Text) -> (reply :LeaseReply);
   # Gives the lease back. `disconnectWorker` true: the worker is unusable (its task crashed it,
   # or it was blocked too long); the node stops it instead of reusing it.
   returnWorkerLease @1 (leaseId :UInt64, disconnectWorker :Bool) -> ();

@@ -65,13 +65,15 @@ Status JobTable::Load() {
   return Status::Ok();
 }
 
-Result<JobId> JobTable::Register(int32_t driver_pid, std::string driver_address) {
+Result<JobId> JobTable::Register(int32_t driver_pid, std::string driver_address,
+                                 std::string code_search_path) {
   if (next_ > kLastJob) return ResourceExhausted("every job id has been handed out");
   uint32_t value = next_++;
   JobRecord job;
   job.id = JobIdOf(value);
   job.driver_pid = driver_pid;
   job.driver_address = std::move(driver_address);
+  job.code_search_path = std::move(code_search_path);
   job.start_ms = static_cast<uint64_t>(clock_.WallMs());
   job.alive = true;
   AIRT_RETURN_IF_ERROR(

@@ -51,7 +51,8 @@ class JobTable {
 
   // A new running job with an id never handed out before (1, 2, ...). The store's error when the
   // row cannot be written (the id is not reused); kResourceExhausted after 2^32 - 2 jobs.
-  Result<JobId> Register(int32_t driver_pid, std::string driver_address);
+  Result<JobId> Register(int32_t driver_pid, std::string driver_address,
+                         std::string code_search_path = "");
   // Marks the job finished now and gives the finish the next number; ok (and no new number) when
   // it finished already. kNotFound: no such job. A failed write: see OnWriteError.
   Status Finish(const JobId& id, OnWriteError on_write_error = OnWriteError::kFail);

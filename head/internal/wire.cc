@@ -316,6 +316,7 @@ void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out) {
   out.setJobId(AsData(job.id.data(), JobId::kSize));
   out.setDriverPid(job.driver_pid);
   out.setDriverAddress(AsText(job.driver_address));
+  out.setCodeSearchPath(AsText(job.code_search_path));
   out.setStartMs(job.start_ms);
   out.setEndMs(job.end_ms);
   out.setAlive(job.alive);
@@ -369,6 +370,9 @@ Result<JobRecord> DecodeJobRow(std::string_view bytes) {
         job.driver_pid = row.getDriverPid();
         AIRT_ASSIGN_OR_RETURN(job.driver_address, ParseText(row.getDriverAddress(), "driverAddress",
                                                             kMaxAddressBytes, true));
+        AIRT_ASSIGN_OR_RETURN(
+            job.code_search_path,
+            ParseText(row.getCodeSearchPath(), "codeSearchPath", kMaxCodeSearchPathBytes, true));
         job.start_ms = row.getStartMs();
         job.end_ms = row.getEndMs();
         job.alive = row.getAlive();

@@ -20,6 +20,7 @@ inline constexpr size_t kMaxNameBytes = 256;     // resource names, label keys, 
 inline constexpr size_t kMaxAddressBytes = 256;  // node and driver addresses
 inline constexpr size_t kMaxLabelValueBytes = 1024;
 inline constexpr size_t kMaxPathBytes = 4096;    // store sockets, temp folders
+inline constexpr size_t kMaxCodeSearchPathBytes = 64 << 10;  // a job's libraries
 inline constexpr size_t kMaxListEntries = 4096;  // resources, labels, GPU ids per message
 inline constexpr size_t kMaxKvKeyBytes = 4096;   // KV keys and key prefixes
 inline constexpr size_t kMaxKvValueBytes = 32u << 20;

@@ -79,5 +79,33 @@ TEST(LogStream, WorkerOutputReachesTheDriverWithItsPrefix) {
   EXPECT_TRUE(own_lines_apart);
 }
 
+// The job's own code: a node given no code search path runs the tasks of a driver whose library
+// sits in the driver's folder (Config::code_search_path left empty), as Ray's C++ driver does;
+// the head lists the job with its code.
+TEST(JobCode, ANodeWithoutCodeRunsTheDriversOwnLibrary) {
+  TempDir dir;
+  ChildProcess head({AIRT_HEAD_BIN, "--port=0"}, dir.File("head.log"));
+  std::string address = WaitForLine(dir.File("head.log"), "head ready ", 30s, &head).value_or("");
+  ASSERT_FALSE(address.empty()) << ReadFile(dir.File("head.log"));
+  ChildProcess node(
+      {AIRT_NODE_BIN, "--head-address=" + address, "--num-cpus=1", "--object-store-memory=64M",
+       "--temp-dir=" + dir.path(), "--worker-binary=" + std::string(AIRT_WORKER_BIN)},
+      dir.File("node.log"));
+  ASSERT_TRUE(WaitForLine(dir.File("node.log"), "node ready ", 30s, &node))
+      << ReadFile(dir.File("node.log"));
+
+  ::setenv("AIRT_ADDRESS", address.c_str(), 1);
+  std::string marker = dir.File("driver.done");
+  ChildProcess driver({AIRT_LOG_DRIVER_BIN, marker}, dir.File("driver.log"));
+  EXPECT_TRUE(WaitUntil(
+      [&] { return ReadFile(dir.File("driver.log")).find("driver got 7\n") != std::string::npos; },
+      30s))
+      << "driver output:\n"
+      << ReadFile(dir.File("driver.log")) << "\nnode log:\n"
+      << ReadFile(dir.File("node.log"));
+  std::ofstream(marker).put('\n');
+  EXPECT_EQ(driver.Wait(30s), 0) << ReadFile(dir.File("driver.log"));
+}
+
 }  // namespace
 }  // namespace airt

@@ -111,9 +111,10 @@ void LeaseManager::StartGrant(uint64_t id, Request& request) {
   request.granting = true;
   std::string cuda = allocation->CudaVisibleDevices();
   request.allocation = std::move(*allocation);
-  tasks_.add(pool_.Acquire(request.ask.job, request.ask.language, cuda)
-                 .then([this, id](WorkerAddress&& worker) { OnWorkerReady(id, worker); },
-                       [this, id](kj::Exception&& e) { OnWorkerFailed(id, kj::mv(e)); }));
+  tasks_.add(
+      pool_.Acquire(request.ask.job, request.ask.language, cuda, request.ask.code_search_path)
+          .then([this, id](WorkerAddress&& worker) { OnWorkerReady(id, worker); },
+                [this, id](kj::Exception&& e) { OnWorkerFailed(id, kj::mv(e)); }));
 }
 
 void LeaseManager::OnWorkerReady(uint64_t id, const WorkerAddress& worker) {

@@ -31,6 +31,7 @@ struct LeaseAsk {
   scheduling::ResourceShape shape;
   JobId job;
   WorkerLanguage language = WorkerLanguage::kCpp;
+  std::string code_search_path;  // the job's own code, loaded besides the node's
 };
 
 struct LeaseGranted {

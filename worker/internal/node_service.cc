@@ -62,6 +62,13 @@ Result<LeaseAsk> ParseLeaseAsk(proto::Node::RequestWorkerLeaseParams::Reader par
       return FieldError("language",
                         "unknown value " + std::to_string(static_cast<int>(params.getLanguage())));
   }
+  std::string_view code = View(params.getCodeSearchPath());
+  if (code.size() > kMaxCodeSearchPathBytes || code.find('\0') != std::string_view::npos) {
+    return FieldError("codeSearchPath",
+                      "must be at most " + std::to_string(kMaxCodeSearchPathBytes) +
+                          " bytes without NUL, got " + std::to_string(code.size()));
+  }
+  ask.code_search_path = std::string(code);
   return ask;
 }
 

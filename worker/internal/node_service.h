@@ -19,6 +19,7 @@ namespace airt::node {
 // Bounds on what the node accepts.
 inline constexpr size_t kMaxShapeResources = 256;
 inline constexpr size_t kMaxHostBytes = 256;
+inline constexpr size_t kMaxCodeSearchPathBytes = 64 << 10;
 
 // Where a NodeService sends calls. The service is owned by the RPC system and may outlive the
 // lease manager, so the node sets `leases` once the manager exists and clears it before the

@@ -71,7 +71,8 @@ WorkerPool::Worker* WorkerPool::Find(const WorkerId& id) {
 }
 
 kj::Promise<WorkerAddress> WorkerPool::Acquire(const JobId& job, WorkerLanguage language,
-                                               const std::string& cuda_visible_devices) {
+                                               const std::string& cuda_visible_devices,
+                                               const std::string& job_code) {
   if (stopping_) return ToKjException(Unavailable("the node is stopping its workers"));
   for (auto& [id, worker] : workers_) {
     if (worker->state == State::kIdle && worker->job == job && worker->language == language &&
@@ -84,11 +85,12 @@ kj::Promise<WorkerAddress> WorkerPool::Acquire(const JobId& job, WorkerLanguage 
       return worker->address;
     }
   }
-  return Start(job, language, cuda_visible_devices);
+  return Start(job, language, cuda_visible_devices, job_code);
 }
 
 kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage language,
-                                             const std::string& cuda_visible_devices) {
+                                             const std::string& cuda_visible_devices,
+                                             const std::string& job_code) {
   if (!CanStart(language)) {
     return ToKjException(FailedPrecondition("this node cannot start " +
                                             std::string(LanguageName(language)) + " workers"));
@@ -111,9 +113,9 @@ kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage la
                   "--store-socket=" + options_.store_socket,
                   "--transfer-address=" + options_.transfer_address,
                   "--log-file=" + worker->airt_log_path};
-  if (!options_.code_search_path.empty()) {
-    command.args.push_back("--code-search-path=" + options_.code_search_path);
-  }
+  std::string code = options_.code_search_path;
+  if (!job_code.empty() && job_code != code) code += (code.empty() ? "" : ":") + job_code;
+  if (!code.empty()) command.args.push_back("--code-search-path=" + code);
   command.env = {{"CUDA_VISIBLE_DEVICES", cuda_visible_devices}};
   command.log_path = worker->log_path;
   Result<pid_t> pid = launcher_.Launch(command);

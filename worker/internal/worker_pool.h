@@ -97,8 +97,11 @@ class WorkerPool {
   // register_timeout (it is killed), or when the pool is stopping; with the launcher's error
   // when it cannot start. Dropping the promise: a worker being started goes idle once it
   // registers.
+  // `job_code`: the job's own code search path, loaded besides the node's by a new worker (a
+  // job's workers all have the same).
   kj::Promise<WorkerAddress> Acquire(const JobId& job, WorkerLanguage language,
-                                     const std::string& cuda_visible_devices);
+                                     const std::string& cuda_visible_devices,
+                                     const std::string& job_code = "");
   // A started worker says where it serves. kNotFound: no worker of this id was started here
   // (or it has exited); kFailedPrecondition: it registered already or is being stopped.
   Status Register(const WorkerAddress& address);
@@ -127,7 +130,8 @@ class WorkerPool {
   struct Worker;
 
   kj::Promise<WorkerAddress> Start(const JobId& job, WorkerLanguage language,
-                                   const std::string& cuda_visible_devices);
+                                   const std::string& cuda_visible_devices,
+                                   const std::string& job_code);
   void Stop(Worker& worker, const std::string& why);
   void OnRegisterTimeout(const WorkerId& id);
   void OnIdleTimeout(const WorkerId& id);

@@ -32,10 +32,12 @@ struct Config {
   std::string address;
   std::string node_address = "127.0.0.1";  // this machine's node
 
-  // For the local cluster only (ignored when joining a cluster), as ray.init() takes them:
-  // folders (or library files) whose AIRT_REMOTE functions the workers load; empty: the folder
-  // of the running executable, as Ray's C++ driver does.
+  // Folders (or library files) whose AIRT_REMOTE functions this job's workers load, besides
+  // their node's code search path; empty: the folder of the running executable, as Ray's C++
+  // driver does. The paths must exist on the nodes' machines (one machine: as they are).
   std::vector<std::string> code_search_path = {};
+
+  // For the local cluster only (ignored when joining a cluster), as ray.init() takes them:
   std::optional<int> num_cpus = {};              // the node's CPUs; unset: this machine's
   std::optional<int> num_gpus = {};              // the node's GPUs; unset: those the node detects
   std::map<std::string, double> resources = {};  // the node's custom resources, e.g. {"TPU": 2}
