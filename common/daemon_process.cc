@@ -69,9 +69,13 @@ std::vector<std::string> DaemonSearchDirs(std::initializer_list<const void*> cod
     }
   }
   for (const fs::path& home : homes) add(home);
+  // The build tree: a binary in build/<dir>/ or a library in build/api/core_worker/ finds
+  // build/head/ and build/worker/.
   for (const fs::path& home : homes) {
-    add(home.parent_path() / "head");
-    add(home.parent_path() / "worker");
+    for (const fs::path& up : {home.parent_path(), home.parent_path().parent_path()}) {
+      add(up / "head");
+      add(up / "worker");
+    }
   }
   if (const char* path = std::getenv("PATH")) {
     std::string_view rest = path;

@@ -1,0 +1,171 @@
+// airt._airt: the Python binding of the driver API (api/include/airt/), so that Python drives
+// the same core worker as C++ programs. Values cross as bytes: the package above pickles Python
+// values and msgpack-encodes the arguments of C++ functions. Every call that can wait releases
+// the GIL. airt's exceptions become the module's exception types (the package maps them to
+// Ray's names).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "airt/api.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// A reference held by a Python ObjectRef: the object stays while one exists.
+struct Reference {
+  std::string id;
+  std::shared_ptr<void> hold;
+};
+
+std::vector<std::string> Ids(const std::vector<py::bytes>& refs) {
+  std::vector<std::string> out;
+  out.reserve(refs.size());
+  for (const py::bytes& r : refs) out.push_back(std::string(r));
+  return out;
+}
+
+int64_t TimeoutMs(std::optional<double> seconds) {
+  if (!seconds) return -1;
+  return *seconds <= 0 ? 0 : static_cast<int64_t>(*seconds * 1000.0);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_airt, m) {
+  m.doc() = "airt's driver API (the core worker), for the airt package";
+
+  // The exception types, most specific first for the translator below.
+  static py::exception<airt::Exception> error(m, "Error");
+  static py::exception<airt::TaskError> task_error(m, "TaskError", error.ptr());
+  static py::exception<airt::FunctionNotFoundError> not_found(m, "FunctionNotFoundError",
+                                                              task_error.ptr());
+  static py::exception<airt::ActorDiedError> actor_died(m, "ActorDiedError", error.ptr());
+  static py::exception<airt::WorkerCrashedError> crashed(m, "WorkerCrashedError", error.ptr());
+  static py::exception<airt::InfeasibleError> infeasible(m, "InfeasibleError", error.ptr());
+  static py::exception<airt::TimeoutError> timeout(m, "TimeoutError", error.ptr());
+  static py::exception<airt::UnavailableError> unavailable(m, "UnavailableError", error.ptr());
+  static py::exception<airt::UnimplementedError> unimplemented(m, "UnimplementedError",
+                                                               error.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const airt::FunctionNotFoundError& e) {
+      not_found(e.what());
+    } catch (const airt::TaskError& e) {
+      task_error(e.what());
+    } catch (const airt::ActorDiedError& e) {
+      actor_died(e.what());
+    } catch (const airt::WorkerCrashedError& e) {
+      crashed(e.what());
+    } catch (const airt::InfeasibleError& e) {
+      infeasible(e.what());
+    } catch (const airt::TimeoutError& e) {
+      timeout(e.what());
+    } catch (const airt::UnavailableError& e) {
+      unavailable(e.what());
+    } catch (const airt::UnimplementedError& e) {
+      unimplemented(e.what());
+    } catch (const airt::Exception& e) {
+      error(e.what());
+    }
+  });
+
+  py::class_<Reference>(m, "Reference")
+      .def_property_readonly("id", [](const Reference& r) { return py::bytes(r.id); });
+  // Counts a reference to `id` (a 28-byte object id) until the returned object goes.
+  m.def("hold", [](py::bytes id) {
+    std::string raw(id);
+    return Reference{raw, airt::internal::HoldObject(raw)};
+  });
+
+  m.def(
+      "init",
+      [](const std::string& address, const std::vector<std::string>& code_search_path,
+         std::optional<int> num_cpus, std::optional<int> num_gpus,
+         const std::map<std::string, double>& resources) {
+        airt::Config config;
+        config.address = address;
+        config.code_search_path = code_search_path;
+        config.num_cpus = num_cpus;
+        config.num_gpus = num_gpus;
+        config.resources = resources;
+        py::gil_scoped_release unlocked;
+        airt::Init(config);
+      },
+      py::arg("address"), py::arg("code_search_path"), py::arg("num_cpus"), py::arg("num_gpus"),
+      py::arg("resources"));
+  m.def("shutdown", [] {
+    py::gil_scoped_release unlocked;
+    airt::Shutdown();
+  });
+  m.def("is_initialized", [] { return airt::IsInitialized(); });
+
+  // Stores `data` as an object; its id.
+  m.def("put", [](py::bytes data) {
+    std::string bytes(data);
+    std::string id;
+    {
+      py::gil_scoped_release unlocked;
+      id = airt::internal::PutBytes(std::move(bytes));
+    }
+    return py::bytes(id);
+  });
+  // The bytes of each object, waiting at most `timeout` seconds (None: no limit).
+  m.def(
+      "get",
+      [](const std::vector<py::bytes>& refs, std::optional<double> timeout) {
+        std::vector<std::string> ids = Ids(refs);
+        std::vector<std::string> values;
+        {
+          py::gil_scoped_release unlocked;
+          values = airt::internal::GetBytes(ids, TimeoutMs(timeout));
+        }
+        py::list out;
+        for (std::string& v : values) out.append(py::bytes(v));
+        return out;
+      },
+      py::arg("refs"), py::arg("timeout"));
+  // Which refs are ready once `num_returns` are, or `timeout` seconds passed.
+  m.def(
+      "wait",
+      [](const std::vector<py::bytes>& refs, int num_returns, std::optional<double> timeout) {
+        std::vector<std::string> ids = Ids(refs);
+        py::gil_scoped_release unlocked;
+        return airt::internal::WaitReady(ids, num_returns, TimeoutMs(timeout));
+      },
+      py::arg("refs"), py::arg("num_returns"), py::arg("timeout"));
+  // Submits the C++ function registered as `name` (AIRT_REMOTE) with msgpack arguments (bytes)
+  // or object refs ((ref,) tuples); the id of its return.
+  m.def(
+      "submit_cpp",
+      [](const std::string& name, const py::list& args,
+         const std::map<std::string, double>& resources, int max_retries) {
+        std::vector<airt::internal::Argument> arguments;
+        for (const py::handle& a : args) {
+          airt::internal::Argument argument;
+          if (py::isinstance<py::tuple>(a)) {
+            argument.ref = std::string(a.cast<py::tuple>()[0].cast<py::bytes>());
+          } else {
+            argument.value = std::string(a.cast<py::bytes>());
+          }
+          arguments.push_back(std::move(argument));
+        }
+        airt::internal::TaskSettings settings;
+        if (!resources.empty()) settings.resources = resources;
+        settings.max_retries = max_retries;
+        std::string id;
+        {
+          py::gil_scoped_release unlocked;
+          id = airt::internal::SubmitTask(name, std::move(arguments), settings).at(0);
+        }
+        return py::bytes(id);
+      },
+      py::arg("name"), py::arg("args"), py::arg("resources"), py::arg("max_retries"));
+}

@@ -1,0 +1,115 @@
+"""airt: Ray's Python core API on airt's runtime (issue 4's first slice).
+
+What works now: init / shutdown / is_initialized, put / get / wait of Python values (pickle
+protocol 5) on a local or joined cluster, ObjectRefs counted by the owner (an object goes when
+its last ObjectRef does), and C++ functions registered with AIRT_REMOTE called from Python
+(cpp_function, msgpack arguments). Python tasks and actors (`remote`) need Python workers, which
+come next: `remote` raises UnimplementedError naming that.
+
+    import airt as ray
+    ray.init(code_search_path=["build/examples"])
+    ref = ray.put({"a": 1})
+    assert ray.get(ref) == {"a": 1}
+    add = ray.cpp_function("Add")
+    assert ray.get(add.remote(2, 3)) == 5
+"""
+
+import os
+import pickle
+
+from airt import _airt
+from airt import exceptions
+from airt import cross_language
+from airt.cross_language import cpp_function
+from airt.object_ref import ObjectRef
+
+__all__ = [
+    "init", "shutdown", "is_initialized", "put", "get", "wait", "remote", "cpp_function",
+    "cross_language", "exceptions", "ObjectRef",
+]
+
+
+def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespace=None,
+         runtime_env=None, code_search_path=None, ignore_reinit_error=False):
+    """Joins a cluster, or starts a local one, as ray.init() does.
+
+    address: "host:port" of a head; None: AIRT_ADDRESS, else a local head and node that
+    shutdown() (or the process's exit) stops. num_cpus, num_gpus, resources: the local node's.
+    code_search_path: folders of C++ libraries (AIRT_REMOTE) this job's workers load, for
+    cpp_function. namespace and runtime_env are not supported yet (they need Python workers).
+    """
+    if runtime_env:
+        raise exceptions.UnimplementedError(
+            "runtime_env: it applies to Python workers, which are not built yet")
+    if namespace is not None:
+        raise exceptions.UnimplementedError(
+            "namespace: it names Python actors, which are not built yet")
+    if address == "auto":
+        address = os.environ.get("AIRT_ADDRESS", "")
+        if not address:
+            raise exceptions.UnavailableError(
+                "address='auto': no cluster address in AIRT_ADDRESS (start one with `airt start "
+                "--head` and set it)")
+    if _airt.is_initialized():
+        if ignore_reinit_error:
+            return
+        raise RuntimeError("airt.init() was called twice; call airt.shutdown() first")
+    try:
+        _airt.init(address or "", list(code_search_path or []), num_cpus, num_gpus,
+                   {k: float(v) for k, v in (resources or {}).items()})
+    except _airt.Error as error:
+        raise exceptions.translate(error) from None
+
+
+def shutdown():
+    """Disconnects (and stops the local cluster init() started)."""
+    _airt.shutdown()
+
+
+def is_initialized():
+    return _airt.is_initialized()
+
+
+def put(value):
+    """Stores `value` (pickled, protocol 5); its ObjectRef."""
+    if isinstance(value, ObjectRef):
+        raise TypeError("put() of an ObjectRef: pass the ref itself instead")
+    data = pickle.dumps(value, protocol=5)
+    try:
+        return ObjectRef(_airt.put(data), ObjectRef.PICKLE)
+    except _airt.Error as error:
+        raise exceptions.translate(error) from None
+
+
+def get(refs, *, timeout=None):
+    """The value of a ref, or the values of a list of refs, waiting at most `timeout` seconds."""
+    single = isinstance(refs, ObjectRef)
+    refs_list = [refs] if single else list(refs)
+    for r in refs_list:
+        if not isinstance(r, ObjectRef):
+            raise TypeError(f"get() takes ObjectRefs, got {type(r).__name__}")
+    try:
+        datas = _airt.get([r.binary() for r in refs_list], timeout)
+    except _airt.Error as error:
+        raise exceptions.translate(error) from None
+    values = [r._decode(d) for r, d in zip(refs_list, datas)]
+    return values[0] if single else values
+
+
+def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
+    """(ready, not_ready) once num_returns of `refs` are ready or `timeout` seconds passed."""
+    refs = list(refs)
+    if num_returns < 0 or num_returns > len(refs):
+        raise ValueError(f"num_returns is {num_returns} for {len(refs)} refs")
+    ready_flags = _airt.wait([r.binary() for r in refs], num_returns, timeout)
+    ready, not_ready = [], []
+    for r, flag in zip(refs, ready_flags):
+        (ready if flag and len(ready) < num_returns else not_ready).append(r)
+    return ready, not_ready
+
+
+def remote(*args, **kwargs):
+    """Python tasks and actors: not built yet (they need Python workers)."""
+    raise exceptions.UnimplementedError(
+        "airt.remote: Python tasks and actors need Python workers, which are not built yet; "
+        "call C++ functions with airt.cpp_function(name)")

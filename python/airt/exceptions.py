@@ -1,0 +1,77 @@
+"""airt's exceptions, with Ray's names and hierarchy (ray.exceptions).
+
+Each is also an instance of the error type of airt's core it comes from (airt._airt.*), so code
+catching either works.
+"""
+
+from airt import _airt
+
+
+class RayError(Exception):
+    """The base of every airt error."""
+
+
+class RayTaskError(RayError, _airt.TaskError):
+    """A task raised; str() names the function and carries the remote message."""
+
+
+class FunctionNotFoundError(RayTaskError, _airt.FunctionNotFoundError):
+    """No worker has the function: its library is not on the code search path."""
+
+
+class RayActorError(RayError):
+    """The actor died before or while running the call."""
+
+
+class ActorDiedError(RayActorError, _airt.ActorDiedError):
+    """The actor is dead for good (killed, out of restarts, its driver exited)."""
+
+
+class WorkerCrashedError(RayError, _airt.WorkerCrashedError):
+    """The task's worker process died more often than the task may be retried."""
+
+
+class GetTimeoutError(RayError, _airt.TimeoutError):
+    """get() or wait() ran out of time."""
+
+
+class ObjectLostError(RayError):
+    """The object's copies are gone (raised by later issues' lineage and node-death paths)."""
+
+
+class TaskCancelledError(RayError):
+    """The task was cancelled (cancel() comes with the Python workers)."""
+
+
+class InfeasibleError(RayError, _airt.InfeasibleError):
+    """No node can ever hold the task's resource request."""
+
+
+class UnavailableError(RayError, _airt.UnavailableError):
+    """The head, a node or a worker cannot be reached, or airt is not initialized."""
+
+
+class UnimplementedError(RayError, NotImplementedError, _airt.UnimplementedError):
+    """What is not built yet; the message names it."""
+
+
+# airt._airt's type -> the one raised to users, most specific first.
+_MAPPED = [
+    (_airt.FunctionNotFoundError, FunctionNotFoundError),
+    (_airt.TaskError, RayTaskError),
+    (_airt.ActorDiedError, ActorDiedError),
+    (_airt.WorkerCrashedError, WorkerCrashedError),
+    (_airt.InfeasibleError, InfeasibleError),
+    (_airt.TimeoutError, GetTimeoutError),
+    (_airt.UnavailableError, UnavailableError),
+    (_airt.UnimplementedError, UnimplementedError),
+    (_airt.Error, RayError),
+]
+
+
+def translate(error):
+    """The user-facing exception for an error of airt._airt."""
+    for core, user in _MAPPED:
+        if isinstance(error, core):
+            return user(str(error))
+    return error

@@ -1,0 +1,48 @@
+"""ObjectRef: a reference to an object this process owns."""
+
+import pickle
+
+import msgpack
+
+from airt import _airt
+
+
+class ObjectRef:
+    """A reference to an object (a put, or a task's return), as Ray's ObjectRef.
+
+    The object stays while any ObjectRef to it exists in this process (or a task submitted with
+    it as an argument has not finished); it is freed from every store after that.
+    """
+
+    PICKLE = "pickle"    # a Python value
+    MSGPACK = "msgpack"  # a C++ function's return
+
+    __slots__ = ("_reference", "_format")
+
+    def __init__(self, binary, value_format):
+        self._reference = _airt.hold(binary)
+        self._format = value_format
+
+    def binary(self):
+        return self._reference.id
+
+    def hex(self):
+        return self._reference.id.hex()
+
+    def _decode(self, data):
+        if self._format == ObjectRef.MSGPACK:
+            return msgpack.unpackb(data, raw=False, strict_map_key=False)
+        return pickle.loads(data)
+
+    def __reduce__(self):
+        raise TypeError("ObjectRefs cannot be pickled yet (borrowed references come with the "
+                        "Python workers)")
+
+    def __eq__(self, other):
+        return isinstance(other, ObjectRef) and other.binary() == self.binary()
+
+    def __hash__(self):
+        return hash(self.binary())
+
+    def __repr__(self):
+        return f"ObjectRef({self.hex()})"

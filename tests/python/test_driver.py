@@ -1,0 +1,98 @@
+"""The airt package against a real local cluster (airt.init() with no address): put, get and
+wait of Python values, reference counting, C++ functions called from Python, and errors with
+Ray's names."""
+
+import gc
+import os
+
+import numpy as np
+import pytest
+
+import airt
+from airt import exceptions
+
+
+def test_init_twice_is_refused_unless_asked(cluster):
+    assert airt.is_initialized()
+    with pytest.raises(RuntimeError):
+        airt.init()
+    airt.init(ignore_reinit_error=True)
+
+
+def test_put_and_get_round_trip_python_values(cluster):
+    values = [1, "text", {"a": [1, 2.5, None]}, b"\x00\x01", (1, 2), list(range(1000))]
+    refs = [airt.put(v) for v in values]
+    assert airt.get(refs) == values
+    assert airt.get(refs[2]) == {"a": [1, 2.5, None]}
+
+
+def test_a_large_numpy_array_goes_through_the_store(cluster):
+    array = np.arange(8 << 20, dtype=np.uint8)  # 8 MiB: over the inline limit
+    ref = airt.put(array)
+    back = airt.get(ref)
+    assert back.dtype == np.uint8 and back.shape == array.shape
+    assert np.array_equal(back, array)
+
+
+def test_cpp_functions_run_with_values_and_refs(cluster):
+    add = airt.cpp_function("Add")
+    five = add.remote(2, 3)
+    assert airt.get(five) == 5
+    assert airt.get(add.remote(five, 10)) == 15  # a ref's value, resolved before the call
+    greet = airt.cross_language.cpp_function("Greet")
+    assert airt.get(greet.remote("python")) == "hello python"
+    assert airt.get(airt.cpp_function("Bytes").remote(4, 1)) == bytes([1, 8, 15, 22])
+
+
+def test_a_cpp_exception_is_a_ray_task_error(cluster):
+    with pytest.raises(exceptions.RayTaskError) as caught:
+        airt.get(airt.cpp_function("Fail").remote(7))
+    assert "failed on purpose with 7" in str(caught.value)
+    assert isinstance(caught.value, exceptions.RayError)
+
+
+def test_an_unknown_function_is_named(cluster):
+    with pytest.raises(exceptions.FunctionNotFoundError) as caught:
+        airt.get(airt.cpp_function("NoSuchFunction").remote(), timeout=30)
+    assert "NoSuchFunction" in str(caught.value)
+
+
+def test_an_infeasible_request_fails_naming_the_shape(cluster):
+    with pytest.raises(exceptions.InfeasibleError) as caught:
+        airt.get(airt.cpp_function("Add").options(num_gpus=8).remote(1, 2), timeout=60)
+    assert "GPU: 8" in str(caught.value)
+
+
+def test_get_times_out_with_get_timeout_error(cluster):
+    slow = airt.cpp_function("SleepMs").remote(3000)
+    with pytest.raises(exceptions.GetTimeoutError):
+        airt.get(slow, timeout=0.1)
+    assert airt.get(slow) == 3000  # still there, and answered in the end
+
+
+def test_wait_splits_ready_and_not_ready(cluster):
+    fast = airt.put(1)
+    slow = airt.cpp_function("SleepMs").remote(2000)
+    ready, not_ready = airt.wait([fast, slow], num_returns=1, timeout=1)
+    assert ready == [fast] and not_ready == [slow]
+    ready, not_ready = airt.wait([fast, slow], num_returns=2)
+    assert len(ready) == 2 and not not_ready
+
+
+def test_objects_leave_the_store_with_their_last_ref(cluster):
+    # 200 puts of 1 MiB each, each dropped at once: a store of the default size never fills.
+    for i in range(200):
+        ref = airt.put(np.full(1 << 20, i % 256, dtype=np.uint8))
+        del ref
+    gc.collect()
+    assert airt.get(airt.put("still fine")) == "still fine"
+
+
+def test_what_is_not_built_says_so(cluster):
+    with pytest.raises(exceptions.UnimplementedError, match="Python workers"):
+        airt.remote(lambda: 1)
+    with pytest.raises(exceptions.UnimplementedError):
+        airt.cross_language.cpp_actor_class("Counter::Create", "Counter")
+    with pytest.raises(TypeError):
+        import pickle
+        pickle.dumps(airt.put(1))
