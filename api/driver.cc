@@ -226,6 +226,7 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
   options.resources = settings.resources;
   options.name = settings.name;
   options.max_retries = static_cast<uint32_t>(settings.max_retries < 0 ? 0 : settings.max_retries);
+  options.python = settings.python;
   return Binaries(Core().SubmitTask(function, CoreArguments(std::move(args)), options));
 }
 
@@ -249,6 +250,19 @@ std::vector<std::string> SubmitActorTask(const std::string& actor_id, const std:
                                          std::vector<Argument> args) {
   return Binaries(
       Core().SubmitActorTask(ActorIdOf(actor_id), method, CoreArguments(std::move(args)), 1));
+}
+
+bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
+           bool overwrite) {
+  Result<bool> added = Core().KvPut(ns, key, value, overwrite);
+  if (!added.ok()) throw UnavailableError(added.status().ToString());
+  return *added;
+}
+
+std::optional<std::string> KvGet(const std::string& ns, const std::string& key) {
+  Result<std::optional<std::string>> value = Core().KvGet(ns, key);
+  if (!value.ok()) throw UnavailableError(value.status().ToString());
+  return *value;
 }
 
 std::string LookupActor(const std::string& name, const std::string& ns) {

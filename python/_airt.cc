@@ -3,8 +3,13 @@
 // values and msgpack-encodes the arguments of C++ functions. Every call that can wait releases
 // the GIL. airt's exceptions become the module's exception types (the package maps them to
 // Ray's names).
+#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <span>
+#include <stdexcept>
+#include <string_view>
 
 #include <map>
 #include <memory>
@@ -13,6 +18,9 @@
 #include <vector>
 
 #include "airt/api.h"
+#include "api/internal/worker_options.h"
+#include "api/internal/worker_process.h"
+#include "common/logging.h"
 
 namespace py = pybind11;
 
@@ -141,12 +149,13 @@ PYBIND11_MODULE(_airt, m) {
         return airt::internal::WaitReady(ids, num_returns, TimeoutMs(timeout));
       },
       py::arg("refs"), py::arg("num_returns"), py::arg("timeout"));
-  // Submits the C++ function registered as `name` (AIRT_REMOTE) with msgpack arguments (bytes)
-  // or object refs ((ref,) tuples); the id of its return.
+  // Submits the function registered as `name` (a C++ AIRT_REMOTE one, or with `python` a
+  // pickled Python one) with serialized arguments (bytes) or object refs ((ref,) tuples); the id
+  // of its return.
   m.def(
-      "submit_cpp",
+      "submit",
       [](const std::string& name, const py::list& args,
-         const std::map<std::string, double>& resources, int max_retries) {
+         const std::map<std::string, double>& resources, int max_retries, bool python) {
         std::vector<airt::internal::Argument> arguments;
         for (const py::handle& a : args) {
           airt::internal::Argument argument;
@@ -160,6 +169,7 @@ PYBIND11_MODULE(_airt, m) {
         airt::internal::TaskSettings settings;
         if (!resources.empty()) settings.resources = resources;
         settings.max_retries = max_retries;
+        settings.python = python;
         std::string id;
         {
           py::gil_scoped_release unlocked;
@@ -167,5 +177,61 @@ PYBIND11_MODULE(_airt, m) {
         }
         return py::bytes(id);
       },
-      py::arg("name"), py::arg("args"), py::arg("resources"), py::arg("max_retries"));
+      py::arg("name"), py::arg("args"), py::arg("resources"), py::arg("max_retries"),
+      py::arg("python"));
+
+  // The head's KV: the function table of Python functions.
+  m.def("kv_put", [](const std::string& ns, const std::string& key, py::bytes value,
+                     bool overwrite) {
+    std::string v(value);
+    py::gil_scoped_release unlocked;
+    return airt::internal::KvPut(ns, key, v, overwrite);
+  });
+  m.def("kv_get", [](const std::string& ns, const std::string& key) -> py::object {
+    std::optional<std::string> value;
+    {
+      py::gil_scoped_release unlocked;
+      value = airt::internal::KvGet(ns, key);
+    }
+    if (!value) return py::none();
+    return py::bytes(*value);
+  });
+
+  // A Python worker's life (python -m airt._worker FLAGS): airt-worker's own loop, whose tasks
+  // for functions no C++ library registers go to `call(function, args) -> (ok, bytes or str)`.
+  m.def("run_worker", [](std::vector<std::string> argv, py::function call) {
+    std::vector<char*> args;
+    std::string program = "airt._worker";
+    args.push_back(program.data());
+    for (std::string& a : argv) args.push_back(a.data());
+    auto options = airt::worker::ParseWorkerOptions(static_cast<int>(args.size()), args.data());
+    if (!options.ok()) throw std::invalid_argument(options.status().ToString());
+    if (!options->log_file.empty()) (void)airt::SetLogFile(options->log_file);
+    // Copied and dropped by the worker's threads without the GIL: held through a pointer whose
+    // deleter takes it.
+    std::shared_ptr<py::function> callback(new py::function(std::move(call)), [](py::function* f) {
+      py::gil_scoped_acquire locked;
+      delete f;
+    });
+    auto fallback = [callback](const std::string& function, std::span<const std::string_view> in) {
+      py::gil_scoped_acquire locked;
+      py::function& call = *callback;
+      airt::internal::InvokeOutcome outcome;
+      try {
+        py::list values;
+        for (std::string_view a : in) values.append(py::bytes(a.data(), a.size()));
+        py::tuple result = call(function, values);
+        if (result[0].cast<bool>()) {
+          outcome.returns.push_back(std::string(result[1].cast<py::bytes>()));
+        } else {
+          outcome = airt::internal::UserException(result[1].cast<std::string>());
+        }
+      } catch (const py::error_already_set& e) {
+        outcome = airt::internal::UserException(e.what());
+      }
+      return outcome;
+    };
+    py::gil_scoped_release unlocked;
+    return airt::worker::RunWorker(*options, fallback);
+  });
 }

@@ -93,6 +93,9 @@ class CoreWorker::Impl {
     inbox_.Post([this, id] { refs_.RemoveLocal(id); });
   }
   size_t NumReferencedObjects();
+  Result<bool> KvPut(const std::string& ns, const std::string& key, const std::string& value,
+                     bool overwrite);
+  Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
 
  private:
   // State confined to the loop thread.
@@ -413,6 +416,40 @@ Result<ObjectId> CoreWorker::Impl::Put(std::string bytes) {
   return id;
 }
 
+Result<bool> CoreWorker::Impl::KvPut(const std::string& ns, const std::string& key,
+                                     const std::string& value, bool overwrite) {
+  bool added = false;
+  Status put = CatchKj([&] {
+    OnLoop([&] {
+      auto request = loop_->head.kvPutRequest();
+      request.setNamespace(ns);
+      request.setKey(key);
+      request.setValue(AsData(value));
+      request.setOverwrite(overwrite);
+      return request.send().then([&](auto reply) { added = reply.getAdded(); });
+    });
+  });
+  if (!put.ok()) return put;
+  return added;
+}
+
+Result<std::optional<std::string>> CoreWorker::Impl::KvGet(const std::string& ns,
+                                                           const std::string& key) {
+  std::optional<std::string> value;
+  Status got = CatchKj([&] {
+    OnLoop([&] {
+      auto request = loop_->head.kvGetRequest();
+      request.setNamespace(ns);
+      request.setKey(key);
+      return request.send().then([&](auto reply) {
+        if (reply.getFound()) value = ToString(reply.getValue());
+      });
+    });
+  });
+  if (!got.ok()) return got;
+  return value;
+}
+
 size_t CoreWorker::Impl::NumReferencedObjects() {
   return OnLoop([this] { return refs_.size(); });
 }
@@ -555,6 +592,14 @@ const JobId& CoreWorker::job_id() const { return impl_->job_id(); }
 void CoreWorker::AddLocalReference(const ObjectId& id) { impl_->AddLocalReference(id); }
 void CoreWorker::RemoveLocalReference(const ObjectId& id) { impl_->RemoveLocalReference(id); }
 size_t CoreWorker::NumReferencedObjects() { return impl_->NumReferencedObjects(); }
+Result<bool> CoreWorker::KvPut(const std::string& ns, const std::string& key,
+                               const std::string& value, bool overwrite) {
+  return impl_->KvPut(ns, key, value, overwrite);
+}
+Result<std::optional<std::string>> CoreWorker::KvGet(const std::string& ns,
+                                                     const std::string& key) {
+  return impl_->KvGet(ns, key);
+}
 Result<ActorId> CoreWorker::CreateActor(const std::string& factory, std::vector<TaskArgument> args,
                                         const ActorOptions& options) {
   return impl_->CreateActor(factory, std::move(args), options);

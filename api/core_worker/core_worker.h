@@ -45,6 +45,7 @@ struct TaskOptions {
   uint32_t num_returns = 1;
   uint32_t max_retries = 3;  // re-runs when the worker dies
   std::string name;
+  bool python = false;  // runs on a Python worker (the function is a pickled Python one)
 };
 
 struct ActorOptions {
@@ -124,6 +125,12 @@ class CoreWorker {
   // Stops the actor's process now; with no_restart it is DEAD for good, else its owner restarts
   // it as after a crash. kNotFound for an unknown actor.
   Status KillActor(const ActorId& actor, bool no_restart);
+
+  // The head's internal KV (Ray's function table lives there). KvPut: false when `key` existed
+  // and `overwrite` is false. kUnavailable when the head cannot be reached.
+  Result<bool> KvPut(const std::string& ns, const std::string& key, const std::string& value,
+                     bool overwrite);
+  Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
 
   const JobId& job_id() const;
 

@@ -21,7 +21,7 @@ kj::Promise<LeaseOutcome> RequestLeaseHop(const ConnectFn& connect, const std::s
   }
   shape.setAcceleratorType(lease.accelerator_type);
   request.setJobId(AsData(job.Binary()));
-  request.setLanguage(proto::Language::CPP);
+  request.setLanguage(lease.python ? proto::Language::PYTHON : proto::Language::CPP);
   request.setCodeSearchPath(lease.code_search_path);
   return request.send().then([&connect, node, lease, job,
                               hops](auto response) -> kj::Promise<LeaseOutcome> {

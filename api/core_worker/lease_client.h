@@ -20,6 +20,7 @@ struct LeaseRequest {
   std::map<std::string, double> resources;
   std::string accelerator_type;
   std::string code_search_path;  // the job's own code, which a new worker loads
+  bool python = false;           // a Python worker, not a C++ one
 };
 
 struct LeaseOutcome {

@@ -12,7 +12,7 @@ constexpr auto kIdleReturn = 10 * kj::MILLISECONDS;
 }  // namespace
 
 std::string TaskDispatcher::ShapeKey(const TaskOptions& options) {
-  std::string key = options.accelerator_type + "|";
+  std::string key = std::string(options.python ? "py|" : "cpp|") + options.accelerator_type + "|";
   for (const auto& [name, amount] : options.resources) {
     key += name + "=" + std::to_string(amount) + ",";
   }
@@ -51,7 +51,8 @@ void TaskDispatcher::Pump(const std::string& key) {
     const TaskOptions& options = q.waiting.front()->options;
     background_.add(
         RequestLease(connect_, local_node_,
-                     LeaseRequest{options.resources, options.accelerator_type, code_search_path_},
+                     LeaseRequest{options.resources, options.accelerator_type, code_search_path_,
+                                              options.python},
                      job_)
             .then(
                 [this, key](LeaseOutcome lease) {

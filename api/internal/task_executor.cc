@@ -136,6 +136,9 @@ internal::InvokeOutcome TaskExecutor::Invoke(const TaskToRun& task,
     return (*method)(actor_.get(), args);
   }
   const internal::Invoker* invoker = registry_.Find(task.function_name);
+  if (invoker == nullptr && task.kind == TaskKind::kNormal && options_.fallback) {
+    return options_.fallback(task.function_name, args);
+  }
   if (invoker == nullptr) return not_found();
   if (task.kind == TaskKind::kNormal) return (*invoker)(args);
   if (actor_) {
@@ -167,8 +170,11 @@ bool TaskExecutor::CanRunInline(const TaskToRun& task) {
 
 TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
   TaskOutcome outcome;
-  if (task.kind == TaskKind::kActorMethod ? registry_.FindMethod(task.function_name) == nullptr
-                                          : registry_.Find(task.function_name) == nullptr) {
+  bool known = task.kind == TaskKind::kActorMethod
+                   ? registry_.FindMethod(task.function_name) != nullptr
+                   : registry_.Find(task.function_name) != nullptr ||
+                         (task.kind == TaskKind::kNormal && options_.fallback);
+  if (!known) {
     outcome.failure = TaskFailure{
         TaskFailure::Kind::kFunctionNotFound,
         NotFoundMessage(task.function_name, registry_.Names(), options_.code_search_path)};

@@ -77,6 +77,11 @@ class TaskExecutor {
     uint64_t inline_threshold = 100 << 10;
     int64_t fetch_timeout_ms = 60'000;
     std::string code_search_path;  // named in "function not found" errors
+    // Runs the functions the registry lacks: a Python worker's (the airt package gives a
+    // callback that unpickles and calls them). Null: such a task fails as not found.
+    std::function<internal::InvokeOutcome(const std::string& function,
+                                          std::span<const std::string_view> args)>
+        fallback;
   };
 
   // `registry` and `store` must outlive the executor. Starts the executor's thread.

@@ -59,7 +59,10 @@ kj::Own<capnp::TwoPartyClient> RegisterWithNode(const WorkerOptions& options, ui
 
 }  // namespace
 
-int RunWorker(const WorkerOptions& options) {
+int RunWorker(const WorkerOptions& options,
+              std::function<internal::InvokeOutcome(const std::string& function,
+                                                    std::span<const std::string_view> args)>
+                  fallback) {
   // The index only: a worker maps the data pages of the objects it reads as it reads them.
   auto store = objectstore::StoreClient::Connect(
       options.store_socket, objectstore::StoreClient::Options{.prefault_data = false});
@@ -84,6 +87,7 @@ int RunWorker(const WorkerOptions& options) {
   executor_options.inline_threshold = options.inline_threshold;
   executor_options.fetch_timeout_ms = static_cast<int64_t>(options.fetch_timeout_ms);
   executor_options.code_search_path = options.code_search_path;
+  executor_options.fallback = std::move(fallback);
   TaskExecutor executor(registry, store->get(), executor_options);
 
   int exit_code = kExitOk;

@@ -2,6 +2,12 @@
 // register with the node, run tasks until told to exit or until the node goes away.
 #pragma once
 
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "airt/internal/function_registry.h"
 #include "api/internal/worker_options.h"
 
 namespace airt::worker {
@@ -16,6 +22,10 @@ inline constexpr int kExitNodeLost = 3;  // the connection to the node dropped
 // Returns kExitOk after exit() has been answered and its callers have disconnected (or
 // options.exit_grace_ms passed); kExitStartFailed, having logged why. When the node's connection
 // drops it ends the process at once with kExitNodeLost, not waiting for a running task.
-int RunWorker(const WorkerOptions& options);
+// `fallback` runs the functions no loaded library registers (a Python worker's); may be null.
+int RunWorker(const WorkerOptions& options,
+              std::function<internal::InvokeOutcome(const std::string& function,
+                                                    std::span<const std::string_view> args)>
+                  fallback = nullptr);
 
 }  // namespace airt::worker

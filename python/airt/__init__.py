@@ -2,9 +2,9 @@
 
 What works now: init / shutdown / is_initialized, put / get / wait of Python values (pickle
 protocol 5) on a local or joined cluster, ObjectRefs counted by the owner (an object goes when
-its last ObjectRef does), and C++ functions registered with AIRT_REMOTE called from Python
-(cpp_function, msgpack arguments). Python tasks and actors (`remote`) need Python workers, which
-come next: `remote` raises UnimplementedError naming that.
+its last ObjectRef does), Python functions run by Python workers (@remote), and C++ functions
+registered with AIRT_REMOTE called from Python (cpp_function, msgpack arguments). Python actors
+are not built yet: `remote` on a class raises UnimplementedError naming that.
 
     import airt as ray
     ray.init(code_search_path=["build/examples"])
@@ -16,12 +16,14 @@ come next: `remote` raises UnimplementedError naming that.
 
 import os
 import pickle
+import sys
 
 from airt import _airt
 from airt import exceptions
 from airt import cross_language
 from airt.cross_language import cpp_function
 from airt.object_ref import ObjectRef
+from airt.remote_function import RemoteFunction
 
 __all__ = [
     "init", "shutdown", "is_initialized", "put", "get", "wait", "remote", "cpp_function",
@@ -54,6 +56,12 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
         if ignore_reinit_error:
             return
         raise RuntimeError("airt.init() was called twice; call airt.shutdown() first")
+    # A local cluster's node runs Python workers with this interpreter and this package.
+    os.environ.setdefault("AIRT_PYTHON", sys.executable)
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if package_root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in paths if p])
     try:
         _airt.init(address or "", list(code_search_path or []), num_cpus, num_gpus,
                    {k: float(v) for k, v in (resources or {}).items()})
@@ -109,7 +117,16 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
 
 
 def remote(*args, **kwargs):
-    """Python tasks and actors: not built yet (they need Python workers)."""
-    raise exceptions.UnimplementedError(
-        "airt.remote: Python tasks and actors need Python workers, which are not built yet; "
-        "call C++ functions with airt.cpp_function(name)")
+    """@airt.remote or @airt.remote(num_cpus=..., num_gpus=..., resources=..., max_retries=...)
+    on a function: a RemoteFunction whose .remote(...) runs it on a Python worker. Classes
+    (actors) are not built yet."""
+    def make(target):
+        if isinstance(target, type):
+            raise exceptions.UnimplementedError(
+                f"airt.remote on class {target.__name__}: Python actors are not built yet")
+        return RemoteFunction(target, **kwargs)
+    if len(args) == 1 and not kwargs and callable(args[0]):
+        return make(args[0])
+    if args:
+        raise TypeError("airt.remote takes a function or keyword options")
+    return make

@@ -35,7 +35,7 @@ class CppFunction:
                 encoded.append(msgpack.packb(a, use_bin_type=True))
         resources = dict(self._resources) or {"CPU": 1.0}
         try:
-            ref = _airt.submit_cpp(self._name, encoded, resources, self._max_retries)
+            ref = _airt.submit(self._name, encoded, resources, self._max_retries, False)
         except _airt.Error as error:
             raise exceptions.translate(error) from None
         return ObjectRef(ref, ObjectRef.MSGPACK)

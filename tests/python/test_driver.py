@@ -89,10 +89,46 @@ def test_objects_leave_the_store_with_their_last_ref(cluster):
 
 
 def test_what_is_not_built_says_so(cluster):
-    with pytest.raises(exceptions.UnimplementedError, match="Python workers"):
-        airt.remote(lambda: 1)
+    with pytest.raises(exceptions.UnimplementedError, match="Python actors"):
+        @airt.remote
+        class Counter:
+            pass
     with pytest.raises(exceptions.UnimplementedError):
         airt.cross_language.cpp_actor_class("Counter::Create", "Counter")
     with pytest.raises(TypeError):
         import pickle
         pickle.dumps(airt.put(1))
+
+
+def test_python_functions_run_on_python_workers(cluster):
+    @airt.remote
+    def square(x, offset=0):
+        return x * x + offset
+
+    assert airt.get(square.remote(7)) == 49
+    assert airt.get(square.remote(3, offset=1)) == 10
+    assert airt.get([square.remote(i) for i in range(20)]) == [i * i for i in range(20)]
+    four = airt.put(4)
+    assert airt.get(square.remote(four)) == 16  # a ref's value, resolved before the call
+    assert airt.get(square.options(num_cpus=0.5).remote(square.remote(2))) == 16
+
+
+def test_a_python_exception_carries_the_remote_traceback(cluster):
+    @airt.remote(max_retries=0)
+    def broken():
+        raise ValueError("no such thing")
+
+    with pytest.raises(exceptions.RayTaskError) as caught:
+        airt.get(broken.remote())
+    assert "ValueError: no such thing" in str(caught.value)
+    assert "Traceback" in str(caught.value)
+
+
+def test_python_workers_see_their_pid_and_numpy(cluster):
+    @airt.remote
+    def where():
+        import numpy
+        return os.getpid(), numpy.arange(3).sum()
+
+    pid, total = airt.get(where.remote())
+    assert pid != os.getpid() and total == 3

@@ -64,9 +64,11 @@ TimePoint LeaseManager::Now() const {
 }
 
 kj::Promise<LeaseOutcome> LeaseManager::RequestLease(LeaseAsk ask) {
-  if (ask.language != WorkerLanguage::kCpp) {
-    return ToKjException(Unimplemented("language " + std::string(LanguageName(ask.language)) +
-                                       ": this node starts only C++ workers for now"));
+  if (!pool_.CanStart(ask.language)) {
+    return ToKjException(Unimplemented(
+        "language " + std::string(LanguageName(ask.language)) +
+        ": this node has no worker for it (Python: start the node with --python-executable or "
+        "AIRT_PYTHON set to a python3 that imports airt)"));
   }
   uint64_t id = next_request_id_++;
   TimePoint now = Now();

@@ -194,7 +194,7 @@ struct RawFlags {
   std::string head_address, node_address = "127.0.0.1", temp_dir = "/tmp/airt";
   std::string num_cpus, num_gpus, memory, object_store_memory, resources, labels, gpu_plugin;
   uint64_t port = 0, transfer_port = 0, head_timeout_ms = 5000, head_retry_max_ms = 5000;
-  std::string worker_binary, worker_code_search_path;
+  std::string worker_binary, worker_code_search_path, python_executable;
   uint64_t infeasible_grace_ms = 10000, worker_register_timeout_ms = 30000;
   uint64_t idle_worker_timeout_ms = 60000, worker_stop_grace_ms = 2000;
   uint64_t cluster_view_interval_ms = 1000;
@@ -233,6 +233,9 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   flags.AddUint64("head-timeout-ms", &raw.head_timeout_ms, "deadline of one call to the head");
   flags.AddUint64("head-retry-max-ms", &raw.head_retry_max_ms,
                   "longest wait between retries while the head is unreachable");
+  flags.AddString("python-executable", &raw.python_executable,
+                  "the python3 that runs Python workers (python -m airt._worker); default: "
+                  "$AIRT_PYTHON; none: Python tasks are refused");
   flags.AddString("worker-binary", &raw.worker_binary,
                   "the C++ worker the node starts; empty: airt-worker beside airt-node's build or "
                   "install");
@@ -271,6 +274,10 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   config.head_call_timeout_ms = static_cast<uint32_t>(raw.head_timeout_ms);
   config.head_retry_max_ms = static_cast<uint32_t>(raw.head_retry_max_ms);
   config.worker_binary = raw.worker_binary;
+  config.python_executable = raw.python_executable;
+  if (config.python_executable.empty()) {
+    if (const char* env = std::getenv("AIRT_PYTHON")) config.python_executable = env;
+  }
   config.worker_code_search_path = raw.worker_code_search_path;
   AIRT_ASSIGN_OR_RETURN(config.infeasible_grace_ms,
                         ParseMs("infeasible-grace-ms", raw.infeasible_grace_ms, 0));

@@ -58,6 +58,7 @@ struct NodeConfig {
   uint32_t head_retry_max_ms = 5000;                        // the longest wait between retries
   // Leases and workers.
   std::string worker_binary;  // "": airt-worker found beside the node's binary (host.h)
+  std::string python_executable;  // runs `-m airt._worker`; "": no Python workers
   // Given to C++ workers as --code-search-path: where their remote functions' libraries are.
   std::string worker_code_search_path;
   uint32_t infeasible_grace_ms = 10000;  // how long a shape no node can run waits for one

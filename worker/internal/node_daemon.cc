@@ -215,7 +215,11 @@ int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
     pool_options.register_timeout = config.worker_register_timeout_ms * kj::MILLISECONDS;
     pool_options.idle_timeout = config.idle_worker_timeout_ms * kj::MILLISECONDS;
     pool_options.stop_grace = config.worker_stop_grace_ms * kj::MILLISECONDS;
-    AIRT_LOG(INFO) << "workers: " << pool_options.cpp_worker_binary;
+    pool_options.python_executable = config.python_executable;
+    AIRT_LOG(INFO) << "workers: " << pool_options.cpp_worker_binary
+                   << (config.python_executable.empty()
+                           ? std::string(" (no Python workers)")
+                           : "; Python: " + config.python_executable + " -m airt._worker");
     WorkerPool pool(pool_options, launcher, **reaper, timer);
     LeaseManager leases({node.id, config.infeasible_grace_ms * kj::MILLISECONDS},
                         std::move(*resources), pool, timer);

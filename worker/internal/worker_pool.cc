@@ -62,7 +62,8 @@ WorkerPool::~WorkerPool() {
 }
 
 bool WorkerPool::CanStart(WorkerLanguage language) const {
-  return language == WorkerLanguage::kCpp && !options_.cpp_worker_binary.empty();
+  return language == WorkerLanguage::kCpp ? !options_.cpp_worker_binary.empty()
+                                          : !options_.python_executable.empty();
 }
 
 WorkerPool::Worker* WorkerPool::Find(const WorkerId& id) {
@@ -105,7 +106,13 @@ kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage la
   worker->airt_log_path = log_stem + ".airt.log";  // the worker's own log lines
   ChildCommand command;
   command.binary = options_.cpp_worker_binary;
-  command.args = {"--head-address=" + options_.head_address,
+  command.args = {};
+  if (language == WorkerLanguage::kPython) {
+    // The same worker loop, run by the airt package's module (python/airt/_worker.py).
+    command.binary = options_.python_executable;
+    command.args = {"-m", "airt._worker"};
+  }
+  std::vector<std::string> flags = {"--head-address=" + options_.head_address,
                   "--node-address=" + options_.node_address,
                   "--node-port=" + std::to_string(options_.node_port),
                   "--worker-id=" + worker->id.Hex(),
@@ -113,10 +120,11 @@ kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage la
                   "--store-socket=" + options_.store_socket,
                   "--transfer-address=" + options_.transfer_address,
                   "--log-file=" + worker->airt_log_path};
+  command.args.insert(command.args.end(), flags.begin(), flags.end());
   std::string code = options_.code_search_path;
   if (!job_code.empty() && job_code != code) code += (code.empty() ? "" : ":") + job_code;
   if (!code.empty()) command.args.push_back("--code-search-path=" + code);
-  command.env = {{"CUDA_VISIBLE_DEVICES", cuda_visible_devices}};
+  command.env = {{"CUDA_VISIBLE_DEVICES", cuda_visible_devices}, {"PYTHONUNBUFFERED", "1"}};
   command.log_path = worker->log_path;
   Result<pid_t> pid = launcher_.Launch(command);
   if (!pid.ok()) {

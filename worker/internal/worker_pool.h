@@ -44,7 +44,8 @@ struct WorkerAddress {
 };
 
 struct WorkerPoolOptions {
-  std::string cpp_worker_binary;  // the C++ worker (airt-worker); no Python worker yet
+  std::string cpp_worker_binary;  // the C++ worker (airt-worker)
+  std::string python_executable;  // Python workers run `<it> -m airt._worker`; "": none
   std::string head_address;       // "host:port", for workers' tasks that submit work
   std::string node_address;       // what workers connect to
   uint16_t node_port = 0;

@@ -159,7 +159,13 @@ struct TaskSettings {
   std::map<std::string, double> resources = {{"CPU", 1}};
   std::string name;
   int max_retries = 3;
+  bool python = false;  // a Python function (the airt package's): runs on a Python worker
 };
+
+// The head's internal KV (the Python client keeps its function table there).
+bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
+           bool overwrite);
+std::optional<std::string> KvGet(const std::string& ns, const std::string& key);
 
 std::vector<std::string> SubmitTask(const std::string& function, std::vector<Argument> args,
                                     const TaskSettings& settings);

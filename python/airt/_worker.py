@@ -1,0 +1,49 @@
+"""A Python worker: `python -m airt._worker FLAGS` (the node starts it with airt-worker's flags).
+
+It runs airt-worker's own loop (airt._airt.run_worker); each task names a Python function by the
+key under which its driver stored it, cloudpickled, in the head's KV (airt.remote_function), and
+carries the call's pickled arguments, the last one the keyword arguments.
+"""
+
+import pickle
+import sys
+import traceback
+
+import cloudpickle
+
+from airt import _airt
+from airt.remote_function import FUNCTION_NAMESPACE, FUNCTION_PREFIX
+
+_functions = {}
+
+
+def _function(name):
+    if name not in _functions:
+        key = name[len(FUNCTION_PREFIX):]
+        data = _airt.kv_get(FUNCTION_NAMESPACE, key)
+        if data is None:
+            raise LookupError(f"no Python function {key} in the head's function table")
+        _functions[name] = cloudpickle.loads(data)
+    return _functions[name]
+
+
+def _call(name, args):
+    """Runs one task: (True, pickled return) or (False, the remote traceback)."""
+    try:
+        if not name.startswith(FUNCTION_PREFIX):
+            return False, f"{name} is not a Python function of airt (a C++ one on a Python worker?)"
+        function = _function(name)
+        positional = [pickle.loads(a) for a in args[:-1]]
+        keywords = pickle.loads(args[-1]) if args else {}
+        result = function(*positional, **keywords)
+        return True, pickle.dumps(result, protocol=5)
+    except BaseException:  # the user's error, whatever it is, goes back to the caller
+        return False, traceback.format_exc()
+
+
+def main():
+    return _airt.run_worker(sys.argv[1:], _call)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
