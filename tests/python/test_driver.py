@@ -132,3 +132,14 @@ def test_python_workers_see_their_pid_and_numpy(cluster):
 
     pid, total = airt.get(where.remote())
     assert pid != os.getpid() and total == 3
+
+
+def test_the_installed_package_imports_with_no_paths_set(tmp_path):
+    # scripts/setup ran `pip install .` into this environment.
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", "import airt; print(airt.__file__)"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "site-packages" in out.stdout
