@@ -238,6 +238,7 @@ std::string CreateActor(const std::string& factory, std::vector<Argument> args,
   options.ns = settings.ns;
   options.max_restarts = settings.max_restarts < 0 ? -1 : settings.max_restarts;
   options.max_concurrency = static_cast<uint32_t>(std::max(settings.max_concurrency, 1));
+  options.python = settings.python;
   Result<ActorId> id = Core().CreateActor(factory, CoreArguments(std::move(args)), options);
   if (!id.ok()) {
     if (id.status().code() == Code::kAlreadyExists) throw Exception(id.status().ToString());

@@ -39,6 +39,21 @@ std::vector<std::string> Ids(const std::vector<py::bytes>& refs) {
   return out;
 }
 
+// Serialized values (bytes) and object refs ((ref,) tuples) as the API's arguments.
+std::vector<airt::internal::Argument> Arguments(const py::list& args) {
+  std::vector<airt::internal::Argument> arguments;
+  for (const py::handle& a : args) {
+    airt::internal::Argument argument;
+    if (py::isinstance<py::tuple>(a)) {
+      argument.ref = std::string(a.cast<py::tuple>()[0].cast<py::bytes>());
+    } else {
+      argument.value = std::string(a.cast<py::bytes>());
+    }
+    arguments.push_back(std::move(argument));
+  }
+  return arguments;
+}
+
 int64_t TimeoutMs(std::optional<double> seconds) {
   if (!seconds) return -1;
   return *seconds <= 0 ? 0 : static_cast<int64_t>(*seconds * 1000.0);
@@ -156,16 +171,7 @@ PYBIND11_MODULE(_airt, m) {
       "submit",
       [](const std::string& name, const py::list& args,
          const std::map<std::string, double>& resources, int max_retries, bool python) {
-        std::vector<airt::internal::Argument> arguments;
-        for (const py::handle& a : args) {
-          airt::internal::Argument argument;
-          if (py::isinstance<py::tuple>(a)) {
-            argument.ref = std::string(a.cast<py::tuple>()[0].cast<py::bytes>());
-          } else {
-            argument.value = std::string(a.cast<py::bytes>());
-          }
-          arguments.push_back(std::move(argument));
-        }
+        std::vector<airt::internal::Argument> arguments = Arguments(args);
         airt::internal::TaskSettings settings;
         if (!resources.empty()) settings.resources = resources;
         settings.max_retries = max_retries;
@@ -179,6 +185,53 @@ PYBIND11_MODULE(_airt, m) {
       },
       py::arg("name"), py::arg("args"), py::arg("resources"), py::arg("max_retries"),
       py::arg("python"));
+
+  // Actors: created from a factory (a C++ one, or with `python` a pickled Python class), called
+  // by method name, found by name, killed.
+  m.def(
+      "create_actor",
+      [](const std::string& factory, const py::list& args,
+         const std::map<std::string, double>& resources, const std::string& name,
+         const std::string& ns, int max_restarts, int max_concurrency, bool python) {
+        airt::internal::ActorSettings settings;
+        settings.resources = resources;
+        settings.name = name;
+        settings.ns = ns;
+        settings.max_restarts = max_restarts;
+        settings.max_concurrency = max_concurrency;
+        settings.python = python;
+        std::vector<airt::internal::Argument> arguments = Arguments(args);
+        std::string id;
+        {
+          py::gil_scoped_release unlocked;
+          id = airt::internal::CreateActor(factory, std::move(arguments), settings);
+        }
+        return py::bytes(id);
+      });
+  m.def("submit_actor_task", [](py::bytes actor, const std::string& method, const py::list& args) {
+    std::string actor_id(actor);
+    std::vector<airt::internal::Argument> arguments = Arguments(args);
+    std::string id;
+    {
+      py::gil_scoped_release unlocked;
+      id = airt::internal::SubmitActorTask(actor_id, method, std::move(arguments)).at(0);
+    }
+    return py::bytes(id);
+  });
+  m.def("get_actor", [](const std::string& name, const std::string& ns) -> py::object {
+    std::string id;
+    {
+      py::gil_scoped_release unlocked;
+      id = airt::internal::LookupActor(name, ns);
+    }
+    if (id.empty()) return py::none();
+    return py::bytes(id);
+  });
+  m.def("kill_actor", [](py::bytes actor, bool no_restart) {
+    std::string actor_id(actor);
+    py::gil_scoped_release unlocked;
+    airt::internal::KillActor(actor_id, no_restart);
+  });
 
   // The head's KV: the function table of Python functions.
   m.def("kv_put", [](const std::string& ns, const std::string& key, py::bytes value,
@@ -213,18 +266,33 @@ PYBIND11_MODULE(_airt, m) {
       py::gil_scoped_acquire locked;
       delete f;
     });
-    auto fallback = [callback](const std::string& function, std::span<const std::string_view> in) {
+    // call(kind, function, actor, args) -> (ok, value): kind "task" or "method" answers the
+    // pickled return, "create" the new actor instance; not ok: the remote traceback.
+    airt::worker::Fallback fallback = [callback](airt::worker::TaskKind kind,
+                                                 const std::string& function, void* actor,
+                                                 std::span<const std::string_view> in) {
       py::gil_scoped_acquire locked;
       py::function& call = *callback;
       airt::internal::InvokeOutcome outcome;
+      const char* kind_name = kind == airt::worker::TaskKind::kNormal          ? "task"
+                              : kind == airt::worker::TaskKind::kActorCreation ? "create"
+                                                                               : "method";
       try {
         py::list values;
         for (std::string_view a : in) values.append(py::bytes(a.data(), a.size()));
-        py::tuple result = call(function, values);
-        if (result[0].cast<bool>()) {
-          outcome.returns.push_back(std::string(result[1].cast<py::bytes>()));
+        py::object instance = actor ? *static_cast<py::object*>(actor) : py::none();
+        py::tuple result = call(kind_name, function, instance, values);
+        if (!result[0].cast<bool>()) {
+          return airt::internal::UserException(result[1].cast<std::string>());
+        }
+        if (kind == airt::worker::TaskKind::kActorCreation) {
+          // The instance lives as long as the worker's actor; dropped with the GIL taken.
+          outcome.instance = std::shared_ptr<void>(new py::object(result[1]), [](void* p) {
+            py::gil_scoped_acquire again;
+            delete static_cast<py::object*>(p);
+          });
         } else {
-          outcome = airt::internal::UserException(result[1].cast<std::string>());
+          outcome.returns.push_back(std::string(result[1].cast<py::bytes>()));
         }
       } catch (const py::error_already_set& e) {
         outcome = airt::internal::UserException(e.what());

@@ -59,7 +59,8 @@ kj::Promise<void> ActorManager::Create(kj::Own<PendingTask> creation, const Acto
 void ActorManager::Place(Actor& actor) {
   uint64_t incarnation = ++actor.incarnation;
   ActorId id = actor.id;
-  LeaseRequest shape{actor.options.resources, actor.options.accelerator_type, code_search_path_};
+  LeaseRequest shape{actor.options.resources, actor.options.accelerator_type, code_search_path_,
+                     actor.options.python};
   background_.add(
       RequestLease(connect_, local_node_, shape, job_)
           .then(

@@ -57,6 +57,7 @@ struct ActorOptions {
   int32_t max_restarts = 0;  // -1: without limit
   uint32_t max_concurrency = 1;
   bool detached = false;  // outlives its job (and is not restarted once its owner is gone)
+  bool python = false;    // lives on a Python worker (its class is a pickled Python one)
 };
 
 // An argument: serialized bytes, or a reference to an object this worker owns.

@@ -127,27 +127,28 @@ internal::InvokeOutcome TaskExecutor::Invoke(const TaskToRun& task,
   };
   if (task.kind == TaskKind::kActorMethod) {
     const internal::MethodInvoker* method = registry_.FindMethod(task.function_name);
-    if (method == nullptr) return not_found();
+    if (method == nullptr && !options_.fallback) return not_found();
     if (!actor_) {
       *refused = TaskFailure{TaskFailure::Kind::kBadArguments,
                              "this worker hosts no actor to run '" + task.function_name + "' on"};
       return internal::InvokeOutcome{};
     }
+    if (method == nullptr) return options_.fallback(task.kind, task.function_name, actor_.get(), args);
     return (*method)(actor_.get(), args);
   }
   const internal::Invoker* invoker = registry_.Find(task.function_name);
-  if (invoker == nullptr && task.kind == TaskKind::kNormal && options_.fallback) {
-    return options_.fallback(task.function_name, args);
+  if (invoker == nullptr && !options_.fallback) return not_found();
+  if (task.kind == TaskKind::kNormal) {
+    return invoker ? (*invoker)(args) : options_.fallback(task.kind, task.function_name, nullptr, args);
   }
-  if (invoker == nullptr) return not_found();
-  if (task.kind == TaskKind::kNormal) return (*invoker)(args);
   if (actor_) {
     *refused = TaskFailure{
         TaskFailure::Kind::kBadArguments,
         "this worker hosts an actor already; '" + task.function_name + "' cannot create another"};
     return internal::InvokeOutcome{};
   }
-  internal::InvokeOutcome created = (*invoker)(args);
+  internal::InvokeOutcome created =
+      invoker ? (*invoker)(args) : options_.fallback(task.kind, task.function_name, nullptr, args);
   if (created.kind == internal::InvokeOutcome::Kind::kOk) {
     if (!created.instance) {
       *refused = TaskFailure{
@@ -170,10 +171,10 @@ bool TaskExecutor::CanRunInline(const TaskToRun& task) {
 
 TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
   TaskOutcome outcome;
-  bool known = task.kind == TaskKind::kActorMethod
-                   ? registry_.FindMethod(task.function_name) != nullptr
-                   : registry_.Find(task.function_name) != nullptr ||
-                         (task.kind == TaskKind::kNormal && options_.fallback);
+  bool known = static_cast<bool>(options_.fallback) ||
+               (task.kind == TaskKind::kActorMethod
+                    ? registry_.FindMethod(task.function_name) != nullptr
+                    : registry_.Find(task.function_name) != nullptr);
   if (!known) {
     outcome.failure = TaskFailure{
         TaskFailure::Kind::kFunctionNotFound,

@@ -39,6 +39,10 @@ struct TaskArgument {
 
 enum class TaskKind { kNormal, kActorCreation, kActorMethod };
 
+using Fallback = std::function<internal::InvokeOutcome(
+    TaskKind kind, const std::string& function, void* actor,
+    std::span<const std::string_view> args)>;
+
 struct TaskToRun {
   TaskKind kind = TaskKind::kNormal;
   ActorId actor_id;              // kActorCreation, kActorMethod
@@ -77,11 +81,11 @@ class TaskExecutor {
     uint64_t inline_threshold = 100 << 10;
     int64_t fetch_timeout_ms = 60'000;
     std::string code_search_path;  // named in "function not found" errors
-    // Runs the functions the registry lacks: a Python worker's (the airt package gives a
-    // callback that unpickles and calls them). Null: such a task fails as not found.
-    std::function<internal::InvokeOutcome(const std::string& function,
-                                          std::span<const std::string_view> args)>
-        fallback;
+    // Runs the functions, actor factories and methods the registry lacks: a Python worker's
+    // (the airt package gives a callback that unpickles and calls them; a factory's outcome
+    // holds the new instance, which later method calls get as `actor`). Null: such a task
+    // fails as not found.
+    Fallback fallback;
   };
 
   // `registry` and `store` must outlive the executor. Starts the executor's thread.

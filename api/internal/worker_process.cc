@@ -59,10 +59,7 @@ kj::Own<capnp::TwoPartyClient> RegisterWithNode(const WorkerOptions& options, ui
 
 }  // namespace
 
-int RunWorker(const WorkerOptions& options,
-              std::function<internal::InvokeOutcome(const std::string& function,
-                                                    std::span<const std::string_view> args)>
-                  fallback) {
+int RunWorker(const WorkerOptions& options, Fallback fallback) {
   // The index only: a worker maps the data pages of the objects it reads as it reads them.
   auto store = objectstore::StoreClient::Connect(
       options.store_socket, objectstore::StoreClient::Options{.prefault_data = false});

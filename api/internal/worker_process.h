@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "airt/internal/function_registry.h"
+#include "api/internal/task_executor.h"
 #include "api/internal/worker_options.h"
 
 namespace airt::worker {
@@ -23,9 +23,6 @@ inline constexpr int kExitNodeLost = 3;  // the connection to the node dropped
 // options.exit_grace_ms passed); kExitStartFailed, having logged why. When the node's connection
 // drops it ends the process at once with kExitNodeLost, not waiting for a running task.
 // `fallback` runs the functions no loaded library registers (a Python worker's); may be null.
-int RunWorker(const WorkerOptions& options,
-              std::function<internal::InvokeOutcome(const std::string& function,
-                                                    std::span<const std::string_view> args)>
-                  fallback = nullptr);
+int RunWorker(const WorkerOptions& options, Fallback fallback = nullptr);
 
 }  // namespace airt::worker

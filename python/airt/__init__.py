@@ -24,9 +24,11 @@ from airt import cross_language
 from airt.cross_language import cpp_function
 from airt.object_ref import ObjectRef
 from airt.remote_function import RemoteFunction
+from airt.actor import ActorClass, ActorHandle, get_actor, kill
 
 __all__ = [
     "init", "shutdown", "is_initialized", "put", "get", "wait", "remote", "cpp_function",
+    "get_actor", "kill", "get_gpu_ids", "ActorHandle",
     "cross_language", "exceptions", "ObjectRef",
 ]
 
@@ -116,14 +118,19 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     return ready, not_ready
 
 
+def get_gpu_ids():
+    """The GPU ids this worker was given (its CUDA_VISIBLE_DEVICES), as Ray's get_gpu_ids."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return [int(g) for g in visible.split(",") if g.strip().isdigit()]
+
+
 def remote(*args, **kwargs):
     """@airt.remote or @airt.remote(num_cpus=..., num_gpus=..., resources=..., max_retries=...)
     on a function: a RemoteFunction whose .remote(...) runs it on a Python worker. Classes
     (actors) are not built yet."""
     def make(target):
         if isinstance(target, type):
-            raise exceptions.UnimplementedError(
-                f"airt.remote on class {target.__name__}: Python actors are not built yet")
+            return ActorClass(target, **kwargs)
         return RemoteFunction(target, **kwargs)
     if len(args) == 1 and not kwargs and callable(args[0]):
         return make(args[0])

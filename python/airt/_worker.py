@@ -12,6 +12,7 @@ import traceback
 import cloudpickle
 
 from airt import _airt
+from airt.actor import METHOD_PREFIX
 from airt.remote_function import FUNCTION_NAMESPACE, FUNCTION_PREFIX
 
 _functions = {}
@@ -27,16 +28,23 @@ def _function(name):
     return _functions[name]
 
 
-def _call(name, args):
-    """Runs one task: (True, pickled return) or (False, the remote traceback)."""
+def _call(kind, name, actor, args):
+    """Runs one task: "task" and "method" answer (True, pickled return), "create" (True, the new
+    instance); a failure (False, the remote traceback)."""
     try:
-        if not name.startswith(FUNCTION_PREFIX):
-            return False, f"{name} is not a Python function of airt (a C++ one on a Python worker?)"
-        function = _function(name)
         positional = [pickle.loads(a) for a in args[:-1]]
         keywords = pickle.loads(args[-1]) if args else {}
-        result = function(*positional, **keywords)
-        return True, pickle.dumps(result, protocol=5)
+        if kind == "method":
+            if not name.startswith(METHOD_PREFIX):
+                return False, f"{name} is not a method of a Python actor"
+            result = getattr(actor, name[len(METHOD_PREFIX):])(*positional, **keywords)
+            return True, pickle.dumps(result, protocol=5)
+        if not name.startswith(FUNCTION_PREFIX):
+            return False, f"{name} is not a Python function of airt (a C++ one on a Python worker?)"
+        target = _function(name)
+        if kind == "create":
+            return True, target(*positional, **keywords)
+        return True, pickle.dumps(target(*positional, **keywords), protocol=5)
     except BaseException:  # the user's error, whatever it is, goes back to the caller
         return False, traceback.format_exc()
 

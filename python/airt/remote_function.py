@@ -13,6 +13,15 @@ FUNCTION_NAMESPACE = "airt.functions"
 FUNCTION_PREFIX = "py:"
 
 
+def export(target):
+    """Stores `target` (a function or class), cloudpickled, in the head's function table; its
+    key (the pickle's SHA-256), which workers fetch it by."""
+    data = cloudpickle.dumps(target)
+    key = hashlib.sha256(data).hexdigest()
+    _airt.kv_put(FUNCTION_NAMESPACE, key, data, False)
+    return key
+
+
 class RemoteFunction:
     """What @airt.remote makes of a function: .remote(*args, **kwargs) submits a task."""
 
@@ -48,10 +57,7 @@ class RemoteFunction:
 
     def _exported_key(self):
         if self._key is None:
-            data = cloudpickle.dumps(self._function)
-            key = hashlib.sha256(data).hexdigest()
-            _airt.kv_put(FUNCTION_NAMESPACE, key, data, False)
-            self._key = key
+            self._key = export(self._function)
         return self._key
 
     def remote(self, *args, **kwargs):

@@ -89,10 +89,6 @@ def test_objects_leave_the_store_with_their_last_ref(cluster):
 
 
 def test_what_is_not_built_says_so(cluster):
-    with pytest.raises(exceptions.UnimplementedError, match="Python actors"):
-        @airt.remote
-        class Counter:
-            pass
     with pytest.raises(exceptions.UnimplementedError):
         airt.cross_language.cpp_actor_class("Counter::Create", "Counter")
     with pytest.raises(TypeError):
@@ -143,3 +139,75 @@ def test_the_installed_package_imports_with_no_paths_set(tmp_path):
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "site-packages" in out.stdout
+
+
+@airt.remote
+class Counter:
+    def __init__(self, start):
+        self.value = start
+        self.seen = []
+
+    def add(self, k):
+        self.value += k
+        return self.value
+
+    def append(self, k):
+        self.seen.append(k)
+        return list(self.seen)
+
+    def pid(self):
+        return os.getpid()
+
+    def fail(self):
+        raise RuntimeError("no thanks")
+
+
+def test_actor_methods_run_in_order_on_one_instance(cluster):
+    counter = Counter.remote(10)
+    calls = [counter.append.remote(i) for i in range(100)]
+    assert airt.get(calls[-1]) == list(range(100))
+    assert airt.get(counter.add.remote(5)) == 15
+    assert airt.get(counter.add.remote(airt.put(5))) == 20
+
+
+def test_a_method_error_is_a_task_error_and_the_actor_lives_on(cluster):
+    counter = Counter.remote(1)
+    with pytest.raises(exceptions.RayTaskError, match="no thanks"):
+        airt.get(counter.fail.remote())
+    assert airt.get(counter.add.remote(1)) == 2
+
+
+def test_named_actors_are_found_and_killed_actors_fail(cluster):
+    named = Counter.options(name="the-counter").remote(7)
+    assert airt.get(named.add.remote(0)) == 7
+    again = airt.get_actor("the-counter")
+    assert airt.get(again.add.remote(1)) == 8
+    with pytest.raises(ValueError):
+        airt.get_actor("no-such-actor")
+    airt.kill(again)
+    with pytest.raises(exceptions.ActorDiedError):
+        airt.get(named.add.remote(1), timeout=30)
+
+
+def test_a_killed_process_restarts_the_actor(cluster):
+    import signal
+    counter = Counter.options(max_restarts=1).remote(3)
+    pid = airt.get(counter.pid.remote())
+    os.kill(pid, signal.SIGKILL)
+    value = None
+    for _ in range(200):
+        try:
+            value = airt.get(counter.add.remote(0), timeout=20)
+            break
+        except exceptions.ActorDiedError:
+            continue  # the call in flight when it died
+    assert value == 3  # the constructor ran again
+    assert airt.get(counter.pid.remote()) != pid
+
+
+def test_get_gpu_ids_reads_the_workers_devices(cluster):
+    @airt.remote
+    def gpus():
+        return airt.get_gpu_ids()
+
+    assert airt.get(gpus.remote()) == []

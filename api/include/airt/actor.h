@@ -41,6 +41,7 @@ struct ActorSettings {
   std::string ns;
   int max_restarts = 0;
   int max_concurrency = 1;
+  bool python = false;  // a Python class (the airt package's): lives on a Python worker
 };
 
 std::string CreateActor(const std::string& factory, std::vector<Argument> args,
