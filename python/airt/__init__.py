@@ -33,8 +33,13 @@ __all__ = [
 ]
 
 
+# ray.init() arguments that change nothing here (no dashboard; airt's own logging).
+_ACCEPTED_AND_IGNORED = {"include_dashboard", "logging_level", "log_to_driver",
+                         "configure_logging", "_temp_dir"}
+
+
 def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespace=None,
-         runtime_env=None, code_search_path=None, ignore_reinit_error=False):
+         runtime_env=None, code_search_path=None, ignore_reinit_error=False, **ignored):
     """Joins a cluster, or starts a local one, as ray.init() does.
 
     address: "host:port" of a head; None: AIRT_ADDRESS, else a local head and node that
@@ -42,6 +47,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
     code_search_path: folders of C++ libraries (AIRT_REMOTE) this job's workers load, for
     cpp_function. namespace and runtime_env are not supported yet (they need Python workers).
     """
+    unknown = set(ignored) - _ACCEPTED_AND_IGNORED
+    if unknown:
+        raise TypeError(f"init() got unexpected arguments {sorted(unknown)}")
     if runtime_env:
         raise exceptions.UnimplementedError(
             "runtime_env: it applies to Python workers, which are not built yet")

@@ -2,6 +2,8 @@
 
 import pickle
 
+import msgpack
+
 from airt import _airt
 from airt import exceptions
 from airt.object_ref import ObjectRef
@@ -20,17 +22,26 @@ def _encode(args, kwargs):
 class ActorMethod:
     """handle.method: .remote(*args, **kwargs) calls it; calls run in the order they were made."""
 
-    def __init__(self, actor_id, name):
+    def __init__(self, actor_id, name, cpp=False):
         self._actor_id = actor_id
         self._name = name
+        self._cpp = cpp  # a C++ actor's method: msgpack arguments and return
 
     def remote(self, *args, **kwargs):
+        if self._cpp:
+            if kwargs:
+                raise TypeError("C++ methods take positional arguments only")
+            encoded = [(a.binary(),) if isinstance(a, ObjectRef)
+                       else msgpack.packb(a, use_bin_type=True) for a in args]
+            name, value_format = self._name, ObjectRef.MSGPACK
+        else:
+            encoded = _encode(args, kwargs)
+            name, value_format = METHOD_PREFIX + self._name, ObjectRef.PICKLE
         try:
-            ref = _airt.submit_actor_task(self._actor_id, METHOD_PREFIX + self._name,
-                                          _encode(args, kwargs))
+            ref = _airt.submit_actor_task(self._actor_id, name, encoded)
         except _airt.Error as error:
             raise exceptions.translate(error) from None
-        return ObjectRef(ref, ObjectRef.PICKLE)
+        return ObjectRef(ref, value_format)
 
     def options(self, **unsupported):
         if unsupported:
@@ -55,7 +66,8 @@ class ActorHandle:
         return f"Actor({self._class_name}, {self._actor_id.hex()})"
 
     def __reduce__(self):
-        raise TypeError("actor handles cannot be passed to Python tasks yet")
+        # A handle travels as the actor's id: the receiving worker asks the head where it lives.
+        return ActorHandle, (self._actor_id, self._class_name)
 
 
 class ActorClass:
@@ -105,6 +117,48 @@ class ActorClass:
                 raise ValueError(message) from None
             raise exceptions.translate(error) from None
         return ActorHandle(actor_id, self.__name__)
+
+
+class CppActorHandle:
+    """A C++ actor from Python: handle.method("Counter::Add").remote(...), or
+    handle.Add.remote(...) for Class::Add."""
+
+    def __init__(self, actor_id, class_name):
+        self._actor_id = actor_id
+        self._class_name = class_name
+
+    def method(self, registered_name):
+        return ActorMethod(self._actor_id, registered_name, cpp=True)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return ActorMethod(self._actor_id, f"{self._class_name}::{name}", cpp=True)
+
+
+class CppActorClass:
+    """cpp_actor_class(factory, class): .remote(*args) creates the C++ actor (msgpack args)."""
+
+    def __init__(self, factory, class_name, options=None):
+        self._factory = factory
+        self._class_name = class_name
+        self._options = dict(options or {})
+
+    def options(self, **options):
+        return CppActorClass(self._factory, self._class_name, {**self._options, **options})
+
+    def remote(self, *args):
+        encoded = [(a.binary(),) if isinstance(a, ObjectRef)
+                   else msgpack.packb(a, use_bin_type=True) for a in args]
+        o = self._options
+        try:
+            actor_id = _airt.create_actor(
+                self._factory, encoded, {k: float(v) for k, v in o.get("resources", {}).items()},
+                o.get("name", ""), o.get("namespace", ""), int(o.get("max_restarts", 0)),
+                int(o.get("max_concurrency", 1)), False)
+        except _airt.Error as error:
+            raise exceptions.translate(error) from None
+        return CppActorHandle(actor_id, self._class_name)
 
 
 def get_actor(name, namespace=None):

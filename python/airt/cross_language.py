@@ -47,7 +47,7 @@ def cpp_function(name):
 
 
 def cpp_actor_class(create_function_name, class_name):
-    """C++ actors from Python: not built yet."""
-    raise exceptions.UnimplementedError(
-        f"cpp_actor_class({create_function_name!r}, {class_name!r}): C++ actors from Python "
-        "are not built yet")
+    """A C++ actor class by its registered factory (AIRT_REMOTE(Counter::Create, ...)); its
+    methods are called by their registered names ("Counter::Add", or handle.Add)."""
+    from airt.actor import CppActorClass
+    return CppActorClass(create_function_name, class_name)

@@ -89,8 +89,6 @@ def test_objects_leave_the_store_with_their_last_ref(cluster):
 
 
 def test_what_is_not_built_says_so(cluster):
-    with pytest.raises(exceptions.UnimplementedError):
-        airt.cross_language.cpp_actor_class("Counter::Create", "Counter")
     with pytest.raises(TypeError):
         import pickle
         pickle.dumps(airt.put(1))
@@ -211,3 +209,20 @@ def test_get_gpu_ids_reads_the_workers_devices(cluster):
         return airt.get_gpu_ids()
 
     assert airt.get(gpus.remote()) == []
+
+
+def test_actor_handles_travel_into_tasks(cluster):
+    counter = Counter.remote(100)
+
+    @airt.remote
+    def add_through(handle, k):
+        return airt.get(handle.add.remote(k))
+
+    assert airt.get(add_through.remote(counter, 5)) == 105
+    assert airt.get(counter.add.remote(0)) == 105
+
+
+def test_cpp_actors_are_called_from_python(cluster):
+    counter = airt.cross_language.cpp_actor_class("Counter::Create", "Counter").remote(10)
+    assert airt.get(counter.Add.remote(5)) == 15
+    assert airt.get(counter.method("Counter::Value").remote()) == 15
