@@ -253,6 +253,20 @@ std::vector<std::string> SubmitActorTask(const std::string& actor_id, const std:
       Core().SubmitActorTask(ActorIdOf(actor_id), method, CoreArguments(std::move(args)), 1));
 }
 
+std::vector<NodeInfo> ClusterNodes() {
+  core::CoreWorker& core = Core();
+  Result<std::vector<core::CoreWorker::NodeView>> view = core.ClusterView();
+  if (!view.ok()) throw UnavailableError(view.status().ToString());
+  std::vector<NodeInfo> out;
+  for (const auto& n : *view) {
+    out.push_back(NodeInfo{n.id.Hex(), n.address, n.alive,
+                           n.alive && n.address == core.node_address(), n.total, n.available});
+  }
+  return out;
+}
+
+std::string JobIdHex() { return Core().job_id().Hex(); }
+
 bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
            bool overwrite) {
   Result<bool> added = Core().KvPut(ns, key, value, overwrite);

@@ -233,6 +233,28 @@ PYBIND11_MODULE(_airt, m) {
     airt::internal::KillActor(actor_id, no_restart);
   });
 
+  // The cluster's nodes: dicts of NodeID, Alive, NodeManagerAddress, Resources, Available, Local.
+  m.def("nodes", [] {
+    std::vector<airt::internal::NodeInfo> nodes;
+    {
+      py::gil_scoped_release unlocked;
+      nodes = airt::internal::ClusterNodes();
+    }
+    py::list out;
+    for (const auto& n : nodes) {
+      py::dict d;
+      d["NodeID"] = n.node_id;
+      d["Alive"] = n.alive;
+      d["NodeManagerAddress"] = n.address;
+      d["Resources"] = n.total;
+      d["Available"] = n.available;
+      d["Local"] = n.local;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("job_id", [] { return airt::internal::JobIdHex(); });
+
   // The head's KV: the function table of Python functions.
   m.def("kv_put", [](const std::string& ns, const std::string& key, py::bytes value,
                      bool overwrite) {

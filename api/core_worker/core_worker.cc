@@ -96,6 +96,8 @@ class CoreWorker::Impl {
   Result<bool> KvPut(const std::string& ns, const std::string& key, const std::string& value,
                      bool overwrite);
   Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
+  Result<std::vector<CoreWorker::NodeView>> ClusterView();
+  const std::string& node_address() const { return node_address_; }
 
  private:
   // State confined to the loop thread.
@@ -450,6 +452,32 @@ Result<std::optional<std::string>> CoreWorker::Impl::KvGet(const std::string& ns
   return value;
 }
 
+Result<std::vector<CoreWorker::NodeView>> CoreWorker::Impl::ClusterView() {
+  std::vector<CoreWorker::NodeView> nodes;
+  Status got = CatchKj([&] {
+    OnLoop([&] {
+      return loop_->head.clusterViewRequest().send().then([&](auto view) {
+        for (auto n : view.getNodes()) {
+          auto info = n.getInfo();
+          CoreWorker::NodeView node;
+          std::string id = ToString(info.getNodeId());
+          if (id.size() == NodeId::kSize) {
+            node.id = NodeId::FromRaw(reinterpret_cast<const uint8_t*>(id.data()));
+          }
+          node.address =
+              std::string(info.getAddress().cStr()) + ":" + std::to_string(info.getNodePort());
+          node.alive = n.getAlive();
+          for (auto r : info.getTotal()) node.total[r.getName().cStr()] = r.getAmount();
+          for (auto r : n.getAvailable()) node.available[r.getName().cStr()] = r.getAmount();
+          nodes.push_back(std::move(node));
+        }
+      });
+    });
+  });
+  if (!got.ok()) return got;
+  return nodes;
+}
+
 size_t CoreWorker::Impl::NumReferencedObjects() {
   return OnLoop([this] { return refs_.size(); });
 }
@@ -592,6 +620,8 @@ const JobId& CoreWorker::job_id() const { return impl_->job_id(); }
 void CoreWorker::AddLocalReference(const ObjectId& id) { impl_->AddLocalReference(id); }
 void CoreWorker::RemoveLocalReference(const ObjectId& id) { impl_->RemoveLocalReference(id); }
 size_t CoreWorker::NumReferencedObjects() { return impl_->NumReferencedObjects(); }
+Result<std::vector<CoreWorker::NodeView>> CoreWorker::ClusterView() { return impl_->ClusterView(); }
+const std::string& CoreWorker::node_address() const { return impl_->node_address(); }
 Result<bool> CoreWorker::KvPut(const std::string& ns, const std::string& key,
                                const std::string& value, bool overwrite) {
   return impl_->KvPut(ns, key, value, overwrite);

@@ -133,6 +133,17 @@ class CoreWorker {
                      bool overwrite);
   Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
 
+  // The head's view of the cluster's nodes (Ray's ray.nodes()).
+  struct NodeView {
+    NodeId id;
+    std::string address;  // host:port of its Node service
+    bool alive = false;
+    std::map<std::string, double> total, available;
+  };
+  Result<std::vector<NodeView>> ClusterView();
+  // This process's node (its host:port), as the cluster view names it.
+  const std::string& node_address() const;
+
   const JobId& job_id() const;
 
   class Impl;

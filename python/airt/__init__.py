@@ -28,7 +28,8 @@ from airt.actor import ActorClass, ActorHandle, get_actor, kill
 
 __all__ = [
     "init", "shutdown", "is_initialized", "put", "get", "wait", "remote", "cpp_function",
-    "get_actor", "kill", "get_gpu_ids", "ActorHandle",
+    "get_actor", "kill", "get_gpu_ids", "ActorHandle", "nodes", "cluster_resources",
+    "available_resources", "get_runtime_context",
     "cross_language", "exceptions", "ObjectRef",
 ]
 
@@ -124,6 +125,64 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     for r, flag in zip(refs, ready_flags):
         (ready if flag and len(ready) < num_returns else not_ready).append(r)
     return ready, not_ready
+
+
+def nodes():
+    """The cluster's nodes, as Ray's ray.nodes(): dicts with NodeID, Alive, NodeManagerAddress,
+    Resources and Available."""
+    return _airt.nodes()
+
+
+def cluster_resources():
+    """The total of each resource over the alive nodes."""
+    return _sum_resources("Resources")
+
+
+def available_resources():
+    """What the alive nodes have free now (as of their last heartbeat)."""
+    return _sum_resources("Available")
+
+
+def _sum_resources(field):
+    total = {}
+    for node in _airt.nodes():
+        if node["Alive"]:
+            for name, amount in node[field].items():
+                total[name] = total.get(name, 0.0) + amount
+    return total
+
+
+class RuntimeContext:
+    """get_runtime_context(): the job and node this process runs in."""
+
+    def __init__(self):
+        self._job_id = _airt.job_id()
+        local = [n for n in _airt.nodes() if n["Local"]]
+        self._node_id = local[0]["NodeID"] if local else None
+
+    def get_job_id(self):
+        return self._job_id
+
+    def get_node_id(self):
+        return self._node_id
+
+    def get_task_id(self):
+        raise exceptions.UnimplementedError("get_task_id: task ids in workers are not exposed yet")
+
+    def get_actor_id(self):
+        raise exceptions.UnimplementedError("get_actor_id: actor ids in workers are not exposed yet")
+
+    @property
+    def job_id(self):
+        return self._job_id
+
+    @property
+    def node_id(self):
+        return self._node_id
+
+
+def get_runtime_context():
+    return RuntimeContext()
 
 
 def get_gpu_ids():

@@ -34,6 +34,12 @@ class ObjectRef:
             return msgpack.unpackb(data, raw=False, strict_map_key=False)
         return pickle.loads(data)
 
+    def __await__(self):
+        """`await ref` in asyncio: the value, waited for on a thread (the loop runs on)."""
+        import asyncio
+        import airt
+        return asyncio.get_running_loop().run_in_executor(None, airt.get, self).__await__()
+
     def __reduce__(self):
         raise TypeError("ObjectRefs cannot be pickled yet (borrowed references come with the "
                         "Python workers)")

@@ -226,3 +226,44 @@ def test_cpp_actors_are_called_from_python(cluster):
     counter = airt.cross_language.cpp_actor_class("Counter::Create", "Counter").remote(10)
     assert airt.get(counter.Add.remote(5)) == 15
     assert airt.get(counter.method("Counter::Value").remote()) == 15
+
+
+def test_cluster_resources_nodes_and_runtime_context(cluster):
+    nodes = airt.nodes()
+    assert len(nodes) == 1 and nodes[0]["Alive"] and nodes[0]["Local"]
+    assert airt.cluster_resources()["CPU"] == 2.0
+    assert 0.0 <= airt.available_resources().get("CPU", 0.0) <= 2.0
+    context = airt.get_runtime_context()
+    assert context.get_node_id() == nodes[0]["NodeID"]
+    assert len(context.get_job_id()) == 8
+
+
+def test_object_refs_are_awaitable(cluster):
+    import asyncio
+
+    @airt.remote
+    def double(x):
+        return 2 * x
+
+    async def main():
+        return await double.remote(21)
+
+    assert asyncio.run(main()) == 42
+
+
+def test_what_a_task_prints_reaches_the_driver_with_its_pid(cluster, capfd):
+    import time
+
+    @airt.remote
+    def speak(word):
+        print("the worker says", word)
+        return os.getpid()
+
+    pid = airt.get(speak.remote("hello"))
+    seen = ""
+    for _ in range(50):
+        time.sleep(0.1)
+        seen += capfd.readouterr().out
+        if "the worker says hello" in seen:
+            break
+    assert f"(pid={pid}, node=" in seen and "the worker says hello" in seen

@@ -162,6 +162,18 @@ struct TaskSettings {
   bool python = false;  // a Python function (the airt package's): runs on a Python worker
 };
 
+// The cluster's nodes as the head sees them (the Python client's ray.nodes() and resources).
+struct NodeInfo {
+  std::string node_id;  // hex
+  std::string address;  // host:port of its Node service
+  bool alive = false;
+  bool local = false;  // this process's node
+  std::map<std::string, double> total, available;
+};
+std::vector<NodeInfo> ClusterNodes();
+// This process's job id (hex).
+std::string JobIdHex();
+
 // The head's internal KV (the Python client keeps its function table there).
 bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
            bool overwrite);
