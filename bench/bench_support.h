@@ -1,5 +1,5 @@
 // What every benchmark needs: an airt-store daemon in its own process, a scratch folder, a
-// connection that waits for the daemon, and timing helpers.
+// connection that waits for the daemon, timing helpers, and the raw TCP baseline of transfers.
 #pragma once
 
 #include <chrono>
@@ -61,5 +61,19 @@ class DaemonProcess {
 // Connects to the store at `socket`, retrying while it starts.
 std::unique_ptr<objectstore::StoreClient> ConnectWithRetry(const std::string& socket,
                                                            std::chrono::seconds timeout);
+
+// The store socket of the airt-node whose --temp-dir is `temp_dir` (its node-<id>/store.sock).
+// kNotFound when no node folder there has one.
+Result<std::string> NodeStoreSocket(const std::string& temp_dir);
+
+// Waits until the store at `socket` has populated its arena (its background prefault costs
+// seconds of kernel time for GiBs, which would otherwise compete with what is measured).
+Status WaitForWarmStore(const std::string& socket);
+
+// The baseline of a cross-node pull: copies `size` bytes `reps` times over loopback TCP from a
+// child process's touched buffer into this process's touched buffer, one connection per copy (as
+// a pull does). Returns GB/s (1e9 bytes) over the receiving side's time. kUnavailable when a
+// socket call fails or the child dies; the child is always reaped.
+Result<double> RawTcpCopyGbps(uint64_t size, int reps);
 
 }  // namespace airt::bench

@@ -1,5 +1,8 @@
 // Remote functions of bench/microbenchmark: linked by the benchmark (which names them with
 // Task(f)) and loaded by airt-worker from the node's --worker-code-search-path.
+#include <cstdint>
+#include <vector>
+
 #include "airt/api.h"
 
 // Ray's microbenchmark's `small_value`: a task that does nothing and returns a tiny value, so
@@ -13,4 +16,9 @@ class BenchActor {
   int SmallValue() { return 0; }
 };
 
-AIRT_REMOTE(SmallValue, BenchActor::Create, &BenchActor::SmallValue);
+// cross_node_pull_gigabytes' object: `size` bytes, every page written (as a filled numpy array).
+std::vector<uint8_t> FilledBytes(int64_t size) {
+  return std::vector<uint8_t>(static_cast<size_t>(size), 0x5a);
+}
+
+AIRT_REMOTE(SmallValue, BenchActor::Create, &BenchActor::SmallValue, FilledBytes);

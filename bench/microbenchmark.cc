@@ -2,20 +2,26 @@
 // measured on airt. Starts its own cluster (airt-head --port=0 and one airt-node with 2 CPUs whose
 // workers load libairt_microbench_functions), connects as a driver, and prints one line per
 // metric, under Ray's metric names:
-//   <metric> <figure>                  ops/s (single_client_put_gigabytes: GB/s)
-// bench/peer_microbenchmark.py runs the same operations, with the same sizes, on Ray and Dask;
-// bench/run_microbenchmarks runs both and prints the ratios. Sizes are scaled down from
-// ray_perf.py (and the timing is one warm-up and one timed stretch per metric instead of a 10 s
-// sleep and four) so that the whole run stays within a few minutes.
+//   <metric> <figure>                  ops/s (*_gigabytes: GB/s)
+// then airt's own cross-node metrics, for which it starts a second airt-node ({"remote": 1}):
+//   cross_node_pull_gigabytes          a task's 1 GiB return pulled to the driver's node
+//   cross_node_get_gigabytes           the driver's whole Get of it (pull, copy out, deserialize)
+//   raw_tcp_copy_gigabytes             the same bytes over loopback TCP, in the same run
+//   cross_node_pull_vs_raw_tcp         the ratio of the first and the third
+// bench/peer_microbenchmark.py runs the same operations, with the same sizes, on Ray and Dask
+// (it prints "not measured" for the cross-node ones); bench/run_microbenchmarks runs both and
+// prints the ratios. Sizes are scaled down from ray_perf.py (and the timing is one warm-up and
+// one timed stretch per metric instead of a 10 s sleep and four) so that the whole run stays
+// within a few minutes.
 // Prints figures only; never fails on time. Exits 1 when the cluster cannot start or an operation
 // fails, after stopping every process it started.
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <string>
 #include <thread>
@@ -24,6 +30,7 @@
 #include "airt/api.h"
 #include "bench/bench_support.h"
 #include "common/flags.h"
+#include "common/ids.h"
 #include "common/process.h"
 #include "common/status.h"
 #include "objectstore/object_store.h"
@@ -35,11 +42,13 @@ class BenchActor {
   static BenchActor* Create();
   int SmallValue();
 };
+std::vector<uint8_t> FilledBytes(int64_t size);
 
 namespace {
 
 using airt::bench::Clock;
 using airt::bench::Seconds;
+using airt::objectstore::StoreClient;
 using namespace std::chrono_literals;
 
 // How long each metric runs, and the sizes of its operations. The same figures are in
@@ -52,6 +61,13 @@ struct Plan {
   int client_batch = 1000;            // tasks each of them submits (Ray: 10000)
   uint64_t put_bytes = 100ull << 23;  // one put of single_client_put_gigabytes (Ray: 800 MiB)
   int max_large_puts = 4;             // airt never frees a put yet: stay inside the store
+  uint64_t pull_bytes = 1ull << 30;   // the object of cross_node_pull_gigabytes
+  int pull_reps = 3;                  // timed pulls of it (after one untimed)
+
+  // The driver's node's store: every large put, one pulled object, and room for the rest.
+  uint64_t DriverStoreBytes() const {
+    return put_bytes * static_cast<uint64_t>(max_large_puts) + pull_bytes + (512ull << 20);
+  }
 };
 
 // Calls `op` for plan.warmup_s, then for plan.measure_s, each at least once (at most `max_calls`
@@ -82,28 +98,6 @@ void Print(const char* metric, double figure) {
   std::fflush(stdout);
 }
 
-// Waits until the node's store has populated its arena (seconds of kernel time for 4 GiB, which
-// would otherwise compete with the first metrics for the two cores), as objectstore_bench does.
-airt::Status WaitForWarmStore(const std::string& dir) {
-  std::string socket;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    auto candidate = entry.path() / "store.sock";
-    if (entry.path().filename().string().rfind("node-", 0) == 0 &&
-        std::filesystem::exists(candidate)) {
-      socket = candidate.string();
-    }
-  }
-  if (socket.empty()) return airt::NotFound("no node store socket under " + dir);
-  AIRT_ASSIGN_OR_RETURN(auto client,
-                        airt::objectstore::StoreClient::Connect(
-                            socket, airt::objectstore::StoreClient::Options{.prefault = false}));
-  for (;;) {
-    AIRT_ASSIGN_OR_RETURN(airt::objectstore::StoreStats stats, client->Stats());
-    if (stats.prefaulted_bytes >= stats.prefault_target_bytes) return airt::Status::Ok();
-    std::this_thread::sleep_for(50ms);
-  }
-}
-
 // Prints why and returns main's exit code, so that the daemons and the scratch folder are still
 // cleaned up by their destructors.
 int Fail(const airt::Status& status, const std::string& what) {
@@ -130,15 +124,81 @@ void WaitOneAtATime(int n) {
   }
 }
 
-// Ray's metrics in the order the issue lists them.
-void RunMetrics(const Plan& plan, const std::string& only) {
+struct PullFigures {
+  double pull_gbps;  // Get's start until the copy is sealed in the driver's node store
+  double get_gbps;   // the whole Get: the pull, then the copy out of the store and msgpack
+};
+
+// A task pinned to the second node (only it offers {"remote": 1}) returns plan.pull_bytes, which
+// stay in that node's store; the driver's Get pulls them through the nodes' transfer services
+// into its own node's store (`local`), then copies them out and deserializes them. The pull is
+// timed from Get's start until the copy is sealed in `local`, which a thread of this process
+// polling `local`'s index each millisecond sees (so the pull reads up to about 1 ms slower, never
+// faster); the whole Get is timed too. One untimed Get, then plan.pull_reps timed ones; before
+// each, the pulled (secondary) copy is deleted from `local`, as eviction would, so each Get pulls
+// anew.
+airt::Result<PullFigures> MeasureCrossNodePull(const Plan& plan, StoreClient& local) {
+  auto ref = airt::Task(FilledBytes)
+                 .SetResource("remote", 1)
+                 .Remote(static_cast<int64_t>(plan.pull_bytes));
+  if (!airt::Wait(std::vector{ref}, 1, 600000).unready.empty()) {
+    return airt::DeadlineExceeded("the task returning the object did not finish in 10 minutes");
+  }
+  if (ref.ID().size() != airt::ObjectId::kSize) return airt::Internal("a malformed object ref");
+  auto id = airt::ObjectId::FromRaw(reinterpret_cast<const uint8_t*>(ref.ID().data()));
+  if (local.Contains(id)) {
+    return airt::FailedPrecondition("object " + id.Hex() +
+                                    " is in the driver's node store before any Get: the task "
+                                    "did not run on the second node");
+  }
+  Clock::duration pull{}, get{};
+  for (int rep = 0; rep <= plan.pull_reps; ++rep) {
+    if (rep > 0) AIRT_RETURN_IF_ERROR(local.Delete(id).WithContext("dropping the pulled copy"));
+    // Polls the shared index (no round trip) each millisecond until the pulled copy is sealed.
+    std::atomic<bool> done = false;
+    Clock::time_point sealed{};
+    std::thread watcher([&] {
+      while (!done.load() && !local.Contains(id)) std::this_thread::sleep_for(1ms);
+      sealed = Clock::now();
+    });
+    auto start = Clock::now();
+    uint64_t got = 0;
+    try {
+      got = airt::Get(ref, 600000)->size();
+    } catch (...) {
+      done = true;
+      watcher.join();
+      throw;
+    }
+    auto end = Clock::now();
+    done = true;
+    watcher.join();
+    if (got != plan.pull_bytes) {
+      return airt::Internal("Get returned " + std::to_string(got) + " bytes, not " +
+                            std::to_string(plan.pull_bytes));
+    }
+    if (!local.Contains(id)) {
+      return airt::Internal("Get left no copy of " + id.Hex() + " in the driver's node store");
+    }
+    if (rep == 0) continue;
+    pull += sealed - start;
+    get += end - start;
+  }
+  double gigabytes = static_cast<double>(plan.pull_bytes) * plan.pull_reps / 1e9;
+  return PullFigures{gigabytes / Seconds(pull), gigabytes / Seconds(get)};
+}
+
+// Ray's metrics in the order the issue lists them, then airt's cross-node ones, for which
+// `start_remote_node` starts the second node and returns the driver's node store socket.
+void RunMetrics(const Plan& plan, const std::string& only,
+                const std::function<airt::Result<std::string>()>& start_remote_node) {
+  auto selected = [&](const char* metric) {
+    return only.empty() ||
+           ("," + only + ",").find(std::string(",") + metric + ",") != std::string::npos;
+  };
   // Runs and prints `metric` unless --metrics names others.
   auto measure = [&](const char* metric, const std::function<double()>& figure) {
-    if (!only.empty() &&
-        ("," + only + ",").find(std::string(",") + metric + ",") == std::string::npos) {
-      return;
-    }
-    Print(metric, figure());
+    if (selected(metric)) Print(metric, figure());
   };
   measure("single_client_tasks_sync",
           [&] { return Rate(plan, 1, [] { airt::Get(airt::Task(SmallValue).Remote()); }); });
@@ -206,6 +266,24 @@ void RunMetrics(const Plan& plan, const std::string& only) {
           [&] { return Rate(plan, 1, [&] { SubmitAndGet(plan.batch); }); });
   measure("single_client_wait_1k_refs",
           [&] { return Rate(plan, 1, [&] { WaitOneAtATime(plan.batch); }); });
+
+  if (selected("cross_node_pull_gigabytes")) {
+    auto fail = [](const airt::Status& s) {
+      throw airt::Exception("cross_node_pull_gigabytes: " + s.ToString());
+    };
+    airt::Result<std::string> socket = start_remote_node();
+    if (!socket.ok()) fail(socket.status());
+    auto local = StoreClient::Connect(*socket, StoreClient::Options{.prefault = false});
+    if (!local.ok()) fail(local.status());
+    airt::Result<PullFigures> pulled = MeasureCrossNodePull(plan, **local);
+    if (!pulled.ok()) fail(pulled.status());
+    airt::Result<double> raw = airt::bench::RawTcpCopyGbps(plan.pull_bytes, plan.pull_reps);
+    if (!raw.ok()) fail(raw.status());
+    Print("cross_node_pull_gigabytes", pulled->pull_gbps);
+    Print("cross_node_get_gigabytes", pulled->get_gbps);
+    Print("raw_tcp_copy_gigabytes", *raw);
+    Print("cross_node_pull_vs_raw_tcp", pulled->pull_gbps / *raw);
+  }
 }
 
 }  // namespace
@@ -237,7 +315,9 @@ int main(int argc, char** argv) {
                 .clients = 4,
                 .client_batch = 20,
                 .put_bytes = 64ull << 20,
-                .max_large_puts = 2};
+                .max_large_puts = 2,
+                .pull_bytes = 64ull << 20,
+                .pull_reps = 1};
   }
 
   airt::bench::ScratchDir dir;  // removed last, once the daemons below have stopped
@@ -245,30 +325,57 @@ int main(int argc, char** argv) {
                                   dir.path() + "/head.log");
   auto address = head.WaitForLine("head ready ", 30s);
   if (!address.ok()) return Fail(address.status(), "airt-head");
-  airt::bench::DaemonProcess node(
-      {node_binary, "--head-address=" + *address, "--num-cpus=2", "--num-gpus=0",
-       "--object-store-memory=4G", "--temp-dir=" + dir.path(), "--worker-binary=" + worker_binary,
-       "--worker-code-search-path=" + functions},
-      dir.path() + "/node.log");
-  if (auto ready = node.WaitForLine("node ready ", 30s); !ready.ok()) {
-    return Fail(ready.status(), "airt-node");
-  }
+  // A node with `flags` and the workers' code, in a temp folder of its own; its log beside it.
+  auto start_node = [&](const std::string& name, std::vector<std::string> flags) {
+    std::vector<std::string> argv = {
+        node_binary, "--head-address=" + *address, "--temp-dir=" + dir.path() + "/" + name,
+        "--worker-binary=" + worker_binary, "--worker-code-search-path=" + functions};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return std::make_unique<airt::bench::DaemonProcess>(argv, dir.path() + "/" + name + ".log");
+  };
+  // Ready, and its store's arena populated.
+  auto wait_for_node = [&](airt::bench::DaemonProcess& node,
+                           const std::string& name) -> airt::Result<std::string> {
+    AIRT_RETURN_IF_ERROR(node.WaitForLine("node ready ", 30s).status());
+    AIRT_ASSIGN_OR_RETURN(std::string socket,
+                          airt::bench::NodeStoreSocket(dir.path() + "/" + name));
+    AIRT_RETURN_IF_ERROR(airt::bench::WaitForWarmStore(socket));
+    return socket;
+  };
+  auto node =
+      start_node("node", {"--num-cpus=2", "--num-gpus=0",
+                          "--object-store-memory=" + std::to_string(plan.DriverStoreBytes())});
+  auto node_socket = wait_for_node(*node, "node");
+  if (!node_socket.ok()) return Fail(node_socket.status(), "airt-node");
+  // The second node, started by the cross-node metrics only: {"remote": 1} and room for the
+  // object they pull. Stopped after the driver has left (declared after `node`).
+  std::unique_ptr<airt::bench::DaemonProcess> remote_node;
+  auto start_remote_node = [&]() -> airt::Result<std::string> {
+    remote_node = start_node(
+        "remote", {"--num-cpus=1", "--num-gpus=0", "--resources={\"remote\": 1}",
+                   "--object-store-memory=" + std::to_string(plan.pull_bytes + (256ull << 20))});
+    AIRT_RETURN_IF_ERROR(
+        wait_for_node(*remote_node, "remote").status().WithContext("the second airt-node"));
+    return *node_socket;
+  };
 
-  if (auto warm = WaitForWarmStore(dir.path()); !warm.ok()) return Fail(warm, "store warm-up");
   std::printf(
-      "# microbenchmark: airt, airt-head + one airt-node (--num-cpus=2), %u cores; "
-      "ops/s (single_client_put_gigabytes: GB/s)%s\n",
+      "# microbenchmark: airt, airt-head + one airt-node (--num-cpus=2; cross_node_*: a second "
+      "with {remote: 1}), %u cores; ops/s (*_gigabytes: GB/s)%s\n",
       std::thread::hardware_concurrency(), quick ? "; --quick" : "");
   std::fflush(stdout);
   int rc = 0;
   try {
     airt::Init(airt::Config{.address = *address});
-    RunMetrics(plan, only);
+    RunMetrics(plan, only, start_remote_node);
   } catch (const airt::Exception& e) {
-    std::fprintf(stderr, "microbenchmark: %s\n---- %s/node.log (tail) ----\n", e.what(),
-                 dir.path().c_str());
-    std::string log = airt::bench::ReadFile(dir.path() + "/node.log");
-    std::fputs(log.size() > 4000 ? log.substr(log.size() - 4000).c_str() : log.c_str(), stderr);
+    std::fprintf(stderr, "microbenchmark: %s\n", e.what());
+    for (const char* name : {"node", "remote"}) {
+      std::string log = airt::bench::ReadFile(dir.path() + "/" + name + ".log");
+      if (log.empty()) continue;
+      std::fprintf(stderr, "---- %s/%s.log (tail) ----\n", dir.path().c_str(), name);
+      std::fputs(log.size() > 4000 ? log.substr(log.size() - 4000).c_str() : log.c_str(), stderr);
+    }
     rc = 1;
   }
   airt::Shutdown();

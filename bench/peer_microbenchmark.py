@@ -5,7 +5,7 @@
 
 Prints, for each peer, a line "[<peer>] <what ran>" and then one line per metric under Ray's
 metric names (ray/_private/ray_perf.py), as bench/microbenchmark does:
-    <metric> <figure>              ops/s (single_client_put_gigabytes: GB/s)
+    <metric> <figure>              ops/s (*_gigabytes: GB/s)
     <metric> not measured: <why>   the peer cannot do it, or it failed in this run
     <metric> not installed         the peer does not import here
 Every figure is measured in this run; bench/run_microbenchmarks puts them next to airt's.
@@ -44,7 +44,20 @@ METRICS = [
     "single_client_put_gigabytes",
     "single_client_tasks_and_get_batch",
     "single_client_wait_1k_refs",
+    "cross_node_pull_gigabytes",
+    "cross_node_get_gigabytes",
+    "raw_tcp_copy_gigabytes",
+    "cross_node_pull_vs_raw_tcp",
 ]
+
+# airt's own metrics (bench/microbenchmark.cc): a pull between the stores of two nodes, and its
+# baseline. The peers run on one node here, so they have no figure for them.
+AIRT_ONLY = {
+    "cross_node_pull_gigabytes": "not measured: airt's own: two nodes; this peer runs one",
+    "cross_node_get_gigabytes": "not measured: airt's own: two nodes; this peer runs one",
+    "raw_tcp_copy_gigabytes": "not measured: airt's baseline for its cross-node pull",
+    "cross_node_pull_vs_raw_tcp": "not measured: airt's baseline for its cross-node pull",
+}
 
 FULL = dict(warmup_s=0.5, measure_s=2.0, batch=1000, clients=4, client_batch=1000,
             put_bytes=100 << 23)
@@ -83,7 +96,7 @@ def run_metrics(measures):
     """measures: metric -> a callable returning its figure, or a "not measured: ..." text.
     A metric that raises is reported as not measured, with the error, and the rest go on."""
     for metric in METRICS:
-        measure = measures.get(metric)
+        measure = measures.get(metric, AIRT_ONLY.get(metric))
         if measure is None:
             emit(metric, "not measured: not written for this peer")
             continue

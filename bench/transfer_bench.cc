@@ -4,84 +4,19 @@
 // the socket straight into it). The baseline copies the same number of bytes over a loopback TCP
 // connection from a child process's buffer into this process's buffer.
 // Prints figures only; never fails on time.
-#include <signal.h>
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstring>
 #include <thread>
 #include <vector>
-
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 
 #include "bench/bench_support.h"
 #include "common/flags.h"
 #include "common/process.h"
 #include "objectstore/transfer.h"
 
-namespace {
-
 using airt::ObjectId;
 using airt::bench::Clock;
 using airt::bench::Die;
 using airt::bench::Seconds;
-
-// Copies `size` bytes `reps` times from a child process to this one over loopback TCP, as a
-// stream of one connection per copy (as a pull does). Returns GB/s over the receive side.
-double RawTcpGbps(uint64_t size, int reps) {
-  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::listen(listener, 4);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  pid_t parent = ::getpid();
-  pid_t child = ::fork();
-  if (child == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);
-    std::vector<uint8_t> src(size, 7);  // touched
-    for (int r = 0; r < reps; ++r) {
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) ::_exit(1);
-      for (uint64_t sent = 0; sent < size;) {
-        ssize_t n = ::send(fd, src.data() + sent, size - sent, 0);
-        if (n <= 0) ::_exit(1);
-        sent += static_cast<uint64_t>(n);
-      }
-      char ack;
-      ::recv(fd, &ack, 1, MSG_WAITALL);
-      ::close(fd);
-    }
-    ::_exit(0);
-  }
-  std::vector<uint8_t> dst(size, 1);  // touched
-  Clock::duration total{};
-  for (int r = 0; r < reps; ++r) {
-    int fd = ::accept(listener, nullptr, nullptr);
-    auto start = Clock::now();
-    for (uint64_t got = 0; got < size;) {
-      ssize_t n = ::recv(fd, dst.data() + got, size - got, 0);
-      if (n <= 0) Die(airt::ErrnoStatus("recv", errno), "raw TCP baseline");
-      got += static_cast<uint64_t>(n);
-    }
-    total += Clock::now() - start;
-    char ack = 1;
-    ::send(fd, &ack, 1, 0);
-    ::close(fd);
-  }
-  ::waitpid(child, nullptr, 0);
-  ::close(listener);
-  return static_cast<double>(size) * reps / Seconds(total) / 1e9;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   airt::InitProcess("transfer_bench");
@@ -137,10 +72,11 @@ int main(int argc, char** argv) {
       if (auto s = b->Delete(id); !s.ok()) Die(s, "delete on node B");
     }
     double airt_gbps = static_cast<double>(size) * reps / Seconds(total) / 1e9;
-    double raw_gbps = RawTcpGbps(size, reps);
+    auto raw_gbps = airt::bench::RawTcpCopyGbps(size, reps);
+    if (!raw_gbps.ok()) Die(raw_gbps.status(), "raw TCP baseline");
     std::string name = size >= kGiB ? "1 GiB" : std::to_string(size / kMiB) + " MiB";
-    std::printf("%-22s %12.2f %14.2f %8.2f\n", name.c_str(), airt_gbps, raw_gbps,
-                airt_gbps / raw_gbps);
+    std::printf("%-22s %12.2f %14.2f %8.2f\n", name.c_str(), airt_gbps, *raw_gbps,
+                airt_gbps / *raw_gbps);
     (void)a->Delete(id);
   }
   return 0;

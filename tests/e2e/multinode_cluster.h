@@ -1,0 +1,51 @@
+// A head and several airt-node processes on this machine for the multi-node tests, with the test
+// process as their driver. Each node has a temp folder of its own (its own store, transfer service
+// and workers), so objects move between nodes only through the transfer services. Built into each
+// test binary that defines AIRT_HEAD_BIN, AIRT_NODE_BIN, AIRT_WORKER_BIN and AIRT_TASK_FUNCTIONS.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/testing/test_support.h"
+
+namespace airt::e2e {
+
+class MultiNodeCluster {
+ public:
+  // Starts the head; `node_flags` go to every node AddNode starts. A failure is a fatal test
+  // failure naming the log (check with ASSERT_NO_FATAL_FAILURE or HasFatalFailure()).
+  explicit MultiNodeCluster(std::vector<std::string> node_flags);
+  // airt::Shutdown if Init was called, then the nodes (the last added first) and the head are
+  // killed by pid.
+  ~MultiNodeCluster();
+  MultiNodeCluster(const MultiNodeCluster&) = delete;
+  MultiNodeCluster& operator=(const MultiNodeCluster&) = delete;
+
+  // Starts node `name` (folder <dir>/<name>, log <dir>/<name>.log) with the common flags and
+  // `flags` (--resources=...), its workers airt-worker loading airt_task_functions, and waits
+  // until it is ready. A failure is fatal, as above.
+  void AddNode(const std::string& name, const std::vector<std::string>& flags);
+  // airt::Init with the head's address. The driver joins the first alive node at 127.0.0.1: the
+  // first one added.
+  void Init();
+
+  testing::ChildProcess& node(const std::string& name);
+  std::string Log(const std::string& name) const;
+  // The store socket of node `name` (<dir>/<name>/node-<id>/store.sock); "" when none is there.
+  std::string StoreSocket(const std::string& name) const;
+
+ private:
+  void StartHead();
+
+  testing::TempDir dir_;
+  std::vector<std::string> node_flags_;
+  std::string address_;
+  std::unique_ptr<testing::ChildProcess> head_;
+  std::vector<std::pair<std::string, std::unique_ptr<testing::ChildProcess>>> nodes_;
+  bool initialized_ = false;
+};
+
+}  // namespace airt::e2e
