@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""peer_microbenchmark: bench/microbenchmark's operations on Ray and on Dask distributed.
+"""peer_microbenchmark: bench/microbenchmark's operations on Ray, on Dask distributed, and on
+airt's Python client (the Ray code run with `import airt as ray`).
 
-    .venv/bin/python bench/peer_microbenchmark.py [--quick] [--peers ray,dask]
+    .venv/bin/python bench/peer_microbenchmark.py [--quick] [--peers airt-py,ray,dask]
 
 Prints, for each peer, a line "[<peer>] <what ran>" and then one line per metric under Ray's
 metric names (ray/_private/ray_perf.py), as bench/microbenchmark does:
@@ -124,17 +125,20 @@ def touched_array(numpy, nbytes):
 
 # ---- Ray ------------------------------------------------------------------------------------
 
-def run_ray(plan):
+def run_ray(plan, module="ray", label="ray"):
+    """Ray's code of ray_perf.py; with module="airt", the same code on airt's Python client
+    (`import airt as ray`)."""
     try:
+        import importlib
         import numpy
-        import ray
+        ray = importlib.import_module(module)
     except ImportError as e:
-        not_installed("ray", e)
+        not_installed(label, e)
         return
     import logging
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
              log_to_driver=False)
-    print(f"[ray] ray {ray.__version__}, ray.init(num_cpus=2)", flush=True)
+    print(f"[{label}] {module} {ray.__version__}, {module}.init(num_cpus=2)", flush=True)
     try:
         @ray.remote
         def small_value():
@@ -319,13 +323,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="small batches, one call per metric (for smoke runs)")
-    parser.add_argument("--peers", default="ray,dask", help="comma-separated: ray, dask")
+    parser.add_argument("--peers", default="airt-py,ray,dask",
+                        help="comma-separated: airt-py (airt's Python client), ray, dask")
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
-    runners = {"ray": run_ray, "dask": run_dask}
+    runners = {"airt-py": lambda plan: run_ray(plan, "airt", "airt-py"), "ray": run_ray,
+               "dask": run_dask}
     for peer in args.peers.split(","):
         if peer not in runners:
-            parser.error(f"unknown peer {peer!r} (ray, dask)")
+            parser.error(f"unknown peer {peer!r} (airt-py, ray, dask)")
         try:
             runners[peer](plan)
         except Exception as e:  # the peer would not start: its figures are missing, not zero

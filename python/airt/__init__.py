@@ -18,6 +18,8 @@ import os
 import pickle
 import sys
 
+__version__ = "0.1.0"
+
 from airt import _airt
 from airt import exceptions
 from airt import cross_language
