@@ -83,7 +83,8 @@ std::string JobCodeSearchPath(const Config& config) {
 }
 
 std::unique_ptr<LocalCluster> StartLocalCluster(const Config& config) {
-  LocalClusterOptions options{config.num_cpus, config.num_gpus, config.resources, ""};
+  LocalClusterOptions options{config.num_cpus, config.num_gpus, config.resources, "",
+                              config.object_store_memory};
   for (const std::string& dir : config.code_search_path) {
     options.code_search_path += (options.code_search_path.empty() ? "" : ":") + dir;
   }

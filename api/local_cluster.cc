@@ -163,6 +163,9 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOpti
                                    "--node-address=127.0.0.1", "--temp-dir=" + temp_dir};
   if (options.num_cpus) node.push_back("--num-cpus=" + std::to_string(*options.num_cpus));
   if (options.num_gpus) node.push_back("--num-gpus=" + std::to_string(*options.num_gpus));
+  if (options.object_store_memory) {
+    node.push_back("--object-store-memory=" + std::to_string(*options.object_store_memory));
+  }
   if (!options.resources.empty()) node.push_back("--resources=" + ResourcesJson(options.resources));
   std::string code = options.code_search_path;
   if (code.empty()) {

@@ -21,6 +21,7 @@ struct LocalClusterOptions {
   // DIR[:DIR...] (or library files) whose AIRT_REMOTE functions workers load; empty: the folder
   // of the running executable, as Ray's C++ driver does.
   std::string code_search_path;
+  std::optional<uint64_t> object_store_memory;  // bytes; unset: the node's default
 };
 
 // Owns the daemons it started. They are stopped when it is destroyed (in the process that started

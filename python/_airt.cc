@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <span>
 #include <stdexcept>
 #include <string_view>
@@ -53,6 +54,9 @@ std::vector<airt::internal::Argument> Arguments(const py::list& args) {
   }
   return arguments;
 }
+
+// The first bytes of an object put by put_buffers.
+constexpr std::string_view kFrameMagic = "AIRTPK5\n";
 
 int64_t TimeoutMs(std::optional<double> seconds) {
   if (!seconds) return -1;
@@ -112,8 +116,10 @@ PYBIND11_MODULE(_airt, m) {
       "init",
       [](const std::string& address, const std::vector<std::string>& code_search_path,
          std::optional<int> num_cpus, std::optional<int> num_gpus,
-         const std::map<std::string, double>& resources) {
+         const std::map<std::string, double>& resources,
+         std::optional<uint64_t> object_store_memory) {
         airt::Config config;
+        config.object_store_memory = object_store_memory;
         config.address = address;
         config.code_search_path = code_search_path;
         config.num_cpus = num_cpus;
@@ -123,7 +129,7 @@ PYBIND11_MODULE(_airt, m) {
         airt::Init(config);
       },
       py::arg("address"), py::arg("code_search_path"), py::arg("num_cpus"), py::arg("num_gpus"),
-      py::arg("resources"));
+      py::arg("resources"), py::arg("object_store_memory"));
   m.def("shutdown", [] {
     py::gil_scoped_release unlocked;
     airt::Shutdown();
@@ -140,6 +146,43 @@ PYBIND11_MODULE(_airt, m) {
     }
     return py::bytes(id);
   });
+  // Stores a pickle protocol 5 stream and its out-of-band buffers as one object, each buffer
+  // copied once, straight into the node's store (framed as python/airt/object_ref.py reads it:
+  // the magic, the count, then each part's length and bytes, buffers at 64-byte offsets).
+  m.def("put_buffers", [](py::bytes meta, const py::list& buffers) {
+    std::string head(meta);
+    std::vector<py::buffer_info> parts;
+    for (const py::handle& b : buffers) parts.push_back(py::buffer(b, true).request());
+    auto align = [](uint64_t n) { return (n + 63) / 64 * 64; };
+    uint64_t size = kFrameMagic.size() + 8 + 8 + head.size();
+    for (const auto& p : parts) size = align(size + 8) + static_cast<uint64_t>(p.size * p.itemsize);
+    std::string id;
+    {
+      py::gil_scoped_release unlocked;  // the buffers stay referenced by the caller's list
+      id = airt::internal::PutWith(size, [&](uint8_t* out) {
+        uint64_t at = 0;
+        auto put = [&](const void* data, uint64_t n) {
+          airt::internal::CopyOut(out + at, static_cast<const char*>(data), n);
+          at += n;
+        };
+        auto put_u64 = [&](uint64_t v) { put(&v, 8); };
+        put(kFrameMagic.data(), kFrameMagic.size());
+        put_u64(parts.size());
+        put_u64(head.size());
+        put(head.data(), head.size());
+        for (const auto& p : parts) {
+          uint64_t n = static_cast<uint64_t>(p.size * p.itemsize);
+          std::memset(out + at, 0, align(at + 8) - 8 - at);
+          at = align(at + 8) - 8;
+          put_u64(n);
+          put(p.ptr, n);
+        }
+        std::memset(out + at, 0, size - at);
+      });
+    }
+    return py::bytes(id);
+  });
+
   // The bytes of each object, waiting at most `timeout` seconds (None: no limit).
   m.def(
       "get",

@@ -42,13 +42,15 @@ _ACCEPTED_AND_IGNORED = {"include_dashboard", "logging_level", "log_to_driver",
 
 
 def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespace=None,
-         runtime_env=None, code_search_path=None, ignore_reinit_error=False, **ignored):
+         runtime_env=None, code_search_path=None, ignore_reinit_error=False,
+         object_store_memory=None, **ignored):
     """Joins a cluster, or starts a local one, as ray.init() does.
 
     address: "host:port" of a head; None: AIRT_ADDRESS, else a local head and node that
     shutdown() (or the process's exit) stops. num_cpus, num_gpus, resources: the local node's.
+    object_store_memory: the local node's store, bytes.
     code_search_path: folders of C++ libraries (AIRT_REMOTE) this job's workers load, for
-    cpp_function. namespace and runtime_env are not supported yet (they need Python workers).
+    cpp_function. namespace and runtime_env are not supported yet.
     """
     unknown = set(ignored) - _ACCEPTED_AND_IGNORED
     if unknown:
@@ -77,7 +79,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
         os.environ["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in paths if p])
     try:
         _airt.init(address or "", list(code_search_path or []), num_cpus, num_gpus,
-                   {k: float(v) for k, v in (resources or {}).items()})
+                   {k: float(v) for k, v in (resources or {}).items()},
+                   None if object_store_memory is None else int(object_store_memory))
     except _airt.Error as error:
         raise exceptions.translate(error) from None
 
@@ -95,8 +98,11 @@ def put(value):
     """Stores `value` (pickled, protocol 5); its ObjectRef."""
     if isinstance(value, ObjectRef):
         raise TypeError("put() of an ObjectRef: pass the ref itself instead")
-    data = pickle.dumps(value, protocol=5)
+    buffers = []
+    data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     try:
+        if buffers:  # large arrays: their bytes go once, straight into the store
+            return ObjectRef(_airt.put_buffers(data, [b.raw() for b in buffers]), ObjectRef.PICKLE)
         return ObjectRef(_airt.put(data), ObjectRef.PICKLE)
     except _airt.Error as error:
         raise exceptions.translate(error) from None

@@ -7,6 +7,30 @@ import msgpack
 from airt import _airt
 
 
+# An object put with its pickle's out-of-band buffers (airt._airt.put_buffers): the magic, the
+# number of buffers and the pickle's length (u64 little-endian each), the pickle, then per buffer
+# its length and bytes, each buffer starting at a multiple of 64 bytes.
+FRAME_MAGIC = b"AIRTPK5\n"
+
+
+def _unframe(data):
+    view = memoryview(data)
+    at = len(FRAME_MAGIC)
+    count = int.from_bytes(view[at:at + 8], "little")
+    meta_len = int.from_bytes(view[at + 8:at + 16], "little")
+    at += 16
+    meta = view[at:at + meta_len]
+    at += meta_len
+    buffers = []
+    for _ in range(count):
+        at = (at + 8 + 63) // 64 * 64 - 8
+        n = int.from_bytes(view[at:at + 8], "little")
+        at += 8
+        buffers.append(view[at:at + n])  # no copy: the array is a view of `data`
+        at += n
+    return pickle.loads(meta, buffers=buffers)
+
+
 class ObjectRef:
     """A reference to an object (a put, or a task's return), as Ray's ObjectRef.
 
@@ -32,6 +56,8 @@ class ObjectRef:
     def _decode(self, data):
         if self._format == ObjectRef.MSGPACK:
             return msgpack.unpackb(data, raw=False, strict_map_key=False)
+        if data[:len(FRAME_MAGIC)] == FRAME_MAGIC:
+            return _unframe(data)
         return pickle.loads(data)
 
     def __await__(self):

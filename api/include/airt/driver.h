@@ -41,6 +41,7 @@ struct Config {
   std::optional<int> num_cpus = {};              // the node's CPUs; unset: this machine's
   std::optional<int> num_gpus = {};              // the node's GPUs; unset: those the node detects
   std::map<std::string, double> resources = {};  // the node's custom resources, e.g. {"TPU": 2}
+  std::optional<uint64_t> object_store_memory = {};  // the node's store, bytes; unset: default
 };
 
 // Connects this process to the cluster as a driver (one job): the head at config.address, else
