@@ -295,6 +295,20 @@ void KillActor(const std::string& actor_id, bool no_restart) {
   throw UnavailableError(killed.ToString());
 }
 
+std::string RegisteredName(const void* address, const char* what) {
+  std::string name = FunctionRegistry::Global().NameOf(address);
+  if (name.empty()) {
+    throw Exception(std::string("this ") + what +
+                    " is not registered: add it to an AIRT_REMOTE(...) list");
+  }
+  return name;
+}
+
+void PlacementGroupsNotBuilt() {
+  throw UnimplementedError(
+      "SetPlacementGroup: placement groups (gang reservation of bundles) are not built yet");
+}
+
 std::string PutBytes(std::string bytes) {
   Result<ObjectId> id = Core().Put(std::move(bytes));
   if (!id.ok()) throw UnavailableError(id.status().ToString());

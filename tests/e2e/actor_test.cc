@@ -47,6 +47,20 @@ std::optional<int> ValueOnceBack(ActorHandle<Counter>& counter) {
   return value;
 }
 
+// Whether, within 20 s, a call fails with an ActorDiedError whose message holds `why`.
+bool SoonDead(ActorHandle<Counter>& counter, const std::string& why) {
+  return WaitUntil(
+      [&] {
+        try {
+          Get(counter.Task(&Counter::Value).Remote(), 20'000);
+          return false;
+        } catch (const ActorDiedError& e) {
+          return std::string(e.what()).find(why) != std::string::npos;
+        }
+      },
+      20s);
+}
+
 class Actors : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -163,32 +177,14 @@ TEST_F(Actors, AKilledProcessRestartsTheActorUntilRestartsRunOut) {
   EXPECT_NE(second, pid);
   ASSERT_EQ(::kill(second, SIGKILL), 0);
   // No restarts left.
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        try {
-          Get(counter.Task(&Counter::Value).Remote(), 20'000);
-          return false;
-        } catch (const ActorDiedError& e) {
-          return std::string(e.what()).find("max_restarts=1") != std::string::npos;
-        }
-      },
-      20s));
+  EXPECT_TRUE(SoonDead(counter, "max_restarts=1"));
 }
 
 TEST_F(Actors, WithoutRestartsADeadProcessMeansADeadActor) {
   ActorHandle<Counter> counter = Actor(Counter::Create).Remote(5);
   int pid = *Get(counter.Task(&Counter::Pid).Remote());
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        try {
-          Get(counter.Task(&Counter::Value).Remote(), 20'000);
-          return false;
-        } catch (const ActorDiedError&) {
-          return true;
-        }
-      },
-      20s));
+  EXPECT_TRUE(SoonDead(counter, ""));
 }
 
 TEST_F(Actors, MaxConcurrencyRunsMethodsSideBySide) {

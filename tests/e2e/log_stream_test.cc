@@ -2,6 +2,9 @@
 // (log_driver) whose stdout the test reads. The node follows its workers' log files and streams
 // their lines, prefixed "(pid=..., node=...)", to the driver that subscribed for the job.
 #include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
 #include <fstream>
 #include <regex>
 
@@ -19,20 +22,31 @@ using airt::testing::WaitForLine;
 using airt::testing::WaitUntil;
 using namespace std::chrono_literals;
 
+// A head and a node of 1 CPU in `dir`, the node with `node_flags` added; AIRT_ADDRESS is set to
+// the head for the driver processes the tests start. Both are killed by pid when it goes.
+struct Cluster {
+  Cluster(const TempDir& dir, const std::vector<std::string>& node_flags)
+      : head({AIRT_HEAD_BIN, "--port=0"}, dir.File("head.log")) {
+    std::string address =
+        WaitForLine(dir.File("head.log"), "head ready ", 30s, &head).value_or("");
+    if (address.empty()) return;
+    std::vector<std::string> argv = {AIRT_NODE_BIN, "--head-address=" + address, "--num-cpus=1",
+                                     "--object-store-memory=64M", "--temp-dir=" + dir.path(),
+                                     "--worker-binary=" + std::string(AIRT_WORKER_BIN)};
+    argv.insert(argv.end(), node_flags.begin(), node_flags.end());
+    node = std::make_unique<ChildProcess>(argv, dir.File("node.log"));
+    ready = WaitForLine(dir.File("node.log"), "node ready ", 30s, node.get()).has_value();
+    ::setenv("AIRT_ADDRESS", address.c_str(), 1);  // the drivers inherit it
+  }
+  ChildProcess head;
+  std::unique_ptr<ChildProcess> node;
+  bool ready = false;
+};
+
 TEST(LogStream, WorkerOutputReachesTheDriverWithItsPrefix) {
   TempDir dir;
-  ChildProcess head({AIRT_HEAD_BIN, "--port=0"}, dir.File("head.log"));
-  std::string address = WaitForLine(dir.File("head.log"), "head ready ", 30s, &head).value_or("");
-  ASSERT_FALSE(address.empty()) << ReadFile(dir.File("head.log"));
-  ChildProcess node(
-      {AIRT_NODE_BIN, "--head-address=" + address, "--num-cpus=1", "--object-store-memory=64M",
-       "--temp-dir=" + dir.path(), "--worker-binary=" + std::string(AIRT_WORKER_BIN),
-       "--worker-code-search-path=" + std::string(AIRT_TASK_FUNCTIONS)},
-      dir.File("node.log"));
-  ASSERT_TRUE(WaitForLine(dir.File("node.log"), "node ready ", 30s, &node))
-      << ReadFile(dir.File("node.log"));
-
-  ::setenv("AIRT_ADDRESS", address.c_str(), 1);  // the driver inherits it
+  Cluster cluster(dir, {"--worker-code-search-path=" + std::string(AIRT_TASK_FUNCTIONS)});
+  ASSERT_TRUE(cluster.ready) << ReadFile(dir.File("head.log")) << ReadFile(dir.File("node.log"));
   std::string marker = dir.File("driver.done");
   ChildProcess driver({AIRT_LOG_DRIVER_BIN, marker}, dir.File("driver.log"));
 
@@ -84,17 +98,8 @@ TEST(LogStream, WorkerOutputReachesTheDriverWithItsPrefix) {
 // the head lists the job with its code.
 TEST(JobCode, ANodeWithoutCodeRunsTheDriversOwnLibrary) {
   TempDir dir;
-  ChildProcess head({AIRT_HEAD_BIN, "--port=0"}, dir.File("head.log"));
-  std::string address = WaitForLine(dir.File("head.log"), "head ready ", 30s, &head).value_or("");
-  ASSERT_FALSE(address.empty()) << ReadFile(dir.File("head.log"));
-  ChildProcess node(
-      {AIRT_NODE_BIN, "--head-address=" + address, "--num-cpus=1", "--object-store-memory=64M",
-       "--temp-dir=" + dir.path(), "--worker-binary=" + std::string(AIRT_WORKER_BIN)},
-      dir.File("node.log"));
-  ASSERT_TRUE(WaitForLine(dir.File("node.log"), "node ready ", 30s, &node))
-      << ReadFile(dir.File("node.log"));
-
-  ::setenv("AIRT_ADDRESS", address.c_str(), 1);
+  Cluster cluster(dir, {});  // no code search path for the node
+  ASSERT_TRUE(cluster.ready) << ReadFile(dir.File("head.log")) << ReadFile(dir.File("node.log"));
   std::string marker = dir.File("driver.done");
   ChildProcess driver({AIRT_LOG_DRIVER_BIN, marker}, dir.File("driver.log"));
   EXPECT_TRUE(WaitUntil(

@@ -151,8 +151,7 @@ class ActorCreator {
   // Throws UnimplementedError: placement groups are not built yet.
   ActorCreator& SetPlacementGroup(const PlacementGroup&, int bundle_index = -1) {
     (void)bundle_index;
-    throw UnimplementedError(
-        "SetPlacementGroup: placement groups (gang reservation of bundles) are not built yet");
+    internal::PlacementGroupsNotBuilt();
   }
 
   // Throws Exception when the name is taken in its namespace.
@@ -160,10 +159,7 @@ class ActorCreator {
   ActorHandle<T> Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "Remote takes one argument per parameter");
     std::string name =
-        internal::FunctionRegistry::Global().NameOf(reinterpret_cast<const void*>(factory_));
-    if (name.empty()) {
-      throw Exception("this actor factory is not registered: add it to an AIRT_REMOTE(...) list");
-    }
+        internal::RegisteredName(reinterpret_cast<const void*>(factory_), "actor factory");
     std::vector<internal::Argument> arguments = {
         internal::MakeArgument<P>(std::forward<A>(args))...};
     return ActorHandle<T>(internal::CreateActor(name, std::move(arguments), settings_));

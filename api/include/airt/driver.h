@@ -182,6 +182,11 @@ std::optional<std::string> KvGet(const std::string& ns, const std::string& key);
 
 std::vector<std::string> SubmitTask(const std::string& function, std::vector<Argument> args,
                                     const TaskSettings& settings);
+// The name the function at `address` was registered under; throws Exception naming `what`
+// ("function", "actor factory") when it was not registered.
+std::string RegisteredName(const void* address, const char* what);
+// Throws UnimplementedError: placement groups come with their own issue.
+[[noreturn]] void PlacementGroupsNotBuilt();
 std::string PutBytes(std::string bytes);
 // Puts an object of `size` bytes that `write` writes in place (into the node's store when large).
 std::string PutWith(uint64_t size, const std::function<void(uint8_t* out)>& write);
@@ -253,19 +258,14 @@ class TaskCaller {
   // Throws UnimplementedError: placement groups are not built yet.
   TaskCaller& SetPlacementGroup(const PlacementGroup&, int bundle_index = -1) {
     (void)bundle_index;
-    throw UnimplementedError(
-        "SetPlacementGroup: placement groups (gang reservation of bundles) are not built yet");
+    internal::PlacementGroupsNotBuilt();
   }
 
   // Each argument is a value of the parameter's type or an ObjectRef to one.
   template <typename... A>
   ObjectRef<R> Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "Remote takes one argument per parameter");
-    std::string name =
-        internal::FunctionRegistry::Global().NameOf(reinterpret_cast<const void*>(fn_));
-    if (name.empty()) {
-      throw Exception("this function is not registered: add it to an AIRT_REMOTE(...) list");
-    }
+    std::string name = internal::RegisteredName(reinterpret_cast<const void*>(fn_), "function");
     std::vector<internal::Argument> arguments = {
         internal::MakeArgument<P>(std::forward<A>(args))...};
     return ObjectRef<R>(internal::SubmitTask(name, std::move(arguments), settings_).at(0));
