@@ -13,6 +13,7 @@
 
 #include "api/core_worker/actor_manager.h"
 #include "api/core_worker/capnp_util.h"
+#include "api/core_worker/core_worker_impl.h"
 #include "api/core_worker/reference_counter.h"
 #include "api/core_worker/task_dispatcher.h"
 #include "common/inbox.h"
@@ -27,13 +28,6 @@ namespace airt::core {
 namespace {
 
 kj::Exception Fail(const Status& s) { return ToKjException(s); }
-
-// A connection to one peer, reused for every call to it. `cap` queues calls until connected.
-struct Peer {
-  kj::Own<kj::AsyncIoStream> stream;
-  kj::Own<capnp::TwoPartyClient> rpc;
-  capnp::Capability::Client cap = nullptr;
-};
 
 class LogTaskErrors : public kj::TaskSet::ErrorHandler {
  public:
@@ -59,116 +53,6 @@ class PrintLogs final : public proto::LogSink::Server {
 };
 
 }  // namespace
-
-class CoreWorker::Impl {
- public:
-  explicit Impl(CoreWorkerOptions options) : options_(std::move(options)) {}
-  ~Impl() { Stop(); }
-
-  Status Start();
-  void Stop();
-  std::vector<ObjectId> Submit(const std::string& function, std::vector<TaskArgument> args,
-                               const TaskOptions& options);
-  Result<ObjectId> Put(std::string bytes);
-  Result<ObjectId> Put(uint64_t size, const std::function<void(uint8_t*)>& write);
-  Result<std::vector<GotObject>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);
-  std::vector<bool> Ready(std::span<const ObjectId> ids) const { return memory_.Ready(ids); }
-  std::vector<bool> Wait(std::span<const ObjectId> ids, size_t n, int64_t timeout_ms) {
-    std::vector<bool> ready = memory_.Ready(ids);
-    if (static_cast<size_t>(std::count(ready.begin(), ready.end(), true)) >= n) return ready;
-    Blocked blocked(*this);
-    return memory_.WaitFor(ids, n, timeout_ms);
-  }
-  const JobId& job_id() const { return job_id_; }
-  Result<ActorId> CreateActor(const std::string& factory, std::vector<TaskArgument> args,
-                              ActorOptions options);
-  std::vector<ObjectId> SubmitActorTask(const ActorId& actor, const std::string& method,
-                                        std::vector<TaskArgument> args, uint32_t num_returns);
-  Result<ActorId> GetActor(const std::string& name, const std::string& ns);
-  Status KillActor(const ActorId& actor, bool no_restart);
-  void AddLocalReference(const ObjectId& id) {
-    inbox_.Post([this, id] { refs_.AddLocal(id); });
-  }
-  void RemoveLocalReference(const ObjectId& id) {
-    inbox_.Post([this, id] { refs_.RemoveLocal(id); });
-  }
-  size_t NumReferencedObjects();
-  Result<bool> KvPut(const std::string& ns, const std::string& key, const std::string& value,
-                     bool overwrite);
-  Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
-  Result<std::vector<CoreWorker::NodeView>> ClusterView();
-  const std::string& node_address() const { return node_address_; }
-
- private:
-  // State confined to the loop thread.
-  struct Loop {
-    Loop(kj::AsyncIoContext& io, kj::TaskSet::ErrorHandler& errors) : io(io), tasks(errors) {}
-    kj::AsyncIoContext& io;
-    kj::TaskSet tasks;
-    std::map<std::string, kj::Own<Peer>> peers;
-    std::vector<kj::Own<Peer>> retired;  // kept until the loop ends: callbacks may point at them
-    proto::Head::Client head = nullptr;
-    // Held while the driver runs: the head finishes the job when it is dropped.
-    proto::JobLease::Client job_lease = nullptr;
-    kj::Own<TaskDispatcher> dispatcher;  // once joined
-    kj::Own<ActorManager> actors;        // once joined
-  };
-
-  // Runs `fn` on the loop thread (after everything posted before) and waits for it.
-  template <typename Fn>
-  auto OnLoop(Fn&& fn) {
-    return executor_->executeSync([this, &fn] {
-      inbox_.RunPending();
-      return fn();
-    });
-  }
-
-  // In a worker, tells its node while the calling thread waits for objects, so that the node
-  // lends the lease's CPUs to the tasks being waited for. Nothing in a driver.
-  class Blocked {
-   public:
-    explicit Blocked(Impl& impl) : impl_(impl) { impl_.NotifyBlocked(true); }
-    ~Blocked() { impl_.NotifyBlocked(false); }
-    Blocked(const Blocked&) = delete;
-    Blocked& operator=(const Blocked&) = delete;
-
-   private:
-    Impl& impl_;
-  };
-  void NotifyBlocked(bool blocked);
-
-  // Loop thread.
-  capnp::Capability::Client Connect(const std::string& address);
-  void Forget(const std::string& address);
-  kj::Promise<void> Run(PendingTask* task);
-  // Counts the task's reference arguments as held until the task is destroyed.
-  void HoldArguments(PendingTask& task);
-  // The last reference to `id` went: drops it from the memory store and from the stores of the
-  // nodes that hold it (when it arrives, if it is not there yet).
-  void Free(const ObjectId& id);
-  void FlushRemoteFrees();
-  // A new task of `kind` with `num_returns` return ids (at least one).
-  kj::Own<PendingTask> NewTask(proto::TaskKind kind, const ActorId& actor, std::string function,
-                               std::vector<TaskArgument> args, uint32_t num_returns);
-
-  CoreWorkerOptions options_;
-  MemoryStore memory_;
-  std::thread thread_;
-  kj::Own<const kj::Executor> executor_;
-  airt::Inbox inbox_;  // submissions, run on the loop without their caller waiting
-  kj::Own<kj::PromiseFulfiller<void>> stop_;  // loop thread
-  Loop* loop_ = nullptr;                      // loop thread
-  JobId job_id_;
-  std::string namespace_;
-  TaskId driver_task_;
-  std::string node_address_, transfer_address_, store_socket_;
-  std::unique_ptr<objectstore::StoreClient> store_;
-  std::atomic<uint32_t> put_index_{0};
-  // Loop thread.
-  ReferenceCounter refs_{[this](const ObjectId& id) { Free(id); }};
-  std::map<std::string, std::vector<ObjectId>> remote_frees_;  // by node, sent once per loop turn
-  bool stopping_ = false;  // no frees once the connections are closing
-};
 
 Status CoreWorker::Impl::Start() {
   std::promise<void> ready;
@@ -403,134 +287,6 @@ Status CoreWorker::Impl::KillActor(const ActorId& actor, bool no_restart) {
   return CatchKj([&] { OnLoop([&] { return loop_->actors->Kill(actor, no_restart); }); });
 }
 
-Result<ObjectId> CoreWorker::Impl::Put(std::string bytes) {
-  ObjectId id = ObjectId::ForPut(driver_task_, ++put_index_);
-  ObjectEntry entry;
-  if (bytes.size() <= options_.inline_threshold) {
-    entry.value = std::make_shared<const std::string>(std::move(bytes));
-  } else {
-    AIRT_RETURN_IF_ERROR(store_->Put(
-        id,
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
-    entry.location = ObjectLocation{id, transfer_address_, bytes.size(), node_address_};
-  }
-  memory_.PutNew(id, std::move(entry));
-  return id;
-}
-
-Result<bool> CoreWorker::Impl::KvPut(const std::string& ns, const std::string& key,
-                                     const std::string& value, bool overwrite) {
-  bool added = false;
-  Status put = CatchKj([&] {
-    OnLoop([&] {
-      auto request = loop_->head.kvPutRequest();
-      request.setNamespace(ns);
-      request.setKey(key);
-      request.setValue(AsData(value));
-      request.setOverwrite(overwrite);
-      return request.send().then([&](auto reply) { added = reply.getAdded(); });
-    });
-  });
-  if (!put.ok()) return put;
-  return added;
-}
-
-Result<std::optional<std::string>> CoreWorker::Impl::KvGet(const std::string& ns,
-                                                           const std::string& key) {
-  std::optional<std::string> value;
-  Status got = CatchKj([&] {
-    OnLoop([&] {
-      auto request = loop_->head.kvGetRequest();
-      request.setNamespace(ns);
-      request.setKey(key);
-      return request.send().then([&](auto reply) {
-        if (reply.getFound()) value = ToString(reply.getValue());
-      });
-    });
-  });
-  if (!got.ok()) return got;
-  return value;
-}
-
-Result<std::vector<CoreWorker::NodeView>> CoreWorker::Impl::ClusterView() {
-  std::vector<CoreWorker::NodeView> nodes;
-  Status got = CatchKj([&] {
-    OnLoop([&] {
-      return loop_->head.clusterViewRequest().send().then([&](auto view) {
-        for (auto n : view.getNodes()) {
-          auto info = n.getInfo();
-          CoreWorker::NodeView node;
-          std::string id = ToString(info.getNodeId());
-          if (id.size() == NodeId::kSize) {
-            node.id = NodeId::FromRaw(reinterpret_cast<const uint8_t*>(id.data()));
-          }
-          node.address =
-              std::string(info.getAddress().cStr()) + ":" + std::to_string(info.getNodePort());
-          node.alive = n.getAlive();
-          for (auto r : info.getTotal()) node.total[r.getName().cStr()] = r.getAmount();
-          for (auto r : n.getAvailable()) node.available[r.getName().cStr()] = r.getAmount();
-          nodes.push_back(std::move(node));
-        }
-      });
-    });
-  });
-  if (!got.ok()) return got;
-  return nodes;
-}
-
-size_t CoreWorker::Impl::NumReferencedObjects() {
-  return OnLoop([this] { return refs_.size(); });
-}
-
-void CoreWorker::Impl::HoldArguments(PendingTask& task) {
-  std::vector<ObjectId> held;
-  for (const TaskArgument& arg : task.args) {
-    if (arg.ref) held.push_back(*arg.ref);
-    held.insert(held.end(), arg.ref_list.begin(), arg.ref_list.end());
-  }
-  for (const ObjectId& id : held) refs_.AddSubmitted(id);
-  if (held.empty()) return;
-  task.holds = std::shared_ptr<void>(nullptr, [this, held = std::move(held)](void*) {
-    for (const ObjectId& id : held) refs_.RemoveSubmitted(id);
-  });
-}
-
-void CoreWorker::Impl::Free(const ObjectId& id) {
-  if (stopping_) return;  // the job's end frees what is left (the nodes delete its objects)
-  std::optional<ObjectEntry> entry = memory_.Erase(id);
-  if (!entry) {
-    // Its task has not answered yet: free it when it does.
-    loop_->tasks.add(memory_.WhenReady(id).then([this, id](ObjectEntry) { Free(id); }));
-    return;
-  }
-  if (!entry->location) return;
-  // This node's copy: the primary of a put, or a copy a Get pulled here.
-  if (store_->Contains(id)) {
-    Status deleted = store_->Delete(id);
-    if (!deleted.ok() && deleted.code() != Code::kNotFound) {
-      AIRT_LOG(WARNING) << "freeing object " << id.Hex() << ": " << deleted.ToString();
-    }
-  }
-  const std::string& node = entry->location->node_address;
-  if (node.empty() || node == node_address_) return;
-  if (remote_frees_.empty()) {
-    loop_->tasks.add(kj::evalLater([this] { FlushRemoteFrees(); }));
-  }
-  remote_frees_[node].push_back(id);
-}
-
-void CoreWorker::Impl::FlushRemoteFrees() {
-  for (auto& [node, ids] : remote_frees_) {
-    auto request = Connect(node).castAs<proto::Node>().freeObjectsRequest();
-    auto list = request.initObjectIds(static_cast<uint>(ids.size()));
-    for (size_t i = 0; i < ids.size(); ++i) {
-      list.set(static_cast<uint>(i), AsData(ids[i].Binary()));
-    }
-    loop_->tasks.add(request.send().ignoreResult());
-  }
-  remote_frees_.clear();
-}
-
 void CoreWorker::Impl::NotifyBlocked(bool blocked) {
   if (options_.job.IsNil()) return;  // a driver holds no lease
   // Not waiting for the answer: calls on one connection arrive in order, so "unblocked" follows
@@ -541,51 +297,6 @@ void CoreWorker::Impl::NotifyBlocked(bool blocked) {
     request.setBlocked(blocked);
     loop_->tasks.add(request.send().ignoreResult());
   });
-}
-
-Result<ObjectId> CoreWorker::Impl::Put(uint64_t size, const std::function<void(uint8_t*)>& write) {
-  if (size <= options_.inline_threshold) {
-    std::string bytes(size, '\0');
-    write(reinterpret_cast<uint8_t*>(bytes.data()));
-    return Put(std::move(bytes));
-  }
-  ObjectId id = ObjectId::ForPut(driver_task_, ++put_index_);
-  AIRT_ASSIGN_OR_RETURN(objectstore::MutableObject object, store_->Create(id, size));
-  try {
-    write(object.data.data());
-  } catch (...) {
-    (void)store_->Abort(id);
-    throw;
-  }
-  AIRT_RETURN_IF_ERROR(store_->Seal(id));
-  memory_.PutNew(id,
-                 ObjectEntry{nullptr, ObjectLocation{id, transfer_address_, size, node_address_},
-                             std::nullopt});
-  return id;
-}
-
-Result<std::vector<GotObject>> CoreWorker::Impl::Get(std::span<const ObjectId> ids,
-                                                     int64_t timeout_ms) {
-  std::vector<bool> ready = memory_.Ready(ids);
-  std::optional<Blocked> blocked;
-  if (std::find(ready.begin(), ready.end(), false) != ready.end()) blocked.emplace(*this);
-  AIRT_ASSIGN_OR_RETURN(std::vector<ObjectEntry> entries, memory_.Wait(ids, timeout_ms));
-  blocked.reset();
-  std::vector<GotObject> out(entries.size());
-  for (size_t i = 0; i < entries.size(); ++i) {
-    out[i].error = entries[i].error;
-    out[i].value = entries[i].value;
-    if (!entries[i].location) continue;
-    const ObjectLocation& where = *entries[i].location;
-    if (!store_->Contains(where.id)) {
-      AIRT_RETURN_IF_ERROR(objectstore::ObjectPuller(store_.get())
-                               .Pull(where.transfer_address, where.id, timeout_ms));
-    }
-    AIRT_ASSIGN_OR_RETURN(objectstore::ObjectPin pin, store_->Get(where.id, timeout_ms));
-    out[i].value = std::make_shared<const std::string>(
-        reinterpret_cast<const char*>(pin.data().data()), pin.data().size());
-  }
-  return out;
 }
 
 Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(CoreWorkerOptions options) {

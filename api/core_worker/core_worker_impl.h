@@ -1,0 +1,148 @@
+// The core worker's insides, shared by its two source files: core_worker.cc (joining the cluster,
+// connections, tasks and actors) and core_worker_objects.cc (objects: puts, gets, reference
+// counting and freeing; and the head's KV and cluster view). Not part of any API.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include "api/core_worker/actor_manager.h"
+#include "api/core_worker/core_worker.h"
+#include "api/core_worker/memory_store.h"
+#include "api/core_worker/reference_counter.h"
+#include "api/core_worker/task_dispatcher.h"
+#include "api/core_worker/task_spec.h"
+#include "common/inbox.h"
+#include "common/proto/cluster.capnp.h"
+#include "objectstore/object_store.h"
+
+namespace airt::core {
+
+// A connection to one peer, reused for every call to it. `cap` queues calls until connected.
+struct Peer {
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyClient> rpc;
+  capnp::Capability::Client cap = nullptr;
+};
+
+class CoreWorker::Impl {
+ public:
+  explicit Impl(CoreWorkerOptions options) : options_(std::move(options)) {}
+  ~Impl() { Stop(); }
+
+  Status Start();
+  void Stop();
+  std::vector<ObjectId> Submit(const std::string& function, std::vector<TaskArgument> args,
+                               const TaskOptions& options);
+  Result<ObjectId> Put(std::string bytes);
+  Result<ObjectId> Put(uint64_t size, const std::function<void(uint8_t*)>& write);
+  Result<std::vector<GotObject>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);
+  std::vector<bool> Ready(std::span<const ObjectId> ids) const { return memory_.Ready(ids); }
+  std::vector<bool> Wait(std::span<const ObjectId> ids, size_t n, int64_t timeout_ms) {
+    std::vector<bool> ready = memory_.Ready(ids);
+    if (static_cast<size_t>(std::count(ready.begin(), ready.end(), true)) >= n) return ready;
+    Blocked blocked(*this);
+    return memory_.WaitFor(ids, n, timeout_ms);
+  }
+  const JobId& job_id() const { return job_id_; }
+  Result<ActorId> CreateActor(const std::string& factory, std::vector<TaskArgument> args,
+                              ActorOptions options);
+  std::vector<ObjectId> SubmitActorTask(const ActorId& actor, const std::string& method,
+                                        std::vector<TaskArgument> args, uint32_t num_returns);
+  Result<ActorId> GetActor(const std::string& name, const std::string& ns);
+  Status KillActor(const ActorId& actor, bool no_restart);
+  void AddLocalReference(const ObjectId& id) {
+    inbox_.Post([this, id] { refs_.AddLocal(id); });
+  }
+  void RemoveLocalReference(const ObjectId& id) {
+    inbox_.Post([this, id] { refs_.RemoveLocal(id); });
+  }
+  size_t NumReferencedObjects();
+  Result<bool> KvPut(const std::string& ns, const std::string& key, const std::string& value,
+                     bool overwrite);
+  Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
+  Result<std::vector<CoreWorker::NodeView>> ClusterView();
+  const std::string& node_address() const { return node_address_; }
+
+ private:
+  // State confined to the loop thread.
+  struct Loop {
+    Loop(kj::AsyncIoContext& io, kj::TaskSet::ErrorHandler& errors) : io(io), tasks(errors) {}
+    kj::AsyncIoContext& io;
+    kj::TaskSet tasks;
+    std::map<std::string, kj::Own<Peer>> peers;
+    std::vector<kj::Own<Peer>> retired;  // kept until the loop ends: callbacks may point at them
+    proto::Head::Client head = nullptr;
+    // Held while the driver runs: the head finishes the job when it is dropped.
+    proto::JobLease::Client job_lease = nullptr;
+    kj::Own<TaskDispatcher> dispatcher;  // once joined
+    kj::Own<ActorManager> actors;        // once joined
+  };
+
+  // Runs `fn` on the loop thread (after everything posted before) and waits for it.
+  template <typename Fn>
+  auto OnLoop(Fn&& fn) {
+    return executor_->executeSync([this, &fn] {
+      inbox_.RunPending();
+      return fn();
+    });
+  }
+
+  // In a worker, tells its node while the calling thread waits for objects, so that the node
+  // lends the lease's CPUs to the tasks being waited for. Nothing in a driver.
+  class Blocked {
+   public:
+    explicit Blocked(Impl& impl) : impl_(impl) { impl_.NotifyBlocked(true); }
+    ~Blocked() { impl_.NotifyBlocked(false); }
+    Blocked(const Blocked&) = delete;
+    Blocked& operator=(const Blocked&) = delete;
+
+   private:
+    Impl& impl_;
+  };
+  void NotifyBlocked(bool blocked);
+
+  // Loop thread.
+  capnp::Capability::Client Connect(const std::string& address);
+  void Forget(const std::string& address);
+  kj::Promise<void> Run(PendingTask* task);
+  // Counts the task's reference arguments as held until the task is destroyed.
+  void HoldArguments(PendingTask& task);
+  // The last reference to `id` went: drops it from the memory store and from the stores of the
+  // nodes that hold it (when it arrives, if it is not there yet).
+  void Free(const ObjectId& id);
+  void FlushRemoteFrees();
+  // A new task of `kind` with `num_returns` return ids (at least one).
+  kj::Own<PendingTask> NewTask(proto::TaskKind kind, const ActorId& actor, std::string function,
+                               std::vector<TaskArgument> args, uint32_t num_returns);
+
+  CoreWorkerOptions options_;
+  MemoryStore memory_;
+  std::thread thread_;
+  kj::Own<const kj::Executor> executor_;
+  airt::Inbox inbox_;  // submissions, run on the loop without their caller waiting
+  kj::Own<kj::PromiseFulfiller<void>> stop_;  // loop thread
+  Loop* loop_ = nullptr;                      // loop thread
+  JobId job_id_;
+  std::string namespace_;
+  TaskId driver_task_;
+  std::string node_address_, transfer_address_, store_socket_;
+  std::unique_ptr<objectstore::StoreClient> store_;
+  std::atomic<uint32_t> put_index_{0};
+  // Loop thread.
+  ReferenceCounter refs_{[this](const ObjectId& id) { Free(id); }};
+  std::map<std::string, std::vector<ObjectId>> remote_frees_;  // by node, sent once per loop turn
+  bool stopping_ = false;  // no frees once the connections are closing
+};
+
+}  // namespace airt::core
