@@ -325,19 +325,23 @@ void CopyOut(uint8_t* dst, const char* src, size_t n) {
   objectstore::CopyToObject(dst, reinterpret_cast<const uint8_t*>(src), n);
 }
 
-std::vector<std::string> GetBytes(const std::vector<std::string>& ids, int64_t timeout_ms) {
+void GetEach(const std::vector<std::string>& ids, int64_t timeout_ms,
+             const std::function<void(size_t i, std::string_view bytes)>& use) {
   std::vector<ObjectId> object_ids;
   for (const std::string& id : ids) object_ids.push_back(IdOf(id));
-  Result<std::vector<core::GotObject>> got = Core().Get(object_ids, timeout_ms);
-  if (!got.ok()) {
-    if (got.status().code() == Code::kDeadlineExceeded) throw TimeoutError(got.status().message());
-    throw UnavailableError(got.status().ToString());
-  }
-  std::vector<std::string> out;
-  for (core::GotObject& g : *got) {
+  Status got = Core().GetEach(object_ids, timeout_ms, [&](size_t i, const core::GotObject& g) {
     if (g.error) Throw(*g.error);
-    out.push_back(*g.value);
+    use(i, g.bytes());
+  });
+  if (!got.ok()) {
+    if (got.code() == Code::kDeadlineExceeded) throw TimeoutError(got.message());
+    throw UnavailableError(got.ToString());
   }
+}
+
+std::vector<std::string> GetBytes(const std::vector<std::string>& ids, int64_t timeout_ms) {
+  std::vector<std::string> out(ids.size());
+  GetEach(ids, timeout_ms, [&](size_t i, std::string_view bytes) { out[i] = std::string(bytes); });
   return out;
 }
 

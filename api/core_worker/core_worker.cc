@@ -317,8 +317,9 @@ Result<ObjectId> CoreWorker::Put(std::string bytes) { return impl_->Put(std::mov
 Result<ObjectId> CoreWorker::Put(uint64_t size, const std::function<void(uint8_t*)>& write) {
   return impl_->Put(size, write);
 }
-Result<std::vector<GotObject>> CoreWorker::Get(std::span<const ObjectId> ids, int64_t timeout_ms) {
-  return impl_->Get(ids, timeout_ms);
+Status CoreWorker::GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
+                           const std::function<void(size_t, const GotObject&)>& use) {
+  return impl_->GetEach(ids, timeout_ms, use);
 }
 std::vector<bool> CoreWorker::Ready(std::span<const ObjectId> ids) const {
   return impl_->Ready(ids);

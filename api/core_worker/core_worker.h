@@ -19,6 +19,7 @@
 #include "api/core_worker/memory_store.h"
 #include "common/ids.h"
 #include "common/status.h"
+#include "objectstore/object_store.h"
 
 namespace airt::core {
 
@@ -71,8 +72,13 @@ struct TaskArgument {
 
 // A value got back: its bytes, or why there are none.
 struct GotObject {
-  std::shared_ptr<const std::string> value;
+  std::shared_ptr<const std::string> value;  // inline values: shared with the memory store
+  objectstore::ObjectPin pin;  // an object in the node's store: pinned while this lives
   std::optional<ObjectError> error;
+  std::string_view bytes() const {
+    if (value) return *value;
+    return std::string_view(reinterpret_cast<const char*>(pin.data().data()), pin.data().size());
+  }
 };
 
 class CoreWorker {
@@ -96,9 +102,11 @@ class CoreWorker {
   // Stores an object of `size` bytes that `write` writes in place: straight into the node's
   // store when large, so the value is copied once.
   Result<ObjectId> Put(uint64_t size, const std::function<void(uint8_t* out)>& write);
-  // Waits for each object and returns its bytes or its error. kDeadlineExceeded names the first
-  // object still missing after timeout_ms (< 0: no limit).
-  Result<std::vector<GotObject>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);
+  // Waits for every object, then calls `use(i, object)` for each in order with its bytes or its
+  // error; an object of a store is pinned during its call only (bytes() are valid then).
+  // kDeadlineExceeded names the first object still missing after timeout_ms (< 0: no limit).
+  Status GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
+                 const std::function<void(size_t i, const GotObject& object)>& use);
   // A reference to `id` held by user code (an ObjectRef) begins or ends. The object is freed
   // (from the memory store and every node's store) once no reference and no unfinished task
   // argument holds it. Any thread; never blocks.

@@ -46,7 +46,8 @@ class CoreWorker::Impl {
                                const TaskOptions& options);
   Result<ObjectId> Put(std::string bytes);
   Result<ObjectId> Put(uint64_t size, const std::function<void(uint8_t*)>& write);
-  Result<std::vector<GotObject>> Get(std::span<const ObjectId> ids, int64_t timeout_ms);
+  Status GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
+                 const std::function<void(size_t, const GotObject&)>& use);
   std::vector<bool> Ready(std::span<const ObjectId> ids) const { return memory_.Ready(ids); }
   std::vector<bool> Wait(std::span<const ObjectId> ids, size_t n, int64_t timeout_ms) {
     std::vector<bool> ready = memory_.Ready(ids);

@@ -160,28 +160,30 @@ Result<ObjectId> CoreWorker::Impl::Put(uint64_t size, const std::function<void(u
   return id;
 }
 
-Result<std::vector<GotObject>> CoreWorker::Impl::Get(std::span<const ObjectId> ids,
-                                                     int64_t timeout_ms) {
+Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
+                                 const std::function<void(size_t, const GotObject&)>& use) {
   std::vector<bool> ready = memory_.Ready(ids);
   std::optional<Blocked> blocked;
   if (std::find(ready.begin(), ready.end(), false) != ready.end()) blocked.emplace(*this);
   AIRT_ASSIGN_OR_RETURN(std::vector<ObjectEntry> entries, memory_.Wait(ids, timeout_ms));
   blocked.reset();
-  std::vector<GotObject> out(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
-    out[i].error = entries[i].error;
-    out[i].value = entries[i].value;
-    if (!entries[i].location) continue;
-    const ObjectLocation& where = *entries[i].location;
-    if (!store_->Contains(where.id)) {
-      AIRT_RETURN_IF_ERROR(objectstore::ObjectPuller(store_.get())
-                               .Pull(where.transfer_address, where.id, timeout_ms));
+    GotObject got;
+    got.error = entries[i].error;
+    got.value = entries[i].value;
+    if (entries[i].location) {
+      const ObjectLocation& where = *entries[i].location;
+      if (!store_->Contains(where.id)) {
+        AIRT_RETURN_IF_ERROR(objectstore::ObjectPuller(store_.get())
+                                 .Pull(where.transfer_address, where.id, timeout_ms));
+      }
+      // Read in place, pinned only while `use` runs: a Get of more than the store holds reads
+      // one object at a time (spilled ones restored in turn).
+      AIRT_ASSIGN_OR_RETURN(got.pin, store_->Get(where.id, timeout_ms));
     }
-    AIRT_ASSIGN_OR_RETURN(objectstore::ObjectPin pin, store_->Get(where.id, timeout_ms));
-    out[i].value = std::make_shared<const std::string>(
-        reinterpret_cast<const char*>(pin.data().data()), pin.data().size());
+    use(i, got);
   }
-  return out;
+  return Status::Ok();
 }
 
 }  // namespace airt::core

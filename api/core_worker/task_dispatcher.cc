@@ -49,39 +49,39 @@ void TaskDispatcher::Pump(const std::string& key) {
   for (int i = 0; i < to_request; ++i) {
     ++q.requesting;
     const TaskOptions& options = q.waiting.front()->options;
-    background_.add(
-        RequestLease(connect_, local_node_,
-                     LeaseRequest{options.resources, options.accelerator_type, code_search_path_,
-                                              options.python},
-                     job_)
-            .then(
-                [this, key](LeaseOutcome lease) {
-                  ShapeQueue& q = queues_[key];
-                  --q.requesting;
-                  if (!lease.infeasible.empty()) {
-                    while (!q.waiting.empty()) {
-                      Fail(*q.waiting.front(), ObjectErrorKind::kInfeasible, lease.infeasible);
-                      q.waiting.pop_front();
-                    }
-                    return;
-                  }
-                  q.leases.push_back(Lease{lease.node, lease.lease_id, lease.worker});
-                  Lease& added = q.leases.back();
-                  Pump(key);
-                  if (added.in_flight == 0) {
-                    ScheduleIdleReturn(key, added.id, added.generation);
-                  }
-                },
-                [this, key](kj::Exception&& e) {
-                  ShapeQueue& q = queues_[key];
-                  --q.requesting;
-                  if (q.requesting > 0 || !q.leases.empty()) return;  // others serve
-                  std::string why = "no worker lease: " + FromKjException(e).ToString();
-                  while (!q.waiting.empty()) {
-                    Fail(*q.waiting.front(), ObjectErrorKind::kUnavailable, why);
-                    q.waiting.pop_front();
-                  }
-                }));
+    background_.add(RequestLease(connect_, local_node_,
+                                 LeaseRequest{options.resources, options.accelerator_type,
+                                              code_search_path_, options.python},
+                                 job_)
+                        .then(
+                            [this, key](LeaseOutcome lease) {
+                              ShapeQueue& q = queues_[key];
+                              --q.requesting;
+                              if (!lease.infeasible.empty()) {
+                                while (!q.waiting.empty()) {
+                                  Fail(*q.waiting.front(), ObjectErrorKind::kInfeasible,
+                                       lease.infeasible);
+                                  q.waiting.pop_front();
+                                }
+                                return;
+                              }
+                              q.leases.push_back(Lease{lease.node, lease.lease_id, lease.worker});
+                              Lease& added = q.leases.back();
+                              Pump(key);
+                              if (added.in_flight == 0) {
+                                ScheduleIdleReturn(key, added.id, added.generation);
+                              }
+                            },
+                            [this, key](kj::Exception&& e) {
+                              ShapeQueue& q = queues_[key];
+                              --q.requesting;
+                              if (q.requesting > 0 || !q.leases.empty()) return;  // others serve
+                              std::string why = "no worker lease: " + FromKjException(e).ToString();
+                              while (!q.waiting.empty()) {
+                                Fail(*q.waiting.front(), ObjectErrorKind::kUnavailable, why);
+                                q.waiting.pop_front();
+                              }
+                            }));
   }
 }
 

@@ -18,6 +18,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -176,8 +177,7 @@ std::vector<NodeInfo> ClusterNodes();
 std::string JobIdHex();
 
 // The head's internal KV (the Python client keeps its function table there).
-bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
-           bool overwrite);
+bool KvPut(const std::string& ns, const std::string& key, const std::string& value, bool overwrite);
 std::optional<std::string> KvGet(const std::string& ns, const std::string& key);
 
 std::vector<std::string> SubmitTask(const std::string& function, std::vector<Argument> args,
@@ -209,6 +209,10 @@ struct BufferSink {
 };
 // Throws the exception matching a task's error, TimeoutError, or UnavailableError.
 std::vector<std::string> GetBytes(const std::vector<std::string>& ids, int64_t timeout_ms);
+// As GetBytes, but hands each object's bytes to `use` where they lie (the node's store, pinned
+// for the call): a value is deserialized with no copy in between.
+void GetEach(const std::vector<std::string>& ids, int64_t timeout_ms,
+             const std::function<void(size_t i, std::string_view bytes)>& use);
 // Which of `ids` are ready after waiting for `num_ready` of them, at most timeout_ms.
 std::vector<bool> WaitReady(const std::vector<std::string>& ids, int num_ready, int64_t timeout_ms);
 
@@ -224,7 +228,7 @@ Argument MakeArgument(A&& arg) {
     for (const auto& ref : arg) list.ref_list.push_back(ref.ID());
     return list;
   } else if constexpr (requires { typename Given::ObjectRefTag; } ||
-                std::is_same_v<Given, ObjectRef<std::remove_cvref_t<P>>>) {
+                       std::is_same_v<Given, ObjectRef<std::remove_cvref_t<P>>>) {
     return Argument{"", arg.ID()};
   } else {
     return Argument{Serialize<std::remove_cvref_t<P>>(std::forward<A>(arg)), ""};
@@ -295,8 +299,11 @@ ObjectRef<T> Put(const T& value) {
 // The value of `ref` (waiting for it), as Ray's C++ API returns it.
 template <typename T>
 std::shared_ptr<T> Get(const ObjectRef<T>& ref, int64_t timeout_ms = -1) {
-  std::string bytes = internal::GetBytes({ref.ID()}, timeout_ms).at(0);
-  return std::make_shared<T>(internal::Deserialize<T>(bytes));
+  std::shared_ptr<T> out;
+  internal::GetEach({ref.ID()}, timeout_ms, [&](size_t, std::string_view bytes) {
+    out = std::make_shared<T>(internal::Deserialize<T>(bytes));
+  });
+  return out;
 }
 
 template <typename T>
@@ -304,10 +311,10 @@ std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& refs,
                                     int64_t timeout_ms = -1) {
   std::vector<std::string> ids;
   for (const auto& r : refs) ids.push_back(r.ID());
-  std::vector<std::shared_ptr<T>> out;
-  for (const std::string& bytes : internal::GetBytes(ids, timeout_ms)) {
-    out.push_back(std::make_shared<T>(internal::Deserialize<T>(bytes)));
-  }
+  std::vector<std::shared_ptr<T>> out(ids.size());
+  internal::GetEach(ids, timeout_ms, [&](size_t i, std::string_view bytes) {
+    out[i] = std::make_shared<T>(internal::Deserialize<T>(bytes));
+  });
   return out;
 }
 

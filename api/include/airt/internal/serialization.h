@@ -48,7 +48,10 @@ T Deserialize(std::string_view bytes) {
   msgpack::object_handle handle;
   size_t offset = 0;
   try {
-    msgpack::unpack(handle, bytes.data(), bytes.size(), offset);
+    // Strings and binaries are referenced in `bytes`, not copied into the handle's zone: the
+    // conversion below makes the one copy the value needs.
+    msgpack::unpack(handle, bytes.data(), bytes.size(), offset,
+                    [](msgpack::type::object_type, std::size_t, void*) { return true; });
   } catch (const msgpack::unpack_error& e) {
     ThrowMalformed(bytes, e.what());
   } catch (const std::bad_alloc&) {
