@@ -13,6 +13,7 @@ import cloudpickle
 
 from airt import _airt
 from airt.actor import METHOD_PREFIX
+from airt.exceptions import encode_cause
 from airt.remote_function import FUNCTION_NAMESPACE, FUNCTION_PREFIX
 
 _functions = {}
@@ -45,8 +46,8 @@ def _call(kind, name, actor, args):
         if kind == "create":
             return True, target(*positional, **keywords)
         return True, pickle.dumps(target(*positional, **keywords), protocol=5)
-    except BaseException:  # the user's error, whatever it is, goes back to the caller
-        return False, traceback.format_exc()
+    except BaseException as error:  # the user's error, whatever it is, goes back to the caller
+        return False, traceback.format_exc() + encode_cause(error)
 
 
 def main():

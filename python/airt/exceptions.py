@@ -4,6 +4,8 @@ Each is also an instance of the error type of airt's core it comes from (airt._a
 catching either works.
 """
 
+import pickle
+
 from airt import _airt
 
 
@@ -55,6 +57,47 @@ class UnimplementedError(RayError, NotImplementedError, _airt.UnimplementedError
     """What is not built yet; the message names it."""
 
 
+# A task's exception travels at the end of its error message, pickled and base64-encoded after
+# this marker, so that the driver's RayTaskError is also an instance of the user's type.
+_CAUSE_MARKER = "\n--airt-pickled-cause--\n"
+
+
+def encode_cause(error):
+    """The marker and `error` pickled, or "" when it does not pickle."""
+    import base64
+    try:
+        import cloudpickle
+        return _CAUSE_MARKER + base64.b64encode(cloudpickle.dumps(error)).decode("ascii")
+    except Exception:  # an exception that does not pickle travels as text only
+        return ""
+
+
+def _task_error(message):
+    """RayTaskError for `message`; when it carries the pickled cause, an instance of a class
+    derived from both RayTaskError and the cause's class (as Ray's RayTaskError.as_instanceof_cause)."""
+    text, marker, encoded = message.partition(_CAUSE_MARKER)
+    if not marker:
+        return RayTaskError(message)
+    try:
+        import base64
+        cause = pickle.loads(base64.b64decode(encoded))
+    except Exception:
+        return RayTaskError(text)
+    cause_cls = type(cause)
+    if not isinstance(cause, Exception) or issubclass(RayTaskError, cause_cls):
+        error = RayTaskError(text)
+    else:
+        try:
+            derived = type(f"RayTaskError({cause_cls.__name__})", (RayTaskError, cause_cls),
+                           {"__init__": lambda self, *a: Exception.__init__(self, *a),
+                            "__str__": lambda self: text})
+            error = derived(text)
+        except TypeError:  # a cause type that cannot be a base (layout, final)
+            error = RayTaskError(text)
+    error.cause = cause
+    return error
+
+
 # airt._airt's type -> the one raised to users, most specific first.
 _MAPPED = [
     (_airt.FunctionNotFoundError, FunctionNotFoundError),
@@ -73,5 +116,7 @@ def translate(error):
     """The user-facing exception for an error of airt._airt."""
     for core, user in _MAPPED:
         if isinstance(error, core):
+            if user is RayTaskError:
+                return _task_error(str(error))
             return user(str(error))
     return error

@@ -116,6 +116,12 @@ def test_a_python_exception_carries_the_remote_traceback(cluster):
         airt.get(broken.remote())
     assert "ValueError: no such thing" in str(caught.value)
     assert "Traceback" in str(caught.value)
+    assert "airt-pickled-cause" not in str(caught.value)
+    # Also an instance of the user's exception type, as Ray's RayTaskError is.
+    assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value.cause, ValueError)
+    with pytest.raises(ValueError):
+        airt.get(broken.remote())
 
 
 def test_python_workers_see_their_pid_and_numpy(cluster):
