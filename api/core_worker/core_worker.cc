@@ -331,7 +331,6 @@ std::vector<bool> CoreWorker::Wait(std::span<const ObjectId> ids, size_t num_rea
 const JobId& CoreWorker::job_id() const { return impl_->job_id(); }
 void CoreWorker::AddLocalReference(const ObjectId& id) { impl_->AddLocalReference(id); }
 void CoreWorker::RemoveLocalReference(const ObjectId& id) { impl_->RemoveLocalReference(id); }
-size_t CoreWorker::NumReferencedObjects() { return impl_->NumReferencedObjects(); }
 Result<std::vector<CoreWorker::NodeView>> CoreWorker::ClusterView() { return impl_->ClusterView(); }
 const std::string& CoreWorker::node_address() const { return impl_->node_address(); }
 Result<bool> CoreWorker::KvPut(const std::string& ns, const std::string& key,

@@ -112,8 +112,6 @@ class CoreWorker {
   // argument holds it. Any thread; never blocks.
   void AddLocalReference(const ObjectId& id);
   void RemoveLocalReference(const ObjectId& id);
-  // Objects with a reference, for tests. Waits for the references added before.
-  size_t NumReferencedObjects();
 
   // Which of `ids` are ready now.
   std::vector<bool> Ready(std::span<const ObjectId> ids) const;

@@ -68,7 +68,6 @@ class CoreWorker::Impl {
   void RemoveLocalReference(const ObjectId& id) {
     inbox_.Post([this, id] { refs_.RemoveLocal(id); });
   }
-  size_t NumReferencedObjects();
   Result<bool> KvPut(const std::string& ns, const std::string& key, const std::string& value,
                      bool overwrite);
   Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);

@@ -12,17 +12,14 @@
 namespace airt::core {
 
 Result<ObjectId> CoreWorker::Impl::Put(std::string bytes) {
-  ObjectId id = ObjectId::ForPut(driver_task_, ++put_index_);
-  ObjectEntry entry;
-  if (bytes.size() <= options_.inline_threshold) {
-    entry.value = std::make_shared<const std::string>(std::move(bytes));
-  } else {
-    AIRT_RETURN_IF_ERROR(store_->Put(
-        id,
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
-    entry.location = ObjectLocation{id, transfer_address_, bytes.size(), node_address_};
+  if (bytes.size() > options_.inline_threshold) {
+    return Put(bytes.size(), [&](uint8_t* out) {
+      objectstore::CopyToObject(out, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    });
   }
-  memory_.PutNew(id, std::move(entry));
+  ObjectId id = ObjectId::ForPut(driver_task_, ++put_index_);
+  memory_.PutNew(id, ObjectEntry{std::make_shared<const std::string>(std::move(bytes)),
+                                 std::nullopt, std::nullopt});
   return id;
 }
 
@@ -84,10 +81,6 @@ Result<std::vector<CoreWorker::NodeView>> CoreWorker::Impl::ClusterView() {
   });
   if (!got.ok()) return got;
   return nodes;
-}
-
-size_t CoreWorker::Impl::NumReferencedObjects() {
-  return OnLoop([this] { return refs_.size(); });
 }
 
 void CoreWorker::Impl::HoldArguments(PendingTask& task) {

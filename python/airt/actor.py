@@ -1,22 +1,11 @@
 """@airt.remote classes: actors on Python workers, as Ray's ActorClass and ActorHandle."""
 
-import pickle
-
-import msgpack
-
 from airt import _airt
 from airt import exceptions
-from airt.object_ref import ObjectRef
+from airt.object_ref import ObjectRef, encode_cpp_args, encode_python_args
 from airt.remote_function import FUNCTION_PREFIX, export
 
 METHOD_PREFIX = "py.method:"
-
-
-def _encode(args, kwargs):
-    encoded = [(a.binary(),) if isinstance(a, ObjectRef) else pickle.dumps(a, protocol=5)
-               for a in args]
-    encoded.append(pickle.dumps(kwargs, protocol=5))
-    return encoded
 
 
 class ActorMethod:
@@ -31,11 +20,10 @@ class ActorMethod:
         if self._cpp:
             if kwargs:
                 raise TypeError("C++ methods take positional arguments only")
-            encoded = [(a.binary(),) if isinstance(a, ObjectRef)
-                       else msgpack.packb(a, use_bin_type=True) for a in args]
+            encoded = encode_cpp_args(args)
             name, value_format = self._name, ObjectRef.MSGPACK
         else:
-            encoded = _encode(args, kwargs)
+            encoded = encode_python_args(args, kwargs)
             name, value_format = METHOD_PREFIX + self._name, ObjectRef.PICKLE
         try:
             ref = _airt.submit_actor_task(self._actor_id, name, encoded)
@@ -108,7 +96,7 @@ class ActorClass:
             resources["GPU"] = float(o["num_gpus"])
         resources.update({k: float(v) for k, v in o["resources"].items()})
         try:
-            actor_id = _airt.create_actor(FUNCTION_PREFIX + self._key, _encode(args, kwargs),
+            actor_id = _airt.create_actor(FUNCTION_PREFIX + self._key, encode_python_args(args, kwargs),
                                           resources, o["name"], o["namespace"],
                                           int(o["max_restarts"]), int(o["max_concurrency"]), True)
         except _airt.Error as error:
@@ -148,8 +136,7 @@ class CppActorClass:
         return CppActorClass(self._factory, self._class_name, {**self._options, **options})
 
     def remote(self, *args):
-        encoded = [(a.binary(),) if isinstance(a, ObjectRef)
-                   else msgpack.packb(a, use_bin_type=True) for a in args]
+        encoded = encode_cpp_args(args)
         o = self._options
         try:
             actor_id = _airt.create_actor(

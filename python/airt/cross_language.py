@@ -1,10 +1,8 @@
 """Calling C++ functions registered with AIRT_REMOTE from Python (Ray's cross_language)."""
 
-import msgpack
-
 from airt import _airt
 from airt import exceptions
-from airt.object_ref import ObjectRef
+from airt.object_ref import ObjectRef, encode_cpp_args
 
 
 class CppFunction:
@@ -27,12 +25,7 @@ class CppFunction:
 
     def remote(self, *args):
         """Submits the call; arguments are msgpack-encoded values or ObjectRefs (their values)."""
-        encoded = []
-        for a in args:
-            if isinstance(a, ObjectRef):
-                encoded.append((a.binary(),))
-            else:
-                encoded.append(msgpack.packb(a, use_bin_type=True))
+        encoded = encode_cpp_args(args)
         resources = dict(self._resources) or {"CPU": 1.0}
         try:
             ref = _airt.submit(self._name, encoded, resources, self._max_retries, False)

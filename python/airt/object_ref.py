@@ -31,6 +31,21 @@ def _unframe(data):
     return pickle.loads(meta, buffers=buffers)
 
 
+def encode_python_args(args, kwargs):
+    """A Python call's arguments for airt._airt: each positional one pickled (protocol 5) or, for
+    an ObjectRef, its id in a 1-tuple (its value reaches the call); the keyword ones last."""
+    encoded = [(a.binary(),) if isinstance(a, ObjectRef) else pickle.dumps(a, protocol=5)
+               for a in args]
+    encoded.append(pickle.dumps(kwargs, protocol=5))
+    return encoded
+
+
+def encode_cpp_args(args):
+    """A C++ call's arguments: msgpack values, or ObjectRef ids in 1-tuples."""
+    return [(a.binary(),) if isinstance(a, ObjectRef) else msgpack.packb(a, use_bin_type=True)
+            for a in args]
+
+
 class ObjectRef:
     """A reference to an object (a put, or a task's return), as Ray's ObjectRef.
 

@@ -1,13 +1,12 @@
 """@airt.remote functions: pickled once into the head's function table, run by Python workers."""
 
 import hashlib
-import pickle
 
 import cloudpickle
 
 from airt import _airt
 from airt import exceptions
-from airt.object_ref import ObjectRef
+from airt.object_ref import ObjectRef, encode_python_args
 
 FUNCTION_NAMESPACE = "airt.functions"
 FUNCTION_PREFIX = "py:"
@@ -61,9 +60,7 @@ class RemoteFunction:
         return self._key
 
     def remote(self, *args, **kwargs):
-        encoded = [(a.binary(),) if isinstance(a, ObjectRef) else pickle.dumps(a, protocol=5)
-                   for a in args]
-        encoded.append(pickle.dumps(kwargs, protocol=5))
+        encoded = encode_python_args(args, kwargs)
         resources = {"CPU": float(self._num_cpus)}
         if self._num_gpus:
             resources["GPU"] = float(self._num_gpus)
