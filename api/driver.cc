@@ -24,6 +24,9 @@ std::unique_ptr<core::CoreWorker> g_core;  // guarded by g_mu for Init/Shutdown
 uint64_t g_generation = 0;                 // guarded by g_mu: bumped by each new core worker
 // In airt-worker: how to make the core worker at the first use of the API.
 std::optional<core::CoreWorkerOptions> g_worker_options;  // guarded by g_mu
+// Objects GetPinned handed out, released at Shutdown if still held (a pin must not outlive the
+// store connection it came from).
+std::vector<std::weak_ptr<core::GotObject>> g_pinned;  // guarded by g_mu
 
 core::CoreWorker& Core() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -118,6 +121,7 @@ void Init(const Config& config) {
   }
   options.node_address = config.node_address;
   options.code_search_path = JobCodeSearchPath(config);
+  options.ns = config.ray_namespace;
   Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(options);
   if (!core.ok()) throw UnavailableError(core.status().ToString());
   g_core = std::move(*core);
@@ -156,6 +160,10 @@ void Shutdown() {
     std::lock_guard<std::mutex> lock(g_mu);
     core = std::move(g_core);
     cluster = std::move(g_cluster);
+    for (const std::weak_ptr<core::GotObject>& held : g_pinned) {
+      if (std::shared_ptr<core::GotObject> object = held.lock()) object->pin.Release();
+    }
+    g_pinned.clear();
   }
   core.reset();  // the driver leaves before its cluster stops
 }
@@ -225,7 +233,9 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
                                     const TaskSettings& settings) {
   core::TaskOptions options;
   options.resources = settings.resources;
+  options.accelerator_type = settings.accelerator_type;
   options.name = settings.name;
+  options.num_returns = static_cast<uint32_t>(std::max(settings.num_returns, 1));
   options.max_retries = static_cast<uint32_t>(settings.max_retries < 0 ? 0 : settings.max_retries);
   options.python = settings.python;
   return Binaries(Core().SubmitTask(function, CoreArguments(std::move(args)), options));
@@ -235,6 +245,7 @@ std::string CreateActor(const std::string& factory, std::vector<Argument> args,
                         const ActorSettings& settings) {
   core::ActorOptions options;
   options.resources = settings.resources;
+  options.accelerator_type = settings.accelerator_type;
   options.name = settings.name;
   options.ns = settings.ns;
   options.max_restarts = settings.max_restarts < 0 ? -1 : settings.max_restarts;
@@ -249,9 +260,10 @@ std::string CreateActor(const std::string& factory, std::vector<Argument> args,
 }
 
 std::vector<std::string> SubmitActorTask(const std::string& actor_id, const std::string& method,
-                                         std::vector<Argument> args) {
-  return Binaries(
-      Core().SubmitActorTask(ActorIdOf(actor_id), method, CoreArguments(std::move(args)), 1));
+                                         std::vector<Argument> args, int num_returns) {
+  return Binaries(Core().SubmitActorTask(ActorIdOf(actor_id), method,
+                                         CoreArguments(std::move(args)),
+                                         static_cast<uint32_t>(std::max(num_returns, 1))));
 }
 
 std::vector<NodeInfo> ClusterNodes() {
@@ -338,6 +350,32 @@ void GetEach(const std::vector<std::string>& ids, int64_t timeout_ms,
     throw UnavailableError(got.ToString());
   }
 }
+
+std::vector<PinnedBytes> GetPinned(const std::vector<std::string>& ids, int64_t timeout_ms) {
+  std::vector<ObjectId> object_ids;
+  for (const std::string& id : ids) object_ids.push_back(IdOf(id));
+  std::vector<PinnedBytes> out(ids.size());
+  std::vector<std::shared_ptr<core::GotObject>> held;
+  Status got = Core().GetEach(object_ids, timeout_ms, [&](size_t i, core::GotObject& g) {
+    if (g.error) Throw(*g.error);
+    auto object = std::make_shared<core::GotObject>(std::move(g));
+    out[i] = PinnedBytes{object->bytes(), object};
+    if (object->pin.valid()) held.push_back(object);
+  });
+  if (!got.ok()) {
+    if (got.code() == Code::kDeadlineExceeded) throw TimeoutError(got.message());
+    throw UnavailableError(got.ToString());
+  }
+  if (!held.empty()) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    std::erase_if(g_pinned, [](const std::weak_ptr<core::GotObject>& p) { return p.expired(); });
+    for (auto& object : held) g_pinned.push_back(object);
+  }
+  return out;
+}
+
+std::string CurrentTaskId() { return ThisThreadsTask().task_id; }
+std::string CurrentActorId() { return ThisThreadsTask().actor_id; }
 
 std::vector<std::string> GetBytes(const std::vector<std::string>& ids, int64_t timeout_ms) {
   std::vector<std::string> out(ids.size());

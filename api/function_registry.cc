@@ -219,6 +219,11 @@ InvokeOutcome BadArguments(const std::string& function, std::string why) {
   return outcome;
 }
 
+RunningTask& ThisThreadsTask() {
+  thread_local RunningTask running;
+  return running;
+}
+
 InvokeOutcome UserException(std::string what) {
   InvokeOutcome outcome;
   outcome.kind = InvokeOutcome::Kind::kUserException;

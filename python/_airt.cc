@@ -58,6 +58,21 @@ std::vector<airt::internal::Argument> Arguments(const py::list& args) {
 // The first bytes of an object put by put_buffers.
 constexpr std::string_view kFrameMagic = "AIRTPK5\n";
 
+py::list AsBytes(const std::vector<std::string>& ids) {
+  py::list out;
+  for (const std::string& id : ids) out.append(py::bytes(id));
+  return out;
+}
+
+// An object's bytes in place (the store's mapping), readable through the buffer protocol without
+// a copy; the object stays pinned while this (or a view of it, such as a numpy array) lives.
+struct PinnedBuffer {
+  airt::internal::PinnedBytes pinned;
+};
+
+// Values below this are copied into bytes: a view's bookkeeping costs more than the copy.
+constexpr size_t kViewThreshold = 64 << 10;
+
 int64_t TimeoutMs(std::optional<double> seconds) {
   if (!seconds) return -1;
   return *seconds <= 0 ? 0 : static_cast<int64_t>(*seconds * 1000.0);
@@ -117,8 +132,9 @@ PYBIND11_MODULE(_airt, m) {
       [](const std::string& address, const std::vector<std::string>& code_search_path,
          std::optional<int> num_cpus, std::optional<int> num_gpus,
          const std::map<std::string, double>& resources,
-         std::optional<uint64_t> object_store_memory) {
+         std::optional<uint64_t> object_store_memory, const std::string& ns) {
         airt::Config config;
+        config.ray_namespace = ns;
         config.object_store_memory = object_store_memory;
         config.address = address;
         config.code_search_path = code_search_path;
@@ -129,7 +145,7 @@ PYBIND11_MODULE(_airt, m) {
         airt::Init(config);
       },
       py::arg("address"), py::arg("code_search_path"), py::arg("num_cpus"), py::arg("num_gpus"),
-      py::arg("resources"), py::arg("object_store_memory"));
+      py::arg("resources"), py::arg("object_store_memory"), py::arg("namespace") = "");
   m.def("shutdown", [] {
     py::gil_scoped_release unlocked;
     airt::Shutdown();
@@ -183,21 +199,45 @@ PYBIND11_MODULE(_airt, m) {
     return py::bytes(id);
   });
 
-  // The bytes of each object, waiting at most `timeout` seconds (None: no limit).
+  py::class_<PinnedBuffer>(m, "PinnedBuffer", py::buffer_protocol())
+      .def_buffer([](PinnedBuffer& b) {
+        return py::buffer_info(const_cast<char*>(b.pinned.bytes.data()), 1,
+                               py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.pinned.bytes.size())}, {1},
+                               /*readonly=*/true);
+      })
+      .def("__len__", [](const PinnedBuffer& b) { return b.pinned.bytes.size(); })
+      .def("address", [](const PinnedBuffer& b) {
+        return reinterpret_cast<uintptr_t>(b.pinned.bytes.data());
+      });
+
+  // Each object's value, waiting at most `timeout` seconds (None: no limit): bytes for small
+  // ones; for large ones, or ones holding out-of-band buffers, a PinnedBuffer over the store.
   m.def(
       "get",
       [](const std::vector<py::bytes>& refs, std::optional<double> timeout) {
         std::vector<std::string> ids = Ids(refs);
-        std::vector<std::string> values;
+        std::vector<airt::internal::PinnedBytes> values;
         {
           py::gil_scoped_release unlocked;
-          values = airt::internal::GetBytes(ids, TimeoutMs(timeout));
+          values = airt::internal::GetPinned(ids, TimeoutMs(timeout));
         }
         py::list out;
-        for (std::string& v : values) out.append(py::bytes(v));
+        for (airt::internal::PinnedBytes& v : values) {
+          if (v.bytes.size() < kViewThreshold && !v.bytes.starts_with(kFrameMagic)) {
+            out.append(py::bytes(v.bytes.data(), v.bytes.size()));
+          } else {
+            out.append(py::cast(PinnedBuffer{std::move(v)}));
+          }
+        }
         return out;
       },
       py::arg("refs"), py::arg("timeout"));
+  // The task this thread runs: (task id, actor id), binary; empty bytes outside a task.
+  m.def("current_task", [] {
+    return py::make_tuple(py::bytes(airt::internal::CurrentTaskId()),
+                          py::bytes(airt::internal::CurrentActorId()));
+  });
   // Which refs are ready once `num_returns` are, or `timeout` seconds passed.
   m.def(
       "wait",
@@ -213,21 +253,26 @@ PYBIND11_MODULE(_airt, m) {
   m.def(
       "submit",
       [](const std::string& name, const py::list& args,
-         const std::map<std::string, double>& resources, int max_retries, bool python) {
+         const std::map<std::string, double>& resources, int max_retries, bool python,
+         int num_returns, const std::string& accelerator_type, const std::string& task_name) {
         std::vector<airt::internal::Argument> arguments = Arguments(args);
         airt::internal::TaskSettings settings;
-        if (!resources.empty()) settings.resources = resources;
+        settings.resources = resources;  // the package gives the whole shape ({} for num_cpus=0)
         settings.max_retries = max_retries;
         settings.python = python;
-        std::string id;
+        settings.num_returns = num_returns;
+        settings.accelerator_type = accelerator_type;
+        settings.name = task_name;
+        std::vector<std::string> ids;
         {
           py::gil_scoped_release unlocked;
-          id = airt::internal::SubmitTask(name, std::move(arguments), settings).at(0);
+          ids = airt::internal::SubmitTask(name, std::move(arguments), settings);
         }
-        return py::bytes(id);
+        return AsBytes(ids);
       },
       py::arg("name"), py::arg("args"), py::arg("resources"), py::arg("max_retries"),
-      py::arg("python"));
+      py::arg("python"), py::arg("num_returns") = 1, py::arg("accelerator_type") = "",
+      py::arg("task_name") = "");
 
   // Actors: created from a factory (a C++ one, or with `python` a pickled Python class), called
   // by method name, found by name, killed.
@@ -235,9 +280,11 @@ PYBIND11_MODULE(_airt, m) {
       "create_actor",
       [](const std::string& factory, const py::list& args,
          const std::map<std::string, double>& resources, const std::string& name,
-         const std::string& ns, int max_restarts, int max_concurrency, bool python) {
+         const std::string& ns, int max_restarts, int max_concurrency, bool python,
+         const std::string& accelerator_type) {
         airt::internal::ActorSettings settings;
         settings.resources = resources;
+        settings.accelerator_type = accelerator_type;
         settings.name = name;
         settings.ns = ns;
         settings.max_restarts = max_restarts;
@@ -250,17 +297,25 @@ PYBIND11_MODULE(_airt, m) {
           id = airt::internal::CreateActor(factory, std::move(arguments), settings);
         }
         return py::bytes(id);
-      });
-  m.def("submit_actor_task", [](py::bytes actor, const std::string& method, const py::list& args) {
-    std::string actor_id(actor);
-    std::vector<airt::internal::Argument> arguments = Arguments(args);
-    std::string id;
-    {
-      py::gil_scoped_release unlocked;
-      id = airt::internal::SubmitActorTask(actor_id, method, std::move(arguments)).at(0);
-    }
-    return py::bytes(id);
-  });
+      },
+      py::arg("factory"), py::arg("args"), py::arg("resources"), py::arg("name"), py::arg("ns"),
+      py::arg("max_restarts"), py::arg("max_concurrency"), py::arg("python"),
+      py::arg("accelerator_type") = "");
+  // A method call's return ids (num_returns of them).
+  m.def(
+      "submit_actor_task",
+      [](py::bytes actor, const std::string& method, const py::list& args, int num_returns) {
+        std::string actor_id(actor);
+        std::vector<airt::internal::Argument> arguments = Arguments(args);
+        std::vector<std::string> ids;
+        {
+          py::gil_scoped_release unlocked;
+          ids = airt::internal::SubmitActorTask(actor_id, method, std::move(arguments),
+                                                num_returns);
+        }
+        return AsBytes(ids);
+      },
+      py::arg("actor"), py::arg("method"), py::arg("args"), py::arg("num_returns") = 1);
   m.def("get_actor", [](const std::string& name, const std::string& ns) -> py::object {
     std::string id;
     {
@@ -332,7 +387,8 @@ PYBIND11_MODULE(_airt, m) {
       delete f;
     });
     // call(kind, function, actor, args) -> (ok, value): kind "task" or "method" answers the
-    // pickled return, "create" the new actor instance; not ok: the remote traceback.
+    // pickled return (or a list, one per return), "create" the new actor instance; not ok: the
+    // remote traceback.
     airt::worker::Fallback fallback = [callback](airt::worker::TaskKind kind,
                                                  const std::string& function, void* actor,
                                                  std::span<const std::string_view> in) {
@@ -356,6 +412,10 @@ PYBIND11_MODULE(_airt, m) {
             py::gil_scoped_acquire again;
             delete static_cast<py::object*>(p);
           });
+        } else if (py::isinstance<py::list>(result[1])) {  // num_returns != 1: one per return
+          for (const py::handle& r : result[1].cast<py::list>()) {
+            outcome.returns.push_back(std::string(r.cast<py::bytes>()));
+          }
         } else {
           outcome.returns.push_back(std::string(result[1].cast<py::bytes>()));
         }

@@ -318,7 +318,7 @@ Result<ObjectId> CoreWorker::Put(uint64_t size, const std::function<void(uint8_t
   return impl_->Put(size, write);
 }
 Status CoreWorker::GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
-                           const std::function<void(size_t, const GotObject&)>& use) {
+                           const std::function<void(size_t, GotObject&)>& use) {
   return impl_->GetEach(ids, timeout_ms, use);
 }
 std::vector<bool> CoreWorker::Ready(std::span<const ObjectId> ids) const {

@@ -103,10 +103,11 @@ class CoreWorker {
   // store when large, so the value is copied once.
   Result<ObjectId> Put(uint64_t size, const std::function<void(uint8_t* out)>& write);
   // Waits for every object, then calls `use(i, object)` for each in order with its bytes or its
-  // error; an object of a store is pinned during its call only (bytes() are valid then).
+  // error; an object of a store is pinned during its call, and after it while `use` keeps the
+  // object (moves it away).
   // kDeadlineExceeded names the first object still missing after timeout_ms (< 0: no limit).
   Status GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
-                 const std::function<void(size_t i, const GotObject& object)>& use);
+                 const std::function<void(size_t i, GotObject& object)>& use);
   // A reference to `id` held by user code (an ObjectRef) begins or ends. The object is freed
   // (from the memory store and every node's store) once no reference and no unfinished task
   // argument holds it. Any thread; never blocks.

@@ -47,7 +47,7 @@ class CoreWorker::Impl {
   Result<ObjectId> Put(std::string bytes);
   Result<ObjectId> Put(uint64_t size, const std::function<void(uint8_t*)>& write);
   Status GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
-                 const std::function<void(size_t, const GotObject&)>& use);
+                 const std::function<void(size_t, GotObject&)>& use);
   std::vector<bool> Ready(std::span<const ObjectId> ids) const { return memory_.Ready(ids); }
   std::vector<bool> Wait(std::span<const ObjectId> ids, size_t n, int64_t timeout_ms) {
     std::vector<bool> ready = memory_.Ready(ids);

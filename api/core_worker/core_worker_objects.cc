@@ -154,7 +154,7 @@ Result<ObjectId> CoreWorker::Impl::Put(uint64_t size, const std::function<void(u
 }
 
 Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
-                                 const std::function<void(size_t, const GotObject&)>& use) {
+                                 const std::function<void(size_t, GotObject&)>& use) {
   std::vector<bool> ready = memory_.Ready(ids);
   std::optional<Blocked> blocked;
   if (std::find(ready.begin(), ready.end(), false) != ready.end()) blocked.emplace(*this);

@@ -219,7 +219,11 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
 
   AIRT_LOG(DEBUG) << "running " << Describe(task);
   std::optional<TaskFailure> refused;
+  internal::RunningTask& running = internal::ThisThreadsTask();
+  running.task_id = task.task_id.Binary();
+  running.actor_id = task.actor_id.IsNil() ? std::string() : task.actor_id.Binary();
   internal::InvokeOutcome invoked = Invoke(task, std::span<const std::string_view>(args), &refused);
+  running = {};
   pins.clear();  // the arguments are no longer read
   if (refused) {
     outcome.failure = std::move(refused);

@@ -1,17 +1,16 @@
-"""airt: Ray's Python core API on airt's runtime (issue 4's first slice).
-
-What works now: init / shutdown / is_initialized, put / get / wait of Python values (pickle
-protocol 5) on a local or joined cluster, ObjectRefs counted by the owner (an object goes when
-its last ObjectRef does), Python functions run by Python workers (@remote), and C++ functions
-registered with AIRT_REMOTE called from Python (cpp_function, msgpack arguments). Python actors
-are not built yet: `remote` on a class raises UnimplementedError naming that.
+"""airt: Ray's Python core API on airt's runtime. `import airt as ray` and go on.
 
     import airt as ray
-    ray.init(code_search_path=["build/examples"])
-    ref = ray.put({"a": 1})
-    assert ray.get(ref) == {"a": 1}
-    add = ray.cpp_function("Add")
+    ray.init()                      # a local head and node, stopped at exit
+    @ray.remote(num_cpus=1)
+    def add(a, b):
+        return a + b
     assert ray.get(add.remote(2, 3)) == 5
+
+Tasks and actors run on Python workers (functions and classes cloudpickled into the head's
+function table); values travel pickled with protocol 5, large ones and numpy arrays through the
+node's shared-memory store, read back without a copy. C++ functions registered with AIRT_REMOTE
+are called with cpp_function / cpp_actor_class. docs/python.md has the whole API.
 """
 
 import os
@@ -23,16 +22,18 @@ __version__ = "0.1.0"
 from airt import _airt
 from airt import exceptions
 from airt import cross_language
-from airt.cross_language import cpp_function
+from airt import runtime_env as _runtime_env
+from airt import util
+from airt.cross_language import cpp_actor_class, cpp_function
 from airt.object_ref import ObjectRef
 from airt.remote_function import RemoteFunction
-from airt.actor import ActorClass, ActorHandle, get_actor, kill
+from airt.actor import ActorClass, ActorHandle, get_actor, kill, method
 
 __all__ = [
-    "init", "shutdown", "is_initialized", "put", "get", "wait", "remote", "cpp_function",
-    "get_actor", "kill", "get_gpu_ids", "ActorHandle", "nodes", "cluster_resources",
-    "available_resources", "get_runtime_context",
-    "cross_language", "exceptions", "ObjectRef",
+    "init", "shutdown", "is_initialized", "put", "get", "wait", "remote", "method",
+    "cpp_function", "cpp_actor_class", "get_actor", "kill", "get_gpu_ids", "ActorHandle",
+    "nodes", "cluster_resources", "available_resources", "get_runtime_context",
+    "cross_language", "exceptions", "util", "ObjectRef",
 ]
 
 
@@ -50,17 +51,15 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
     shutdown() (or the process's exit) stops. num_cpus, num_gpus, resources: the local node's.
     object_store_memory: the local node's store, bytes.
     code_search_path: folders of C++ libraries (AIRT_REMOTE) this job's workers load, for
-    cpp_function. namespace and runtime_env are not supported yet.
+    cpp_function. namespace: where this job's named actors live and are looked up (default: an
+    anonymous one of its own). runtime_env: the job's env_vars and working_dir (airt.runtime_env).
     """
     unknown = set(ignored) - _ACCEPTED_AND_IGNORED
     if unknown:
         raise TypeError(f"init() got unexpected arguments {sorted(unknown)}")
-    if runtime_env:
-        raise exceptions.UnimplementedError(
-            "runtime_env: it applies to Python workers, which are not built yet")
-    if namespace is not None:
-        raise exceptions.UnimplementedError(
-            "namespace: it names Python actors, which are not built yet")
+    job_env = _runtime_env.validate(runtime_env)
+    if namespace is not None and not isinstance(namespace, str):
+        raise TypeError("namespace must be a str")
     if address == "auto":
         address = os.environ.get("AIRT_ADDRESS", "")
         if not address:
@@ -80,13 +79,21 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
     try:
         _airt.init(address or "", list(code_search_path or []), num_cpus, num_gpus,
                    {k: float(v) for k, v in (resources or {}).items()},
-                   None if object_store_memory is None else int(object_store_memory))
+                   None if object_store_memory is None else int(object_store_memory),
+                   namespace or "")
     except _airt.Error as error:
         raise exceptions.translate(error) from None
+    _namespace[0] = namespace or ""
+    key = _runtime_env.store(job_env)
+    _runtime_env.set_parent(_runtime_env.fetch(key) if key else {}, key)
+
+
+_namespace = [""]
 
 
 def shutdown():
     """Disconnects (and stops the local cluster init() started)."""
+    _runtime_env.set_parent({}, None)
     _airt.shutdown()
 
 
@@ -161,12 +168,17 @@ def _sum_resources(field):
 
 
 class RuntimeContext:
-    """get_runtime_context(): the job and node this process runs in."""
+    """get_runtime_context(): the job, node, task and actor this code runs in (ids in hex)."""
 
     def __init__(self):
+        from airt.actor import running_call
         self._job_id = _airt.job_id()
         local = [n for n in _airt.nodes() if n["Local"]]
         self._node_id = local[0]["NodeID"] if local else None
+        # An async actor's coroutine runs on the actor's loop thread: its ids travel with it.
+        task, actor = running_call.get() or _airt.current_task()
+        self._task_id = task.hex() or None
+        self._actor_id = actor.hex() or None
 
     def get_job_id(self):
         return self._job_id
@@ -175,10 +187,12 @@ class RuntimeContext:
         return self._node_id
 
     def get_task_id(self):
-        raise exceptions.UnimplementedError("get_task_id: task ids in workers are not exposed yet")
+        """The running task's id; None in a driver."""
+        return self._task_id
 
     def get_actor_id(self):
-        raise exceptions.UnimplementedError("get_actor_id: actor ids in workers are not exposed yet")
+        """The actor this runs in; None outside an actor."""
+        return self._actor_id
 
     @property
     def job_id(self):
@@ -187,6 +201,23 @@ class RuntimeContext:
     @property
     def node_id(self):
         return self._node_id
+
+    @property
+    def task_id(self):
+        return self._task_id
+
+    @property
+    def actor_id(self):
+        return self._actor_id
+
+    @property
+    def namespace(self):
+        """The job's namespace (a driver's: init(namespace=...), else its anonymous one)."""
+        return _namespace[0] or f"anonymous-job-{self._job_id}"
+
+    def get(self):
+        return {"job_id": self._job_id, "node_id": self._node_id, "task_id": self._task_id,
+                "actor_id": self._actor_id, "namespace": self.namespace}
 
 
 def get_runtime_context():
@@ -200,9 +231,9 @@ def get_gpu_ids():
 
 
 def remote(*args, **kwargs):
-    """@airt.remote or @airt.remote(num_cpus=..., num_gpus=..., resources=..., max_retries=...)
-    on a function: a RemoteFunction whose .remote(...) runs it on a Python worker. Classes
-    (actors) are not built yet."""
+    """@airt.remote or @airt.remote(num_cpus=..., num_gpus=..., ...) on a function (a
+    RemoteFunction: .remote(...) runs it on a Python worker) or a class (an ActorClass:
+    .remote(...) creates an actor). The options are Ray's (airt._options lists them)."""
     def make(target):
         if isinstance(target, type):
             return ActorClass(target, **kwargs)

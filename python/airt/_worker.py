@@ -2,18 +2,27 @@
 
 It runs airt-worker's own loop (airt._airt.run_worker); each task names a Python function by the
 key under which its driver stored it, cloudpickled, in the head's KV (airt.remote_function), and
-carries the call's pickled arguments, the last one the keyword arguments.
+carries the call's pickled arguments, the last one the pair (keyword arguments, call settings):
+num_returns, retry_exceptions, the runtime_env key, which keyword arguments came as ObjectRefs.
+
+An actor whose class has `async def` methods gets an asyncio loop on a thread of its own: each
+call's coroutine runs there, so up to max_concurrency of them interleave at their awaits.
 """
 
+import asyncio
+import os
 import pickle
 import sys
+import threading
 import traceback
 
 import cloudpickle
 
 from airt import _airt
-from airt.actor import METHOD_PREFIX
+from airt import runtime_env
+from airt.actor import METHOD_PREFIX, is_async_class, running_call
 from airt.exceptions import encode_cause
+from airt.object_ref import decode_pickled
 from airt.remote_function import FUNCTION_NAMESPACE, FUNCTION_PREFIX
 
 _functions = {}
@@ -29,29 +38,126 @@ def _function(name):
     return _functions[name]
 
 
-def _call(kind, name, actor, args):
-    """Runs one task: "task" and "method" answer (True, pickled return), "create" (True, the new
-    instance); a failure (False, the remote traceback)."""
+class _Actor:
+    """A Python actor's instance, its environment, and its loop when it has async methods."""
+
+    def __init__(self, instance, environment):
+        self.instance = instance
+        self.environment = environment  # kept for the actor's life
+        self.loop = None
+        if is_async_class(type(instance)):
+            self.loop = asyncio.new_event_loop()
+            threading.Thread(target=self.loop.run_forever, name="airt-actor-loop",
+                             daemon=True).start()
+
+    def call(self, name, positional, keywords):
+        method = getattr(self.instance, name)
+        if self.loop is None or not asyncio.iscoroutinefunction(method):
+            return method(*positional, **keywords)
+        ids = _airt.current_task()
+
+        async def run():
+            running_call.set(ids)
+            return await method(*positional, **keywords)
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result()
+
+
+def _decode_arguments(args):
+    positional = [decode_pickled(a) for a in args[:-1]]
+    keywords, settings = pickle.loads(args[-1]) if args else ({}, None)
+    settings = settings or {}
+    ref_kwargs = settings.get("ref_kwargs")
+    if ref_kwargs:  # ObjectRef keyword arguments came last among the positional ones
+        values = positional[len(positional) - len(ref_kwargs):]
+        del positional[len(positional) - len(ref_kwargs):]
+        keywords = {**keywords, **dict(zip(ref_kwargs, values))}
+    return positional, keywords, settings
+
+
+def _pickled_returns(result, num_returns):
+    """The return's pickle, or with num_returns N != 1 the pickles of its N items."""
+    if num_returns == 1:
+        return pickle.dumps(result, protocol=5)
+    if num_returns == 0:
+        return [pickle.dumps(None, protocol=5)]
+    items = list(result)
+    if len(items) != num_returns:
+        raise ValueError(f"the task was declared with num_returns={num_returns} but returned "
+                         f"{len(items)} value(s)")
+    return [pickle.dumps(item, protocol=5) for item in items]
+
+
+def _retryable(error, settings):
+    retry = settings.get("retry_exceptions")
+    if not retry:
+        return False
+    if retry is True:
+        return isinstance(error, Exception)
+    return isinstance(error, cloudpickle.loads(retry))
+
+
+def _run_task(target, positional, keywords, settings):
+    key = settings.get("env")
+    applied = runtime_env.Applied(key)
+    saved_parent = runtime_env.parent()
+    if key:
+        runtime_env.set_parent(runtime_env.fetch(key), key)
     try:
-        positional = [pickle.loads(a) for a in args[:-1]]
-        keywords = pickle.loads(args[-1]) if args else {}
+        attempts = 1 + max(int(settings.get("max_retries", 0)), 0)
+        for attempt in range(attempts):
+            try:
+                return target(*positional, **keywords)
+            except Exception as error:  # retry_exceptions: run it again while it may
+                if attempt + 1 >= attempts or not _retryable(error, settings):
+                    raise
+                print(f"airt: {getattr(target, '__name__', 'task')} raised {error!r}; retrying "
+                      f"({attempt + 1}/{attempts - 1})", file=sys.stderr)
+    finally:
+        applied.restore()
+        runtime_env.set_parent(*saved_parent)
+
+
+def _call(kind, name, actor, args):
+    """Runs one task: "task" and "method" answer (True, pickled return or list of them),
+    "create" (True, the new actor); a failure (False, the remote traceback)."""
+    try:
+        positional, keywords, settings = _decode_arguments(args)
+        num_returns = settings.get("num_returns", 1)
         if kind == "method":
             if not name.startswith(METHOD_PREFIX):
                 return False, f"{name} is not a method of a Python actor"
-            result = getattr(actor, name[len(METHOD_PREFIX):])(*positional, **keywords)
-            return True, pickle.dumps(result, protocol=5)
+            result = actor.call(name[len(METHOD_PREFIX):], positional, keywords)
+            return True, _pickled_returns(result, num_returns)
         if not name.startswith(FUNCTION_PREFIX):
             return False, f"{name} is not a Python function of airt (a C++ one on a Python worker?)"
         target = _function(name)
         if kind == "create":
-            return True, target(*positional, **keywords)
-        return True, pickle.dumps(target(*positional, **keywords), protocol=5)
+            key = settings.get("env")
+            environment = runtime_env.Applied(key)  # never restored: the process is the actor's
+            if key:
+                runtime_env.set_parent(runtime_env.fetch(key), key)
+            return True, _Actor(target(*positional, **keywords), environment)
+        return True, _pickled_returns(_run_task(target, positional, keywords, settings),
+                                      num_returns)
     except BaseException as error:  # the user's error, whatever it is, goes back to the caller
         return False, traceback.format_exc() + encode_cause(error)
 
 
+def _flag(argv, name):
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1:]
+    return None
+
+
 def main():
-    return _airt.run_worker(sys.argv[1:], _call)
+    argv = sys.argv[1:]
+    socket = _flag(argv, "--store-socket")
+    if socket:  # the node's folder: runtime_env packages are unpacked under it
+        os.environ["AIRT_NODE_DIR"] = os.path.dirname(os.path.abspath(socket))
+    return _airt.run_worker(argv, _call)
 
 
 if __name__ == "__main__":

@@ -1,77 +1,117 @@
 """@airt.remote classes: actors on Python workers, as Ray's ActorClass and ActorHandle."""
 
+import contextvars
+import inspect
+
 from airt import _airt
+from airt import _options
 from airt import exceptions
+from airt import runtime_env
 from airt.object_ref import ObjectRef, encode_cpp_args, encode_python_args
-from airt.remote_function import FUNCTION_PREFIX, export
+from airt.remote_function import FUNCTION_PREFIX, export, wrap_returns
 
 METHOD_PREFIX = "py.method:"
+# Ray's max_concurrency for an actor with async methods when none is given.
+ASYNC_DEFAULT_CONCURRENCY = 1000
+# The (task id, actor id) of the coroutine running on an async actor's loop, whose thread is not
+# the one the worker records its running task on (airt._worker sets it).
+running_call = contextvars.ContextVar("airt_running_call", default=None)
+
+
+def method(*args, **kwargs):
+    """@airt.method(num_returns=N) on an actor method: its calls' default options (Ray's
+    ray.method)."""
+    def decorate(function):
+        for key in kwargs:
+            if key not in ("num_returns", "concurrency_group"):
+                raise ValueError(f"Invalid option keyword {key} for actor methods")
+        function.__airt_method_options__ = dict(kwargs)
+        return function
+    if args:
+        raise TypeError("airt.method takes keyword options only: @airt.method(num_returns=2)")
+    return decorate
 
 
 class ActorMethod:
     """handle.method: .remote(*args, **kwargs) calls it; calls run in the order they were made."""
 
-    def __init__(self, actor_id, name, cpp=False):
+    def __init__(self, actor_id, name, cpp=False, num_returns=1):
         self._actor_id = actor_id
         self._name = name
         self._cpp = cpp  # a C++ actor's method: msgpack arguments and return
+        self._num_returns = num_returns
 
     def remote(self, *args, **kwargs):
+        num_returns = self._num_returns
         if self._cpp:
             if kwargs:
                 raise TypeError("C++ methods take positional arguments only")
             encoded = encode_cpp_args(args)
             name, value_format = self._name, ObjectRef.MSGPACK
         else:
-            encoded = encode_python_args(args, kwargs)
+            settings = {"num_returns": num_returns} if num_returns != 1 else None
+            encoded = encode_python_args(args, kwargs, settings)
             name, value_format = METHOD_PREFIX + self._name, ObjectRef.PICKLE
         try:
-            ref = _airt.submit_actor_task(self._actor_id, name, encoded)
+            ids = _airt.submit_actor_task(self._actor_id, name, encoded, max(num_returns, 1))
         except _airt.Error as error:
             raise exceptions.translate(error) from None
-        return ObjectRef(ref, value_format)
+        return wrap_returns(ids, num_returns, value_format)
 
-    def options(self, **unsupported):
+    def options(self, num_returns=None, **unsupported):
         if unsupported:
-            raise exceptions.UnimplementedError(
-                f"actor method options {sorted(unsupported)} are not built yet")
-        return self
+            raise ValueError(f"Invalid option keywords {sorted(unsupported)} for actor methods "
+                             "(num_returns is the one they take)")
+        if num_returns is None:
+            return self
+        _options.check({"num_returns": num_returns}, {"num_returns"}, "actor methods")
+        return ActorMethod(self._actor_id, self._name, self._cpp, num_returns)
 
 
 class ActorHandle:
     """A handle to a live actor: handle.method.remote(...)."""
 
-    def __init__(self, actor_id, class_name="actor"):
+    def __init__(self, actor_id, class_name="actor", method_returns=None):
         self._actor_id = actor_id
         self._class_name = class_name
+        self._method_returns = dict(method_returns or {})  # @airt.method(num_returns=) ones
 
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        return ActorMethod(self._actor_id, name)
+        return ActorMethod(self._actor_id, name, num_returns=self._method_returns.get(name, 1))
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id.hex()})"
 
     def __reduce__(self):
         # A handle travels as the actor's id: the receiving worker asks the head where it lives.
-        return ActorHandle, (self._actor_id, self._class_name)
+        return ActorHandle, (self._actor_id, self._class_name, self._method_returns)
+
+
+def _method_returns(cls):
+    returns = {}
+    for name, member in inspect.getmembers(cls, callable):
+        options = getattr(member, "__airt_method_options__", None)
+        if options and "num_returns" in options:
+            returns[name] = options["num_returns"]
+    return returns
+
+
+def is_async_class(cls):
+    return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m)
+               for _, m in inspect.getmembers(cls, inspect.isfunction))
 
 
 class ActorClass:
     """What @airt.remote makes of a class: .remote(*args) creates an actor."""
 
-    def __init__(self, cls, num_cpus=0, num_gpus=0, resources=None, max_restarts=0,
-                 max_concurrency=1, name="", namespace="", lifetime=None, max_task_retries=0):
-        if lifetime not in (None, "non_detached"):
-            raise exceptions.UnimplementedError(f"lifetime={lifetime!r} is not built yet")
-        if max_task_retries:
-            raise exceptions.UnimplementedError("max_task_retries is not built yet")
+    def __init__(self, cls, **options):
+        _options.check(options, _options.ACTOR_OPTIONS, "actors")
         self._cls = cls
-        self._options = dict(num_cpus=num_cpus, num_gpus=num_gpus, resources=dict(resources or {}),
-                             max_restarts=max_restarts, max_concurrency=max_concurrency,
-                             name=name or "", namespace=namespace or "")
+        self._options = {**_options.ACTOR_DEFAULTS, **options}
         self._key = None
+        self._method_returns = _method_returns(cls)
         self.__name__ = cls.__name__
 
     def __call__(self, *args, **kwargs):
@@ -79,32 +119,54 @@ class ActorClass:
                         f"use {self.__name__}.remote()")
 
     def options(self, **options):
-        merged = dict(self._options)
-        merged.update({k: v for k, v in options.items() if v is not None})
-        copy = ActorClass(self._cls, **merged)
-        copy._key = self._key
+        _options.check(options, _options.ACTOR_OPTIONS, "actors")
+        copy = ActorClass.__new__(ActorClass)
+        copy.__dict__.update(self.__dict__)
+        copy._options = {**self._options, **options}
         return copy
 
     def remote(self, *args, **kwargs):
+        o = self._options
+        lifetime = o["lifetime"]
+        if lifetime not in (None, "non_detached", "detached"):
+            raise ValueError(f"lifetime must be 'detached' or 'non_detached', got {lifetime!r}")
+        if lifetime == "detached" and not o["name"]:
+            raise ValueError("a detached actor must be named (name=...)")
+        if o["get_if_exists"] and o["name"]:
+            existing = _airt.get_actor(o["name"], o["namespace"] or "")
+            if existing is not None:
+                return ActorHandle(existing, self.__name__, self._method_returns)
         if self._key is None:
             self._key = export(self._cls)
-        o = self._options
-        resources = {}
-        if o["num_cpus"]:
-            resources["CPU"] = float(o["num_cpus"])
-        if o["num_gpus"]:
-            resources["GPU"] = float(o["num_gpus"])
-        resources.update({k: float(v) for k, v in o["resources"].items()})
+        concurrency = o["max_concurrency"]
+        if concurrency is None:
+            concurrency = ASYNC_DEFAULT_CONCURRENCY if is_async_class(self._cls) else 1
+        env_key = runtime_env.key_for(o["runtime_env"])
+        encoded = encode_python_args(args, kwargs, _options.call_settings({}, env_key))
         try:
-            actor_id = _airt.create_actor(FUNCTION_PREFIX + self._key, encode_python_args(args, kwargs),
-                                          resources, o["name"], o["namespace"],
-                                          int(o["max_restarts"]), int(o["max_concurrency"]), True)
+            actor_id = _create_actor(
+                FUNCTION_PREFIX + self._key, encoded, _options.resource_shape(o, 0), o,
+                int(concurrency), True)
         except _airt.Error as error:
             message = str(error)
             if "already" in message and "name" in message.lower():
                 raise ValueError(message) from None
             raise exceptions.translate(error) from None
-        return ActorHandle(actor_id, self.__name__)
+        return ActorHandle(actor_id, self.__name__, self._method_returns)
+
+
+def _create_actor(factory, encoded, shape, o, concurrency, python):
+    extra = {}
+    if o.get("lifetime") == "detached":
+        extra["detached"] = True
+    if o.get("max_task_retries"):
+        extra["max_task_retries"] = int(o["max_task_retries"])
+    if extra and not hasattr(_airt, "ActorOptionsDetached"):
+        # The core's detached actors and call retries are not in this build.
+        raise exceptions.UnimplementedError(f"actor options {sorted(extra)} are not built yet")
+    return _airt.create_actor(factory, encoded, shape, o.get("name") or "",
+                              o.get("namespace") or "", int(o.get("max_restarts") or 0),
+                              concurrency, python, o.get("accelerator_type") or "", **extra)
 
 
 class CppActorHandle:
@@ -133,16 +195,15 @@ class CppActorClass:
         self._options = dict(options or {})
 
     def options(self, **options):
+        _options.check(options, _options.ACTOR_OPTIONS, "actors")
         return CppActorClass(self._factory, self._class_name, {**self._options, **options})
 
     def remote(self, *args):
-        encoded = encode_cpp_args(args)
-        o = self._options
+        o = {**_options.ACTOR_DEFAULTS, **self._options}
         try:
-            actor_id = _airt.create_actor(
-                self._factory, encoded, {k: float(v) for k, v in o.get("resources", {}).items()},
-                o.get("name", ""), o.get("namespace", ""), int(o.get("max_restarts", 0)),
-                int(o.get("max_concurrency", 1)), False)
+            actor_id = _create_actor(self._factory, encode_cpp_args(args),
+                                     _options.resource_shape(o, 0), o,
+                                     int(o["max_concurrency"] or 1), False)
         except _airt.Error as error:
             raise exceptions.translate(error) from None
         return CppActorHandle(actor_id, self._class_name)
@@ -158,7 +219,7 @@ def get_actor(name, namespace=None):
 
 def kill(actor, *, no_restart=True):
     """Stops the actor's process now; with no_restart it is dead for good."""
-    if not isinstance(actor, ActorHandle):
+    if not isinstance(actor, (ActorHandle, CppActorHandle)):
         raise TypeError(f"kill() takes an actor handle, got {type(actor).__name__}")
     try:
         _airt.kill_actor(actor._actor_id, no_restart)

@@ -1,37 +1,36 @@
 """Calling C++ functions registered with AIRT_REMOTE from Python (Ray's cross_language)."""
 
 from airt import _airt
+from airt import _options
 from airt import exceptions
 from airt.object_ref import ObjectRef, encode_cpp_args
+from airt.remote_function import wrap_returns
 
 
 class CppFunction:
-    """A C++ function by its registered name; .remote(*args) submits it."""
+    """A C++ function by its registered name; .remote(*args) submits it. Takes the options of
+    Python remote functions, except runtime_env and retry_exceptions (they act in Python
+    workers)."""
 
-    def __init__(self, name, resources=None, max_retries=3):
+    def __init__(self, name, options=None):
         self._name = name
-        self._resources = dict(resources or {})
-        self._max_retries = max_retries
+        self._options = {**_options.TASK_DEFAULTS, **(options or {})}
 
-    def options(self, *, num_cpus=None, num_gpus=None, resources=None, max_retries=None):
-        merged = dict(self._resources)
-        if num_cpus is not None:
-            merged["CPU"] = float(num_cpus)
-        if num_gpus is not None:
-            merged["GPU"] = float(num_gpus)
-        merged.update({k: float(v) for k, v in (resources or {}).items()})
-        return CppFunction(self._name, merged,
-                           self._max_retries if max_retries is None else max_retries)
+    def options(self, **options):
+        _options.check(options, _options.TASK_OPTIONS - {"runtime_env", "retry_exceptions"},
+                       "C++ functions")
+        return CppFunction(self._name, {**self._options, **options})
 
     def remote(self, *args):
         """Submits the call; arguments are msgpack-encoded values or ObjectRefs (their values)."""
-        encoded = encode_cpp_args(args)
-        resources = dict(self._resources) or {"CPU": 1.0}
+        o = self._options
         try:
-            ref = _airt.submit(self._name, encoded, resources, self._max_retries, False)
+            ids = _airt.submit(self._name, encode_cpp_args(args), _options.resource_shape(o, 1),
+                               int(o["max_retries"]), False, max(o["num_returns"], 1),
+                               o["accelerator_type"] or "", o["name"] or self._name)
         except _airt.Error as error:
             raise exceptions.translate(error) from None
-        return ObjectRef(ref, ObjectRef.MSGPACK)
+        return wrap_returns(ids, o["num_returns"], ObjectRef.MSGPACK)
 
 
 def cpp_function(name):

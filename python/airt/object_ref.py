@@ -13,8 +13,16 @@ from airt import _airt
 FRAME_MAGIC = b"AIRTPK5\n"
 
 
-def _unframe(data):
+def decode_pickled(data):
+    """A Python value from an object's bytes (bytes, or a PinnedBuffer over the store): a framed
+    one's arrays are views of those bytes, not copies."""
     view = memoryview(data)
+    if view[:len(FRAME_MAGIC)] == FRAME_MAGIC:
+        return _unframe(view)
+    return pickle.loads(view)
+
+
+def _unframe(view):
     at = len(FRAME_MAGIC)
     count = int.from_bytes(view[at:at + 8], "little")
     meta_len = int.from_bytes(view[at + 8:at + 16], "little")
@@ -31,12 +39,18 @@ def _unframe(data):
     return pickle.loads(meta, buffers=buffers)
 
 
-def encode_python_args(args, kwargs):
+def encode_python_args(args, kwargs, settings=None):
     """A Python call's arguments for airt._airt: each positional one pickled (protocol 5) or, for
-    an ObjectRef, its id in a 1-tuple (its value reaches the call); the keyword ones last."""
+    an ObjectRef, its id in a 1-tuple (its value reaches the call); last, the keyword ones and the
+    call's settings for the worker (airt._options.call_settings), pickled as a pair."""
+    ref_kwargs = [k for k, v in kwargs.items() if isinstance(v, ObjectRef)]
+    if ref_kwargs:  # an ObjectRef keyword argument is resolved too: it travels as a positional one
+        kwargs = dict(kwargs)
+        args = list(args) + [kwargs.pop(k) for k in ref_kwargs]
+        settings = {**(settings or {}), "ref_kwargs": ref_kwargs}
     encoded = [(a.binary(),) if isinstance(a, ObjectRef) else pickle.dumps(a, protocol=5)
                for a in args]
-    encoded.append(pickle.dumps(kwargs, protocol=5))
+    encoded.append(pickle.dumps((kwargs, settings), protocol=5))
     return encoded
 
 
@@ -71,9 +85,7 @@ class ObjectRef:
     def _decode(self, data):
         if self._format == ObjectRef.MSGPACK:
             return msgpack.unpackb(data, raw=False, strict_map_key=False)
-        if data[:len(FRAME_MAGIC)] == FRAME_MAGIC:
-            return _unframe(data)
-        return pickle.loads(data)
+        return decode_pickled(data)
 
     def __await__(self):
         """`await ref` in asyncio: the value, waited for on a thread (the loop runs on)."""

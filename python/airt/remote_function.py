@@ -5,7 +5,9 @@ import hashlib
 import cloudpickle
 
 from airt import _airt
+from airt import _options
 from airt import exceptions
+from airt import runtime_env
 from airt.object_ref import ObjectRef, encode_python_args
 
 FUNCTION_NAMESPACE = "airt.functions"
@@ -21,18 +23,23 @@ def export(target):
     return key
 
 
+def wrap_returns(ids, num_returns, value_format=ObjectRef.PICKLE):
+    """What .remote() gives for a call with `num_returns`: one ObjectRef, a list, or None."""
+    refs = [ObjectRef(i, value_format) for i in ids]
+    if num_returns == 1:
+        return refs[0]
+    if num_returns == 0:
+        return None
+    return refs
+
+
 class RemoteFunction:
     """What @airt.remote makes of a function: .remote(*args, **kwargs) submits a task."""
 
-    def __init__(self, function, num_cpus=1, num_gpus=0, resources=None, max_retries=3,
-                 num_returns=1):
-        if num_returns != 1:
-            raise exceptions.UnimplementedError("num_returns other than 1 is not built yet")
+    def __init__(self, function, **options):
+        _options.check(options, _options.TASK_OPTIONS, "remote functions")
         self._function = function
-        self._num_cpus = num_cpus
-        self._num_gpus = num_gpus
-        self._resources = dict(resources or {})
-        self._max_retries = max_retries
+        self._options = {**_options.TASK_DEFAULTS, **options}
         self._key = None
         self.__name__ = getattr(function, "__name__", "function")
         self.__doc__ = getattr(function, "__doc__", None)
@@ -41,17 +48,12 @@ class RemoteFunction:
         raise TypeError(f"remote function {self.__name__} cannot be called directly: "
                         f"use {self.__name__}.remote()")
 
-    def options(self, *, num_cpus=None, num_gpus=None, resources=None, max_retries=None,
-                num_returns=1, **unsupported):
-        if unsupported:
-            raise exceptions.UnimplementedError(
-                f"options {sorted(unsupported)} are not built yet for Python tasks")
-        copy = RemoteFunction(
-            self._function, self._num_cpus if num_cpus is None else num_cpus,
-            self._num_gpus if num_gpus is None else num_gpus,
-            self._resources if resources is None else resources,
-            self._max_retries if max_retries is None else max_retries, num_returns)
-        copy._key = self._key
+    def options(self, **options):
+        """A copy with `options` over this one's (Ray's .options())."""
+        _options.check(options, _options.TASK_OPTIONS, "remote functions")
+        copy = RemoteFunction.__new__(RemoteFunction)
+        copy.__dict__.update(self.__dict__)
+        copy._options = {**self._options, **options}
         return copy
 
     def _exported_key(self):
@@ -60,14 +62,16 @@ class RemoteFunction:
         return self._key
 
     def remote(self, *args, **kwargs):
-        encoded = encode_python_args(args, kwargs)
-        resources = {"CPU": float(self._num_cpus)}
-        if self._num_gpus:
-            resources["GPU"] = float(self._num_gpus)
-        resources.update({k: float(v) for k, v in self._resources.items()})
+        o = self._options
+        env_key = runtime_env.key_for(o["runtime_env"])
+        encoded = encode_python_args(args, kwargs, _options.call_settings(o, env_key))
+        # A zero-return task still gets one (None) return to wait on inside airt.
+        num_returns = o["num_returns"]
         try:
-            ref = _airt.submit(FUNCTION_PREFIX + self._exported_key(), encoded, resources,
-                               self._max_retries, True)
+            ids = _airt.submit(FUNCTION_PREFIX + self._exported_key(), encoded,
+                               _options.resource_shape(o, 1), int(o["max_retries"]), True,
+                               max(num_returns, 1), o["accelerator_type"] or "",
+                               o["name"] or self.__name__)
         except _airt.Error as error:
             raise exceptions.translate(error) from None
-        return ObjectRef(ref, ObjectRef.PICKLE)
+        return wrap_returns(ids, num_returns)

@@ -147,6 +147,7 @@ TEST_F(NodeProcess, RegistersItsResourcesLabelsGpuIdsAndServices) {
                                                        {"memory", 1024.0 * kMiB},
                                                        {"object_store_memory", 16.0 * kMiB},
                                                        {"node:127.0.0.1", 1},
+                                                       {"node:" + id.Hex(), 1},
                                                        {"custom", 2},
                                                        {"TPU", 1}}));
   EXPECT_EQ(reg->labels,

@@ -129,9 +129,13 @@ std::string AddressForWorkers(const std::string& bind_address) {
 
 }  // namespace
 
-int RunNode(const NodeConfig& config, const sigset_t& stop_signals) {
+int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
   NodeRegistration node;
   node.id = NodeId::FromRandom();
+  // Besides Ray's "node:<address>", a resource naming this node alone (several nodes may share
+  // an address): a node-affinity request asks for a sliver of it.
+  NodeConfig config = given;
+  config.total.push_back({kNodeResourcePrefix + node.id.Hex(), 1});
   node.address = config.node_address;
   node.total = config.total;
   node.labels = config.labels;

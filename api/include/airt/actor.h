@@ -37,6 +37,7 @@ namespace internal {
 
 struct ActorSettings {
   std::map<std::string, double> resources;  // none: as Ray, an actor holds no CPU by default
+  std::string accelerator_type;             // "": any node; else only nodes with this label
   std::string name;
   std::string ns;
   int max_restarts = 0;
@@ -47,7 +48,7 @@ struct ActorSettings {
 std::string CreateActor(const std::string& factory, std::vector<Argument> args,
                         const ActorSettings& settings);
 std::vector<std::string> SubmitActorTask(const std::string& actor_id, const std::string& method,
-                                         std::vector<Argument> args);
+                                         std::vector<Argument> args, int num_returns = 1);
 // "" when there is no such actor.
 std::string LookupActor(const std::string& name, const std::string& ns);
 void KillActor(const std::string& actor_id, bool no_restart);

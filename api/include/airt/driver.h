@@ -43,6 +43,10 @@ struct Config {
   std::optional<int> num_gpus = {};              // the node's GPUs; unset: those the node detects
   std::map<std::string, double> resources = {};  // the node's custom resources, e.g. {"TPU": 2}
   std::optional<uint64_t> object_store_memory = {};  // the node's store, bytes; unset: default
+
+  // Where this job's named actors live and are looked up (Ray's ray_namespace); "": an anonymous
+  // namespace of the job's own.
+  std::string ray_namespace;
 };
 
 // Connects this process to the cluster as a driver (one job): the head at config.address, else
@@ -159,8 +163,10 @@ struct RefVector<std::vector<ObjectRef<U>>> : std::true_type {
 };
 struct TaskSettings {
   std::map<std::string, double> resources = {{"CPU", 1}};
+  std::string accelerator_type;  // "": any node; else only nodes with this label
   std::string name;
   int max_retries = 3;
+  int num_returns = 1;
   bool python = false;  // a Python function (the airt package's): runs on a Python worker
 };
 
@@ -209,6 +215,17 @@ struct BufferSink {
 };
 // Throws the exception matching a task's error, TimeoutError, or UnavailableError.
 std::vector<std::string> GetBytes(const std::vector<std::string>& ids, int64_t timeout_ms);
+// An object's bytes where they lie (the node's store, or the process's memory for small values),
+// kept there and pinned while `hold` lives. Holds still alive at Shutdown are released then: the
+// bytes must not be read after it.
+struct PinnedBytes {
+  std::string_view bytes;
+  std::shared_ptr<void> hold;
+};
+std::vector<PinnedBytes> GetPinned(const std::vector<std::string>& ids, int64_t timeout_ms);
+// The task the calling thread runs, as binary ids ("" outside a task, or for a task of no actor).
+std::string CurrentTaskId();
+std::string CurrentActorId();
 // As GetBytes, but hands each object's bytes to `use` where they lie (the node's store, pinned
 // for the call): a value is deserialized with no copy in between.
 void GetEach(const std::vector<std::string>& ids, int64_t timeout_ms,

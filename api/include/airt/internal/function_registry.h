@@ -34,6 +34,14 @@ struct InvokeOutcome {
   std::shared_ptr<void> instance;    // when kOk and the function is an actor factory: the actor
 };
 
+// The task the calling thread runs, as binary ids (empty outside a task; actor_id empty for a task
+// of no actor). The worker sets it around each call; one per process (it lives in libairt_api).
+struct RunningTask {
+  std::string task_id;
+  std::string actor_id;
+};
+RunningTask& ThisThreadsTask();
+
 // Runs a function on serialized arguments (each one msgpack value). Runs user code on the calling
 // thread; never throws.
 using Invoker = std::function<InvokeOutcome(std::span<const std::string_view> args)>;

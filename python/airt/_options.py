@@ -1,0 +1,116 @@
+"""The options of @remote and .options(), checked as Ray checks them, and what they become: the
+resource shape, the node constraint a scheduling strategy adds, and the per-call settings a
+Python worker reads (num_returns, retry_exceptions, runtime_env)."""
+
+import cloudpickle
+
+from airt import _airt
+from airt import exceptions
+
+TASK_OPTIONS = {
+    "num_cpus", "num_gpus", "memory", "resources", "accelerator_type", "num_returns",
+    "max_retries", "retry_exceptions", "scheduling_strategy", "name", "runtime_env",
+}
+ACTOR_OPTIONS = {
+    "num_cpus", "num_gpus", "memory", "resources", "accelerator_type", "max_restarts",
+    "max_task_retries", "max_concurrency", "name", "namespace", "lifetime",
+    "scheduling_strategy", "runtime_env", "get_if_exists",
+}
+TASK_DEFAULTS = dict(num_cpus=1, num_gpus=0, memory=None, resources=None, accelerator_type=None,
+                     num_returns=1, max_retries=3, retry_exceptions=False,
+                     scheduling_strategy=None, name=None, runtime_env=None)
+ACTOR_DEFAULTS = dict(num_cpus=None, num_gpus=0, memory=None, resources=None,
+                      accelerator_type=None, max_restarts=0, max_task_retries=0,
+                      max_concurrency=None, name=None, namespace=None, lifetime=None,
+                      scheduling_strategy=None, runtime_env=None, get_if_exists=False)
+
+# A node-affinity request asks for this much of the node's own "node:<id>" resource.
+_NODE_SLIVER = 0.001
+
+
+def check(options, allowed, what):
+    """Ray's ValueError for an option `what` ("remote functions", "actors") does not take."""
+    for key in options:
+        if key not in allowed:
+            raise ValueError(f"Invalid option keyword {key} for {what}. "
+                             f"Valid ones are {sorted(allowed)}.")
+    resources = options.get("resources") or {}
+    for reserved, option in (("CPU", "num_cpus"), ("GPU", "num_gpus"), ("memory", "memory")):
+        if reserved in resources:
+            raise ValueError(f"Use the '{option}' option instead of "
+                             f"resources={{'{reserved}': ...}}")
+    num_gpus = options.get("num_gpus") or 0
+    if num_gpus > 1 and num_gpus != int(num_gpus):
+        raise ValueError(f"num_gpus={num_gpus}: a request above 1 GPU must be whole")
+    num_returns = options.get("num_returns", 1)
+    if num_returns in ("dynamic", "streaming"):
+        raise exceptions.UnimplementedError(
+            f"num_returns={num_returns!r}: generator returns are not built; give a number")
+    if not isinstance(num_returns, int) or num_returns < 0:
+        raise ValueError(f"num_returns must be a whole number >= 0, got {num_returns!r}")
+
+
+def resource_shape(options, default_cpus):
+    """{"CPU": .., "GPU": .., "memory": .., custom..., node constraint}: what the task holds."""
+    shape = {}
+    cpus = options.get("num_cpus")
+    cpus = default_cpus if cpus is None else cpus
+    if cpus:
+        shape["CPU"] = float(cpus)
+    if options.get("num_gpus"):
+        shape["GPU"] = float(options["num_gpus"])
+    if options.get("memory"):
+        shape["memory"] = float(options["memory"])
+    shape.update({k: float(v) for k, v in (options.get("resources") or {}).items()})
+    node = _strategy_node(options.get("scheduling_strategy"), shape)
+    if node:
+        shape["node:" + node] = _NODE_SLIVER
+    return shape
+
+
+_spread_next = [0]
+
+
+def _strategy_node(strategy, shape):
+    """The node (hex id) a scheduling strategy pins the work to, or None for the default."""
+    from airt.util.scheduling_strategies import (NodeAffinitySchedulingStrategy,
+                                                 PlacementGroupSchedulingStrategy)
+    if strategy is None or strategy == "DEFAULT":
+        return None
+    if isinstance(strategy, NodeAffinitySchedulingStrategy):
+        if not strategy.soft:
+            return strategy.node_id
+        fits = [n["NodeID"] for n in _fitting_nodes(shape)]
+        return strategy.node_id if strategy.node_id in fits else None
+    if strategy == "SPREAD":
+        # Round-robin over the alive nodes whose totals fit, each call pinned to its node.
+        fits = sorted(n["NodeID"] for n in _fitting_nodes(shape))
+        if not fits:
+            return None  # the default path reports the infeasible shape
+        _spread_next[0] += 1
+        return fits[_spread_next[0] % len(fits)]
+    if isinstance(strategy, PlacementGroupSchedulingStrategy):
+        raise exceptions.UnimplementedError(
+            "PlacementGroupSchedulingStrategy: placement groups come with their own issue")
+    raise ValueError(f"scheduling_strategy={strategy!r}: expected 'DEFAULT', 'SPREAD' or a "
+                     f"NodeAffinitySchedulingStrategy")
+
+
+def _fitting_nodes(shape):
+    return [n for n in _airt.nodes()
+            if n["Alive"] and all(n["Resources"].get(k, 0.0) >= v for k, v in shape.items())]
+
+
+def call_settings(options, runtime_env_key):
+    """What the worker needs besides the arguments, or None when all are defaults."""
+    settings = {}
+    if options.get("num_returns", 1) != 1:
+        settings["num_returns"] = options["num_returns"]
+    retry = options.get("retry_exceptions")
+    if retry:
+        settings["max_retries"] = options.get("max_retries", 3)
+        settings["retry_exceptions"] = (True if retry is True
+                                        else cloudpickle.dumps(tuple(retry)))
+    if runtime_env_key:
+        settings["env"] = runtime_env_key
+    return settings or None

@@ -1,0 +1,1 @@
+"""airt.util: Ray's ray.util names that airt provides."""
