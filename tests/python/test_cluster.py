@@ -1,0 +1,146 @@
+"""Python drivers on a two-node cluster (head and nodes as processes): work and objects crossing
+nodes, scheduling strategies, namespaces shared by drivers, working_dir on each node."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+PRELUDE = """
+import os, sys
+import numpy as np
+import airt
+from airt.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+airt.init()
+node1, node2 = sys.argv[1], sys.argv[2]
+
+@airt.remote
+def where():
+    return airt.get_runtime_context().get_node_id()
+"""
+
+
+def test_tasks_actors_and_objects_cross_nodes(two_nodes):
+    code = PRELUDE + """
+assert sorted(n["NodeID"] for n in airt.nodes() if n["Alive"]) == sorted([node1, node2])
+assert airt.cluster_resources()["CPU"] == 4.0
+
+@airt.remote(resources={"node2": 1})
+def make_on_node2():
+    return airt.get_runtime_context().get_node_id(), np.full(16 << 20, 7, dtype=np.uint8)
+
+@airt.remote
+def total(array):
+    return airt.get_runtime_context().get_node_id(), int(array.sum())
+
+made_on, array = airt.get(make_on_node2.remote())
+assert made_on == node2, made_on
+assert array.shape == (16 << 20,) and int(array[0]) == 7
+local = np.ones(32 << 20, dtype=np.uint8)
+ran_on, sum_there = airt.get(total.options(resources={"node2": 1}).remote(airt.put(local)))
+assert (ran_on, sum_there) == (node2, 32 << 20), (ran_on, sum_there)
+
+for node in (node1, node2):
+    pinned = where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+    assert airt.get(pinned.remote()) == node
+assert set(airt.get([where.options(scheduling_strategy="SPREAD").remote()
+                     for _ in range(4)])) == {node1, node2}
+
+@airt.remote(resources={"node2": 1})
+class Keeper:
+    def __init__(self):
+        self.items = []
+    def add(self, x):
+        self.items.append(x)
+        return airt.get_runtime_context().get_node_id(), len(self.items)
+
+keeper = Keeper.remote()
+keeper.add.remote(1)
+assert airt.get(keeper.add.remote(2)) == (node2, 2)
+print("OK")
+"""
+    assert two_nodes.run_driver(code, *two_nodes.node_ids).strip().endswith("OK")
+
+
+def test_named_actors_are_shared_within_a_namespace(two_nodes):
+    owner_code = """
+import sys
+import airt
+airt.init(namespace="team")
+
+@airt.remote
+class Board:
+    def __init__(self):
+        self.notes = []
+    def post(self, note):
+        self.notes.append(note)
+        return len(self.notes)
+
+board = Board.options(name="board").remote()
+airt.get(board.post.remote("first"))
+print("ready", flush=True)
+sys.stdin.readline()  # lives until the test closes stdin
+"""
+    owner = subprocess.Popen([sys.executable, "-c", owner_code], env=two_nodes.env(),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline().strip() == "ready"
+        same = two_nodes.run_driver("""
+import airt
+airt.init(namespace="team")
+print(airt.get(airt.get_actor("board").post.remote("second")))
+""")
+        assert same.strip() == "2"
+        other = two_nodes.run_driver("""
+import airt
+airt.init()
+try:
+    airt.get_actor("board")
+    print("found in the anonymous namespace")
+except ValueError:
+    print(airt.get(airt.get_actor("board", namespace="team").post.remote("third")))
+""")
+        assert other.strip() == "3"
+    finally:
+        owner.stdin.close()
+        owner.wait(timeout=60)
+    # The owner's job ended: its non-detached actor is gone.
+    gone = """
+import time
+import airt
+airt.init(namespace="team")
+deadline = time.time() + 30
+while time.time() < deadline:
+    try:
+        airt.get_actor("board")
+    except ValueError:
+        print("gone")
+        break
+    time.sleep(0.2)
+"""
+    assert two_nodes.run_driver(gone).strip() == "gone"
+
+
+def test_working_dir_is_unpacked_on_each_node(two_nodes, tmp_path):
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "settings.txt").write_text("from the driver's machine")
+    code = PRELUDE.replace("airt.init()", f"airt.init(runtime_env={{'working_dir': {str(folder)!r}, "
+                                          "'env_vars': {'APP_MODE': 'test'}})") + """
+@airt.remote
+def look():
+    return (airt.get_runtime_context().get_node_id(), os.getcwd(), open("settings.txt").read(),
+            os.environ["APP_MODE"])
+
+seen = {}
+for node in (node1, node2):
+    strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+    ran_on, cwd, text, mode = airt.get(look.options(scheduling_strategy=strategy).remote())
+    assert ran_on == node and text == "from the driver's machine" and mode == "test"
+    assert "node-" + node[:12] in cwd, (node, cwd)
+    seen[node] = cwd
+assert seen[node1] != seen[node2]
+print("OK")
+"""
+    assert two_nodes.run_driver(code, *two_nodes.node_ids).strip().endswith("OK")
