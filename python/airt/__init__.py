@@ -122,11 +122,13 @@ def get(refs, *, timeout=None):
     for r in refs_list:
         if not isinstance(r, ObjectRef):
             raise TypeError(f"get() takes ObjectRefs, got {type(r).__name__}")
+    owned = [r for r in refs_list if r._filled is None]  # the rest came filled inside a value
     try:
-        datas = _airt.get([r.binary() for r in refs_list], timeout)
+        datas = iter(_airt.get([r.binary() for r in owned], timeout)) if owned else iter(())
     except _airt.Error as error:
         raise exceptions.translate(error) from None
-    values = [r._decode(d) for r, d in zip(refs_list, datas)]
+    values = [r._filled_value() if r._filled is not None else r._decode(next(datas))
+              for r in refs_list]
     return values[0] if single else values
 
 
@@ -135,9 +137,13 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     refs = list(refs)
     if num_returns < 0 or num_returns > len(refs):
         raise ValueError(f"num_returns is {num_returns} for {len(refs)} refs")
-    ready_flags = _airt.wait([r.binary() for r in refs], num_returns, timeout)
+    owned = [r for r in refs if r._filled is None]
+    filled = len(refs) - len(owned)
+    flags = iter(_airt.wait([r.binary() for r in owned], max(num_returns - filled, 0), timeout)
+                 if owned else ())
     ready, not_ready = [], []
-    for r, flag in zip(refs, ready_flags):
+    for r in refs:
+        flag = True if r._filled is not None else next(flags)
         (ready if flag and len(ready) < num_returns else not_ready).append(r)
     return ready, not_ready
 

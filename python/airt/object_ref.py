@@ -48,16 +48,36 @@ def encode_python_args(args, kwargs, settings=None):
         kwargs = dict(kwargs)
         args = list(args) + [kwargs.pop(k) for k in ref_kwargs]
         settings = {**(settings or {}), "ref_kwargs": ref_kwargs}
-    encoded = [(a.binary(),) if isinstance(a, ObjectRef) else pickle.dumps(a, protocol=5)
+    encoded = [_encode_ref(a) if isinstance(a, ObjectRef) else pickle.dumps(a, protocol=5)
                for a in args]
     encoded.append(pickle.dumps((kwargs, settings), protocol=5))
     return encoded
 
 
+def _encode_ref(ref):
+    """An ObjectRef argument: its id for the core to resolve, or a filled ref's bytes as they
+    are (a pickle, framed or not: what the worker decodes)."""
+    if ref._filled is None:
+        return (ref.binary(),)
+    if ref._filled[0] != "value":
+        ref._raise()
+    return bytes(ref._filled[1])
+
+
 def encode_cpp_args(args):
     """A C++ call's arguments: msgpack values, or ObjectRef ids in 1-tuples."""
-    return [(a.binary(),) if isinstance(a, ObjectRef) else msgpack.packb(a, use_bin_type=True)
+    return [_encode_ref(a) if isinstance(a, ObjectRef) else msgpack.packb(a, use_bin_type=True)
             for a in args]
+
+
+def _filled_ref(binary, value_format, filled):
+    """An ObjectRef unpickled from a value: it carries what its object held when it was sent."""
+    ref = ObjectRef.__new__(ObjectRef)
+    ref._reference = None
+    ref._id = binary
+    ref._format = value_format
+    ref._filled = filled
+    return ref
 
 
 class ObjectRef:
@@ -65,27 +85,45 @@ class ObjectRef:
 
     The object stays while any ObjectRef to it exists in this process (or a task submitted with
     it as an argument has not finished); it is freed from every store after that.
+
+    An ObjectRef inside a value (a list of refs passed to a task, returned from one, put) is
+    pickled with its object's bytes, waiting for them if needed, and the receiving process gets
+    a "filled" ref: get() and wait() answer from those bytes. Ray sends the id alone and lets the
+    receiver borrow the object from its owner; airt's core has no borrowing between processes
+    yet, so the value travels eagerly instead (docs/python.md).
     """
 
     PICKLE = "pickle"    # a Python value
     MSGPACK = "msgpack"  # a C++ function's return
 
-    __slots__ = ("_reference", "_format")
+    __slots__ = ("_reference", "_id", "_format", "_filled")
 
     def __init__(self, binary, value_format):
         self._reference = _airt.hold(binary)
+        self._id = binary
         self._format = value_format
+        self._filled = None  # ("value", bytes) or ("error", airt._airt type name, message)
 
     def binary(self):
-        return self._reference.id
+        return self._id
 
     def hex(self):
-        return self._reference.id.hex()
+        return self._id.hex()
 
     def _decode(self, data):
         if self._format == ObjectRef.MSGPACK:
             return msgpack.unpackb(data, raw=False, strict_map_key=False)
         return decode_pickled(data)
+
+    def _raise(self):
+        from airt import exceptions
+        kind, message = self._filled[1], self._filled[2]
+        raise exceptions.translate(getattr(_airt, kind, _airt.Error)(message))
+
+    def _filled_value(self):
+        if self._filled[0] != "value":
+            self._raise()
+        return self._decode(self._filled[1])
 
     def __await__(self):
         """`await ref` in asyncio: the value, waited for on a thread (the loop runs on)."""
@@ -94,8 +132,15 @@ class ObjectRef:
         return asyncio.get_running_loop().run_in_executor(None, airt.get, self).__await__()
 
     def __reduce__(self):
-        raise TypeError("ObjectRefs cannot be pickled yet (borrowed references come with the "
-                        "Python workers)")
+        if self._filled is None:
+            try:
+                data = _airt.get([self._id], None)[0]
+                self_filled = ("value", bytes(data))
+            except _airt.Error as error:
+                self_filled = ("error", type(error).__name__, str(error))
+        else:
+            self_filled = self._filled
+        return _filled_ref, (self._id, self._format, self_filled)
 
     def __eq__(self, other):
         return isinstance(other, ObjectRef) and other.binary() == self.binary()

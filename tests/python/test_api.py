@@ -304,3 +304,34 @@ def test_wait_accepts_fetch_local_and_get_times_out(cluster):
     assert (ready, not_ready) == ([], [ref])
     with pytest.raises(GetTimeoutError):
         airt.get(ref, timeout=0.2)
+
+
+def test_object_refs_inside_values_travel_with_their_values(cluster):
+    @airt.remote
+    def total(refs):
+        return sum(airt.get(refs))
+
+    @airt.remote
+    def fan_out(n):
+        return [double.remote(i) for i in range(n)]
+
+    @airt.remote
+    def forward(holder):
+        return double.remote(airt.get(holder["ref"]))
+
+    @airt.remote
+    def fails():
+        raise ValueError("inner")
+
+    refs = [airt.put(i) for i in range(5)]
+    assert airt.get(total.remote(refs)) == 10
+    children = airt.get(fan_out.remote(3))
+    assert airt.get(children) == [0, 2, 4]
+    ready, _ = airt.wait(children, num_returns=3, timeout=10)
+    assert len(ready) == 3
+    assert airt.get(airt.get(forward.remote({"ref": airt.put(21)}))) == 42
+    boxed = airt.get(airt.put({"inner": refs[1]}))
+    assert airt.get(boxed["inner"]) == 1
+    # A ref to a failed task carries its error.
+    with pytest.raises(RayTaskError, match="inner"):
+        airt.get(airt.get(airt.put([fails.remote()]))[0])

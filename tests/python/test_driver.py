@@ -89,9 +89,15 @@ def test_objects_leave_the_store_with_their_last_ref(cluster):
 
 
 def test_what_is_not_built_says_so(cluster):
-    with pytest.raises(TypeError):
-        import pickle
-        pickle.dumps(airt.put(1))
+    @airt.remote
+    def f():
+        return 1
+
+    with pytest.raises(airt.exceptions.UnimplementedError, match="generator"):
+        f.options(num_returns="dynamic").remote()
+    from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    with pytest.raises(airt.exceptions.UnimplementedError, match="placement group"):
+        f.options(scheduling_strategy=PlacementGroupSchedulingStrategy(None)).remote()
 
 
 def test_python_functions_run_on_python_workers(cluster):
