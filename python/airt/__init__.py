@@ -61,11 +61,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
     if namespace is not None and not isinstance(namespace, str):
         raise TypeError("namespace must be a str")
     if address == "auto":
-        address = os.environ.get("AIRT_ADDRESS", "")
-        if not address:
-            raise exceptions.UnavailableError(
-                "address='auto': no cluster address in AIRT_ADDRESS (start one with `airt start "
-                "--head` and set it)")
+        address = os.environ.get("AIRT_ADDRESS", "") or _address_of_local_session()
     if _airt.is_initialized():
         if ignore_reinit_error:
             return
@@ -89,6 +85,22 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
 
 
 _namespace = [""]
+
+
+def _address_of_local_session():
+    """address="auto": the head `airt start --head` recorded on this machine (its session file
+    under $AIRT_TEMP_DIR, default /tmp/airt)."""
+    path = os.path.join(os.environ.get("AIRT_TEMP_DIR", "/tmp/airt"), "session", "head_address")
+    try:
+        with open(path) as f:
+            address = f.read().strip()
+    except OSError:
+        address = ""
+    if not address:
+        raise exceptions.UnavailableError(
+            f"address='auto': no cluster in AIRT_ADDRESS, and none started on this machine "
+            f"({path} is missing): start one with `airt start --head`")
+    return address
 
 
 def shutdown():

@@ -1,6 +1,7 @@
 """Python drivers on a two-node cluster (head and nodes as processes): work and objects crossing
 nodes, scheduling strategies, namespaces shared by drivers, working_dir on each node."""
 
+import os
 import subprocess
 import sys
 import time
@@ -144,3 +145,32 @@ assert seen[node1] != seen[node2]
 print("OK")
 """
     assert two_nodes.run_driver(code, *two_nodes.node_ids).strip().endswith("OK")
+
+
+def test_address_auto_joins_the_cluster_airt_start_made(tmp_path):
+    from conftest import BUILD, Cluster
+    temp = str(tmp_path / "session")
+    cli = os.path.join(BUILD, "cli", "airt")
+    env = Cluster(temp).env()
+    env.pop("AIRT_ADDRESS", None)
+    env["AIRT_TEMP_DIR"] = temp
+    started = subprocess.run([cli, "start", "--head", "--port=0", f"--temp-dir={temp}",
+                              "--num-cpus=1", "--object-store-memory=128M"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        code = """
+import airt
+airt.init(address="auto")
+@airt.remote
+def one():
+    return 1
+print(airt.get(one.remote()), airt.cluster_resources()["CPU"])
+"""
+        joined = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                text=True, timeout=120)
+        assert joined.returncode == 0, joined.stderr
+        assert joined.stdout.split() == ["1", "1.0"]
+    finally:
+        subprocess.run([cli, "stop", f"--temp-dir={temp}"], env=env, capture_output=True,
+                       timeout=120)
