@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """python_put_bench: airt.put of a 1 GiB numpy array next to a memcpy of the same bytes into
-touched memory, in the same run (issue 4's put target). Starts its own local cluster.
+touched memory, in the same run (issue 4's put target), and airt.get of it (read in place: its
+time does not grow with the size). Starts its own local cluster.
 
     PYTHONPATH=build/python .venv/bin/python bench/python_put_bench.py [--gib N] [--runs N]
 """
@@ -34,9 +35,14 @@ def main():
             start = time.perf_counter()
             ref = airt.put(array)
             put = nbytes / (time.perf_counter() - start) / 1e9
-            print(f"run {run}: put {put:.2f}  memcpy {memcpy:.2f}  ratio {put / memcpy:.2f}",
-                  flush=True)
-            del ref
+            start = time.perf_counter()
+            got = airt.get(ref)
+            get_us = (time.perf_counter() - start) * 1e6
+            assert got.shape == array.shape
+            print(f"run {run}: put {put:.2f}  memcpy {memcpy:.2f}  ratio {put / memcpy:.2f}  "
+                  f"get {get_us:.0f} us ({nbytes / (get_us / 1e6) / 1e9:.0f} GB/s as a copy "
+                  f"would count it)", flush=True)
+            del got, ref
     finally:
         airt.shutdown()
 
