@@ -250,10 +250,15 @@ std::string CreateActor(const std::string& factory, std::vector<Argument> args,
   options.ns = settings.ns;
   options.max_restarts = settings.max_restarts < 0 ? -1 : settings.max_restarts;
   options.max_concurrency = static_cast<uint32_t>(std::max(settings.max_concurrency, 1));
+  options.detached = settings.detached;
+  options.max_task_retries = settings.max_task_retries < 0 ? -1 : settings.max_task_retries;
   options.python = settings.python;
   Result<ActorId> id = Core().CreateActor(factory, CoreArguments(std::move(args)), options);
   if (!id.ok()) {
-    if (id.status().code() == Code::kAlreadyExists) throw Exception(id.status().ToString());
+    Code code = id.status().code();
+    if (code == Code::kAlreadyExists || code == Code::kInvalidArgument) {
+      throw Exception(id.status().ToString());
+    }
     throw UnavailableError(id.status().ToString());
   }
   return id->Binary();

@@ -1,5 +1,6 @@
 // airt-head's service: the Head interface of common/proto/cluster.capnp (node table and liveness,
-// internal KV, job table and job leases, actor directory) over tables kept in a MetadataStore.
+// internal KV, job table and job leases, actor directory and actor placement) over tables kept in
+// a MetadataStore.
 // head/head_main.cc serves it over TCP; tests serve it over loopback. Confined to the thread whose
 // KJ event loop serves it.
 #pragma once
@@ -7,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include <kj/async.h>
@@ -36,6 +38,9 @@ struct HeadOptions {
   size_t max_dead_nodes = 1000;
   // DEAD actors kept in the directory; beyond this the earliest registered are forgotten.
   size_t max_dead_actors = 10000;
+  // How long placeActor waits, from an actor's first ask, for a node that can hold it to join
+  // before it answers infeasible (the nodes' --infeasible-grace-ms does the same for tasks).
+  uint32_t infeasible_grace_ms = 10000;
 };
 
 // Each method validates its message (a bad field is kInvalidArgument naming it) and fails with a
@@ -81,16 +86,21 @@ class HeadServer final : public proto::Head::Server {
   kj::Promise<void> getActor(GetActorContext context) override;
   kj::Promise<void> listActors(ListActorsContext context) override;
   kj::Promise<void> killActor(KillActorContext context) override;
+  kj::Promise<void> placeActor(PlaceActorContext context) override;
 
  private:
   // Finishes the job and marks its actors that are not detached DEAD.
   Status FinishJob(const JobId& id, bool driver_gone);
 
   HeadOptions options_;
+  Clock& clock_;
   std::unique_ptr<internal::NodeTable> nodes_;
   std::unique_ptr<internal::KvTable> kv_;
   std::unique_ptr<internal::JobTable> jobs_;
   std::unique_ptr<internal::ActorTable> actors_;
+  // When each actor waiting for a node that can hold it first asked placeActor (Clock
+  // MonotonicMs); forgotten once it is placed or found infeasible.
+  std::unordered_map<ActorId, int64_t> placing_since_;
   // Null once this is destroyed: the job leases it handed out (which may outlive it) check it.
   std::shared_ptr<HeadServer*> self_;
 };

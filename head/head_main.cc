@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   std::string bind_address = "127.0.0.1";
   uint64_t heartbeat_interval_ms = 1000;
   uint64_t node_timeout_ms = 10000;
+  uint64_t infeasible_grace_ms = 10000;
   std::string temp_dir = "/tmp/airt";
   airt::FlagSet flags("airt-head");
   flags.AddUint64("port", &port, "TCP port of the Head service (0: any free port)");
@@ -51,6 +52,9 @@ int main(int argc, char** argv) {
                   "how often nodes are told to heartbeat");
   flags.AddUint64("node-timeout-ms", &node_timeout_ms,
                   "a node with no heartbeat for this long is dead");
+  flags.AddUint64("infeasible-grace-ms", &infeasible_grace_ms,
+                  "how long an actor no node can hold waits for such a node to join before it "
+                  "fails as infeasible");
   flags.AddString("temp-dir", &temp_dir, "the session's temp and log folder");
   if (airt::Status parsed = flags.Parse(argc, argv); !parsed.ok()) {
     if (parsed.code() == airt::Code::kCancelled) return std::cout << flags.Usage(), 0;
@@ -65,6 +69,9 @@ int main(int argc, char** argv) {
                             std::to_string(heartbeat_interval_ms) + ") and be at most " +
                             std::to_string(kMaxMs));
   }
+  if (infeasible_grace_ms > kMaxMs) {
+    return Usage(flags, "--infeasible-grace-ms must be at most " + std::to_string(kMaxMs));
+  }
   std::error_code ec;
   std::filesystem::create_directories(temp_dir, ec);
   if (ec) AIRT_LOG(WARNING) << "cannot create --temp-dir " << temp_dir << ": " << ec.message();
@@ -72,6 +79,7 @@ int main(int argc, char** argv) {
   airt::head::HeadOptions options;
   options.heartbeat_interval_ms = static_cast<uint32_t>(heartbeat_interval_ms);
   options.node_timeout_ms = static_cast<uint32_t>(node_timeout_ms);
+  options.infeasible_grace_ms = static_cast<uint32_t>(infeasible_grace_ms);
   airt::head::InMemoryMetadataStore store;
   std::unique_ptr<airt::head::Clock> clock = airt::head::NewSystemClock();
 

@@ -1,8 +1,12 @@
+#include <optional>
+#include <set>
 #include <string>
+#include <variant>
 
 #include "common/logging.h"
 #include "common/rpc_status.h"
 #include "head/head.h"
+#include "head/internal/actor_placement.h"
 #include "head/internal/actor_table.h"
 #include "head/internal/job_table.h"
 #include "head/internal/kv_table.h"
@@ -34,6 +38,8 @@ Result<std::string> ParseKey(capnp::Text::Reader text) {
 }
 
 constexpr std::string_view kDefaultKillCause = "the actor was killed";
+// Actors waiting for a node to join, beyond which those no longer alive are forgotten.
+constexpr size_t kMaxPlacementsWaiting = 1024;
 
 }  // namespace
 
@@ -72,6 +78,7 @@ Result<kj::Own<HeadServer>> HeadServer::Open(const HeadOptions& options, Metadat
 
 HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, Clock& clock)
     : options_(options),
+      clock_(clock),
       nodes_(std::make_unique<internal::NodeTable>(
           internal::NodeTable::Options{options.node_timeout_ms, options.max_dead_nodes}, store,
           clock)),
@@ -278,7 +285,11 @@ kj::Promise<void> HeadServer::getActor(GetActorContext context) {
   }
   auto results = context.getResults();
   results.setFound(actor.has_value());
-  if (actor) internal::FillActorInfo(*actor, results.initInfo());
+  if (actor) {
+    internal::FillActorInfo(*actor, results.initInfo());
+    std::optional<internal::JobRecord> job = jobs_->Find(actor->job);
+    results.setJobAlive(job.has_value() && job->alive);
+  }
   return kj::READY_NOW;
 }
 
@@ -299,6 +310,69 @@ kj::Promise<void> HeadServer::killActor(KillActorContext context) {
   Result<internal::ActorRecord> killed = actors_->Kill(*id, std::move(*cause));
   if (!killed.ok()) return Fail(killed.status());
   internal::FillActorInfo(*killed, context.getResults().initInfo());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> HeadServer::placeActor(PlaceActorContext context) {
+  auto params = context.getParams();
+  Result<ActorId> id = internal::ParseActorId(params.getActorId(), "actorId");
+  if (!id.ok()) return Fail(id.status());
+  auto avoid_list = params.getAvoidNodes();
+  if (avoid_list.size() > internal::kMaxListEntries) {
+    return Fail(InvalidArgument("avoidNodes has " + std::to_string(avoid_list.size()) +
+                                " entries, more than the " +
+                                std::to_string(internal::kMaxListEntries) + " allowed"));
+  }
+  std::set<NodeId> avoid;
+  for (size_t i = 0; i < avoid_list.size(); ++i) {
+    Result<NodeId> node =
+        internal::ParseNodeId(avoid_list[i], "avoidNodes[" + std::to_string(i) + "]");
+    if (!node.ok()) return Fail(node.status());
+    avoid.insert(*node);
+  }
+  std::optional<internal::ActorRecord> actor = actors_->Find(*id);
+  if (!actor) return Fail(NotFound("actor " + id->Hex() + " is not registered"));
+  if (actor->state == internal::ActorState::kDead) {
+    placing_since_.erase(*id);
+    return Fail(FailedPrecondition("actor " + id->Hex() + " is DEAD (" + actor->death_cause +
+                                   "); it is not placed again"));
+  }
+
+  if (placing_since_.size() > kMaxPlacementsWaiting) {
+    // Actors whose owners stopped asking (they died, or were killed) are forgotten here.
+    std::erase_if(placing_since_, [this](const auto& entry) {
+      std::optional<internal::ActorRecord> waiting = actors_->Find(entry.first);
+      return !waiting || waiting->state == internal::ActorState::kDead;
+    });
+  }
+  nodes_->CheckLiveness();
+  std::vector<internal::NodeView> view = nodes_->View();
+  int64_t now = clock_.MonotonicMs();
+  int64_t since = placing_since_.try_emplace(*id, now).first->second;
+  bool grace_over = now - since >= static_cast<int64_t>(options_.infeasible_grace_ms);
+  internal::PlacementDecision decision = internal::DecidePlacement(
+      {actor->resources, actor->accelerator_type},
+      internal::PlacementNodes(view, actors_->List(), *id), avoid, grace_over);
+  auto placement = context.getResults().initPlacement();
+  if (const auto* waiting = std::get_if<internal::WaitForNodes>(&decision)) {
+    placement.setWaiting(waiting->reason);
+    return kj::READY_NOW;
+  }
+  placing_since_.erase(*id);
+  if (const auto* cannot = std::get_if<internal::CannotPlace>(&decision)) {
+    AIRT_LOG(WARNING) << "actor " << id->Hex() << " cannot be placed: " << cannot->message;
+    placement.setInfeasible(cannot->message);
+    return kj::READY_NOW;
+  }
+  const NodeId& node = std::get<internal::PlaceOn>(decision).node;
+  if (Status s = actors_->Place(*id, node); !s.ok()) return Fail(s);
+  auto placed = placement.initPlaced();
+  placed.setNodeId(capnp::Data::Reader(node.data(), NodeId::kSize));
+  for (const internal::NodeView& v : view) {
+    if (v.info.id == node) {
+      placed.setNodeAddress(v.info.address + ":" + std::to_string(v.info.node_port));
+    }
+  }
   return kj::READY_NOW;
 }
 

@@ -1,3 +1,5 @@
+// ActorManager's creation side: registration, placement by the head, the lease and the factory
+// on the chosen node, deaths and restarts, kills. The call side is actor_calls.cc.
 #include "api/core_worker/actor_manager.h"
 
 #include "api/core_worker/capnp_util.h"
@@ -7,8 +9,11 @@
 namespace airt::core {
 namespace {
 
-// How often a handle holder asks the head whether a pending or restarting actor is alive yet.
-constexpr auto kResolvePoll = 20 * kj::MILLISECONDS;
+// How often the owner asks the head again for a node while none can hold the actor yet.
+constexpr auto kPlacementPoll = 100 * kj::MILLISECONDS;
+// Refusals of one placement (the chosen node unreachable, or infeasible there after all) after
+// which the creation fails with the last one.
+constexpr size_t kMaxRefusals = 3;
 
 std::string Why(const kj::Exception& e) { return FromKjException(e).ToString(); }
 
@@ -35,11 +40,20 @@ kj::Promise<void> ActorManager::Create(kj::Own<PendingTask> creation, const Acto
   info.setState(proto::ActorState::PENDING);
   info.setMaxRestarts(options.max_restarts);
   info.setDetached(options.detached);
+  info.setMaxTaskRetries(options.max_task_retries);
+  auto resources = info.initResources(static_cast<uint>(options.resources.size()));
+  uint i = 0;
+  for (const auto& [name, amount] : options.resources) {
+    resources[i].setName(name);
+    resources[i++].setAmount(amount);
+  }
+  info.setAcceleratorType(options.accelerator_type);
   return request.send().then([this, id, options, creation = kj::mv(creation)](auto) mutable {
     Actor& actor = Entry(id);
     actor.owned = true;
     actor.state = State::kPending;
     actor.options = options;
+    actor.max_task_retries = options.max_task_retries;
     actor.creation = kj::mv(creation);
     PendingTask& task = *actor.creation;
     background_.add(
@@ -59,24 +73,64 @@ kj::Promise<void> ActorManager::Create(kj::Own<PendingTask> creation, const Acto
 void ActorManager::Place(Actor& actor) {
   uint64_t incarnation = ++actor.incarnation;
   ActorId id = actor.id;
-  LeaseRequest shape{actor.options.resources, actor.options.accelerator_type, code_search_path_,
-                     actor.options.python};
+  auto request = head_.placeActorRequest();
+  request.setActorId(AsData(id.Binary()));
+  auto avoid = request.initAvoidNodes(static_cast<uint>(actor.refused_by.size()));
+  for (size_t i = 0; i < actor.refused_by.size(); ++i) avoid.set(i, AsData(actor.refused_by[i]));
+  background_.add(request.send().then(
+      [this, id, incarnation](auto reply) -> kj::Promise<void> {
+        Actor& actor = Entry(id);
+        if (!Current(actor, incarnation)) return kj::READY_NOW;
+        auto placement = reply.getPlacement();
+        switch (placement.which()) {
+          case proto::ActorPlacement::PLACED: {
+            auto node = placement.getPlaced();
+            Lease(id, incarnation, ToString(node.getNodeId()), node.getNodeAddress().cStr());
+            return kj::READY_NOW;
+          }
+          case proto::ActorPlacement::WAITING:
+            return timer_.afterDelay(kPlacementPoll).then([this, id, incarnation] {
+              Actor& actor = Entry(id);
+              if (Current(actor, incarnation)) Place(actor);
+            });
+          case proto::ActorPlacement::INFEASIBLE:
+            FailCreation(actor, ObjectErrorKind::kInfeasible, placement.getInfeasible().cStr());
+            return kj::READY_NOW;
+        }
+        FailCreation(actor, ObjectErrorKind::kUnavailable, "the head answered placeActor oddly");
+        return kj::READY_NOW;
+      },
+      [this, id, incarnation](kj::Exception&& e) -> kj::Promise<void> {
+        // The head is down, or the actor was killed meanwhile (kFailedPrecondition).
+        Actor& actor = Entry(id);
+        if (Current(actor, incarnation)) {
+          FailCreation(actor, ObjectErrorKind::kUnavailable,
+                       "the head could not place it: " + Why(e));
+        }
+        return kj::READY_NOW;
+      }));
+}
+
+void ActorManager::Lease(const ActorId& id, uint64_t incarnation, const std::string& node_id,
+                         const std::string& node_address) {
+  Actor& actor = Entry(id);
+  LeaseRequest shape{actor.options.resources, actor.options.accelerator_type,
+                     code_search_path_,       actor.options.python,
+                     /*placed=*/true,         actor.options.detached};
   background_.add(
-      RequestLease(connect_, local_node_, shape, job_)
+      RequestLease(connect_, node_address, shape, job_)
           .then(
-              [this, id, incarnation](LeaseOutcome lease) -> kj::Promise<void> {
+              [this, id, incarnation, node_id](LeaseOutcome lease) -> kj::Promise<void> {
                 Actor& actor = Entry(id);
-                if (actor.state == State::kDead || actor.incarnation != incarnation) {
+                if (!Current(actor, incarnation)) {
                   if (lease.lease_id != 0) {
                     return ReturnLease(connect_, lease.node, lease.lease_id, true);
                   }
                   return kj::READY_NOW;
                 }
                 if (!lease.infeasible.empty()) {
-                  FailTask(memory_, *actor.creation, ObjectErrorKind::kInfeasible,
-                           lease.infeasible);
-                  MarkDead(actor, "it cannot be placed: " + lease.infeasible);
-                  return UpdateDirectory(actor, proto::ActorState::DEAD);
+                  Refused(id, incarnation, node_id, ObjectErrorKind::kInfeasible, lease.infeasible);
+                  return kj::READY_NOW;
                 }
                 actor.worker = lease.worker;
                 actor.node = lease.node;
@@ -91,13 +145,34 @@ void ActorManager::Place(Actor& actor) {
                       OnDied(id, incarnation, "its worker died while constructing it: " + Why(e));
                     });
               },
-              [this, id, incarnation](kj::Exception&& e) -> kj::Promise<void> {
-                Actor& actor = Entry(id);
-                if (actor.incarnation != incarnation) return kj::READY_NOW;
-                FailTask(memory_, *actor.creation, ObjectErrorKind::kUnavailable, Why(e));
-                MarkDead(actor, "no worker lease for it: " + Why(e));
-                return UpdateDirectory(actor, proto::ActorState::DEAD);
+              [this, id, incarnation, node_id,
+               node_address](kj::Exception&& e) -> kj::Promise<void> {
+                Refused(id, incarnation, node_id, ObjectErrorKind::kUnavailable,
+                        "no worker lease from node " + node_address + ": " + Why(e));
+                return kj::READY_NOW;
               }));
+}
+
+void ActorManager::Refused(const ActorId& id, uint64_t incarnation, const std::string& node_id,
+                           ObjectErrorKind kind, const std::string& why) {
+  Actor& actor = Entry(id);
+  if (!Current(actor, incarnation)) return;
+  actor.refused_by.push_back(node_id);
+  if (actor.refused_by.size() >= kMaxRefusals) {
+    FailCreation(actor, kind, why);
+    return;
+  }
+  AIRT_LOG(INFO) << "actor " << id.Hex() << ": the node the head chose refused it (" << why
+                 << "); placing it again elsewhere";
+  Place(actor);
+}
+
+void ActorManager::FailCreation(Actor& actor, ObjectErrorKind kind, const std::string& why) {
+  FailTask(memory_, *actor.creation, kind, why);
+  MarkDead(actor, "it cannot be placed: " + why);
+  background_.add(UpdateDirectory(actor, proto::ActorState::DEAD).catch_([](kj::Exception&&) {
+    // DEAD already (killed): nothing to record.
+  }));
 }
 
 void ActorManager::OnCreated(const ActorId& id, uint64_t incarnation,
@@ -113,6 +188,7 @@ void ActorManager::OnCreated(const ActorId& id, uint64_t incarnation,
     return;
   }
   actor.state = State::kAlive;
+  actor.refused_by.clear();
   background_.add(UpdateDirectory(actor, proto::ActorState::ALIVE)
                       .catch_([this, id, incarnation](kj::Exception&& e) {
                         // Killed while it was being constructed: the directory has it DEAD.
@@ -126,12 +202,15 @@ void ActorManager::OnCreated(const ActorId& id, uint64_t incarnation,
 
 void ActorManager::OnDied(const ActorId& id, uint64_t incarnation, const std::string& why) {
   Actor& actor = Entry(id);
-  if (actor.incarnation != incarnation || actor.state == State::kDead) return;
+  // Each call in flight reports the death; the first one handles it.
+  if (!Current(actor, incarnation) || actor.died == incarnation) return;
+  actor.died = incarnation;
   forget_(actor.worker);
   actor.worker.clear();
   if (!actor.owned) {
     // The owner restarts it (or not): ask the head again before the next call.
     actor.state = State::kUnknown;
+    actor.dead_worker_id = actor.worker_id;
     Pump(actor);
     return;
   }
@@ -178,120 +257,6 @@ void ActorManager::MarkDead(Actor& actor, const std::string& cause) {
   actor.death_cause = cause;
   AIRT_LOG(INFO) << "actor " << actor.id.Hex() << " is dead: " << cause;
   FailQueued(actor);
-}
-
-void ActorManager::FailQueued(Actor& actor) {
-  // A call whose arguments are still resolving is failed now but dropped only once they are
-  // (its resolution writes into it).
-  std::deque<kj::Own<PendingTask>> waiting;
-  for (kj::Own<PendingTask>& call : actor.queue) {
-    FailTask(memory_, *call, ObjectErrorKind::kActorDied,
-             "the actor " + actor.id.Hex() + " is dead: " + actor.death_cause);
-    if (!call->args_ready) waiting.push_back(kj::mv(call));
-  }
-  actor.queue = kj::mv(waiting);
-}
-
-void ActorManager::Submit(kj::Own<PendingTask> call) {
-  ActorId id = call->actor_id;
-  PendingTask& task = *call;
-  Actor& actor = Entry(id);
-  actor.queue.push_back(kj::mv(call));
-  background_.add(ResolveArguments(memory_, task).then([this, id](std::optional<ObjectError>) {
-    Pump(Entry(id));
-  }));
-}
-
-void ActorManager::Pump(Actor& actor) {
-  if (actor.state == State::kDead) {
-    FailQueued(actor);
-    return;
-  }
-  if (actor.queue.empty()) return;
-  if (actor.state == State::kUnknown && !actor.owned) {
-    if (!actor.resolving) Resolve(actor.id);
-    return;
-  }
-  if (actor.state != State::kAlive) return;
-  while (!actor.queue.empty() && actor.queue.front()->args_ready) {
-    kj::Own<PendingTask> call = kj::mv(actor.queue.front());
-    actor.queue.pop_front();
-    PendingTask& task = *call;
-    if (task.arg_error) {
-      FailTask(memory_, task, task.arg_error->kind, task.arg_error->message);
-      continue;
-    }
-    auto push = connect_(actor.worker).castAs<proto::Worker>().pushTaskRequest();
-    FillTaskSpec(task, job_, push.initTask());
-    ActorId id = actor.id;
-    uint64_t incarnation = actor.incarnation;
-    background_.add(push.send()
-                        .then([this, &task](auto reply) { RecordTaskReply(memory_, task, reply); },
-                              [this, &task, id, incarnation](kj::Exception&& e) {
-                                std::string why = Why(e);
-                                FailTask(memory_, task, ObjectErrorKind::kActorDied,
-                                         "the actor " + id.Hex() + " died while running " +
-                                             task.function + ": " + why);
-                                OnDied(id, incarnation, why);
-                              })
-                        .attach(kj::mv(call)));
-  }
-}
-
-void ActorManager::Resolve(const ActorId& id) {
-  Entry(id).resolving = true;
-  auto request = head_.getActorRequest();
-  request.setActorId(AsData(id.Binary()));
-  background_.add(request.send().then(
-      [this, id](auto found) -> kj::Promise<void> {
-        Actor& actor = Entry(id);
-        actor.resolving = false;
-        if (!found.getFound()) {
-          MarkDead(actor, "no such actor in the head's directory");
-          return kj::READY_NOW;
-        }
-        auto info = found.getInfo();
-        switch (info.getState()) {
-          case proto::ActorState::ALIVE:
-            actor.worker = info.getWorkerAddress().cStr();
-            actor.node = info.getNodeAddress().cStr();
-            actor.worker_id = ToString(info.getWorkerId());
-            ++actor.incarnation;
-            actor.state = State::kAlive;
-            Pump(actor);
-            return kj::READY_NOW;
-          case proto::ActorState::DEAD:
-            MarkDead(actor, info.getDeathCause().cStr());
-            return kj::READY_NOW;
-          default:
-            actor.resolving = true;
-            return timer_.afterDelay(kResolvePoll).then([this, id] { Resolve(id); });
-        }
-      },
-      [this, id](kj::Exception&& e) -> kj::Promise<void> {
-        Actor& actor = Entry(id);
-        actor.resolving = false;
-        MarkDead(actor, "the head could not be asked where it is: " + Why(e));
-        return kj::READY_NOW;
-      }));
-}
-
-kj::Promise<ActorId> ActorManager::Lookup(const std::string& name, const std::string& ns) {
-  auto request = head_.getActorRequest();
-  request.setName(name);
-  request.setNamespace(ns);
-  return request.send().then([this, name, ns](auto found) -> ActorId {
-    if (!found.getFound()) {
-      throw ToKjException(NotFound("no actor named '" + name + "' in namespace '" + ns + "'"));
-    }
-    std::string raw = ToString(found.getInfo().getActorId());
-    if (raw.size() != ActorId::kSize) {
-      throw ToKjException(Internal("the head gave a malformed actor id"));
-    }
-    ActorId id = ActorId::FromRaw(reinterpret_cast<const uint8_t*>(raw.data()));
-    Entry(id);  // unknown until the first call resolves it
-    return id;
-  });
 }
 
 kj::Promise<void> ActorManager::Kill(const ActorId& id, bool no_restart) {

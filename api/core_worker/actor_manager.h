@@ -1,11 +1,17 @@
-// Actors, from a submitter's side. The owner (the process that created an actor) places it on a
-// worker through a lease, runs its factory there, records it in the head's directory, and restarts
-// it (the factory again, on a new worker) when its process dies, up to max_restarts. Any process
-// holding a handle sends method calls straight to the actor's worker, in submission order, over
-// one connection; a holder that is not the owner learns where the actor lives from the head.
+// Actors, from a submitter's side. The owner (the process that created an actor) registers it in
+// the head's directory, asks the head where to place it (placeActor), leases a worker on that node
+// only (asking the head again, avoiding it, when the node refuses or cannot be reached), runs its
+// factory there, keeps the directory's entry current, and restarts it (placed again, the factory
+// on a new worker) when its process dies, up to max_restarts. Any process holding a handle sends
+// method calls straight to the actor's worker, in submission order, over one connection; a holder
+// that is not the owner learns where the actor lives from the head.
 //
-// A call in flight when the actor's process dies fails with kActorDied (Ray's default
-// max_task_retries=0); calls made after wait for the restart, and fail once the actor is DEAD.
+// A call in flight when the actor's process dies is sent again, in submission order, to the
+// restarted actor up to max_task_retries times (-1: always), and otherwise fails with kActorDied
+// (Ray's default max_task_retries=0); calls made after wait for the restart, and fail once the
+// actor is DEAD. A detached actor outlives its owner's job, but only the owner restarts actors:
+// once its job has finished, a detached actor's death is final (a holder that finds its worker
+// gone marks it DEAD in the directory).
 // Loop thread only.
 #pragma once
 
@@ -16,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <kj/async.h>
 #include <kj/timer.h>
@@ -72,23 +79,43 @@ class ActorManager {
     bool owned = false;
     State state = State::kUnknown;
     uint64_t incarnation = 0;  // bumped by each placement; a death of an older one is stale
+    uint64_t died = 0;         // the last incarnation whose death was handled
     std::string worker;        // host:port, when alive
     std::string node;          // the node that leased the worker
     std::string worker_id;
     uint64_t lease_id = 0;
     int32_t pid = 0;
     std::string death_cause;
+    int32_t max_task_retries = 0;            // the owner's option; a holder's from the directory
     bool resolving = false;                  // a holder asking the head where the actor lives
     std::deque<kj::Own<PendingTask>> queue;  // calls not yet sent, in submission order
+    std::map<uint64_t, kj::Own<PendingTask>> in_flight;  // sent, by PendingTask::actor_seq
+    uint64_t next_seq = 0;
+    // Holder: the worker that died under it, and how often the directory still showed it since.
+    std::string dead_worker_id;
+    int stale_polls = 0;
     // Owner only.
     kj::Own<PendingTask> creation;
     ActorOptions options;
     uint32_t restarts = 0;
+    std::vector<std::string> refused_by;  // nodes (28-byte ids) that refused this placement
   };
 
   Actor& Entry(const ActorId& id);
-  // Owner: gets a lease and runs the factory on its worker.
+  // Whether a callback of `incarnation` still concerns the actor (not superseded, not DEAD).
+  static bool Current(const Actor& actor, uint64_t incarnation) {
+    return actor.incarnation == incarnation && actor.state != State::kDead;
+  }
+  // Owner: asks the head for a node (again while it answers `waiting`), then Lease there.
   void Place(Actor& actor);
+  // Owner: leases a worker on the node the head chose and runs the factory on it. A refusal
+  // (infeasible there, or unreachable) places the actor again without that node, a few times.
+  void Lease(const ActorId& id, uint64_t incarnation, const std::string& node_id,
+             const std::string& node_address);
+  void Refused(const ActorId& id, uint64_t incarnation, const std::string& node_id,
+               ObjectErrorKind kind, const std::string& why);
+  // Owner: the creation fails and the actor is DEAD for good.
+  void FailCreation(Actor& actor, ObjectErrorKind kind, const std::string& why);
   void OnCreated(const ActorId& id, uint64_t incarnation,
                  proto::Worker::PushTaskResults::Reader reply);
   // The actor's process died (or could not be reached) in `incarnation`.
@@ -98,8 +125,16 @@ class ActorManager {
   void FailQueued(Actor& actor);
   // Holder: asks the head where the actor is, polling while it is pending or restarting.
   void Resolve(const ActorId& id);
+  // Holder: the directory shows the worker that died. Polls until the owner updates it. When
+  // nobody will (the actor's job has finished) it marks the actor DEAD here and in the directory;
+  // after a long wait, here only.
+  kj::Promise<void> OnStaleDirectory(const ActorId& id, bool job_alive);
   // Sends queued calls whose arguments are ready, in order, while the actor is alive.
   void Pump(Actor& actor);
+  void Send(Actor& actor, kj::Own<PendingTask> call);
+  // A sent call got no answer: the actor's process died. Queued again (in submission order) while
+  // max_task_retries allows, else failed with kActorDied.
+  void OnCallFailed(const ActorId& id, uint64_t seq, uint64_t incarnation, const std::string& why);
   kj::Promise<void> UpdateDirectory(const Actor& actor, proto::ActorState state);
 
   kj::Timer& timer_;

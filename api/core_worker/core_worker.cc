@@ -242,6 +242,15 @@ kj::Own<PendingTask> CoreWorker::Impl::NewTask(proto::TaskKind kind, const Actor
 Result<ActorId> CoreWorker::Impl::CreateActor(const std::string& factory,
                                               std::vector<TaskArgument> args,
                                               ActorOptions options) {
+  if (options.detached && options.name.empty()) {
+    // As Ray: nothing but its name finds a detached actor once its creator is gone.
+    return InvalidArgument("creating actor " + factory + ": a detached actor must have a name");
+  }
+  if (options.max_task_retries < -1) {
+    return InvalidArgument("creating actor " + factory +
+                           ": max_task_retries must be -1 or >= 0, got " +
+                           std::to_string(options.max_task_retries));
+  }
   if (options.ns.empty()) options.ns = namespace_;
   ActorId id = ActorId::Of(job_id_);
   auto creation = NewTask(proto::TaskKind::ACTOR_CREATION, id, factory, std::move(args), 1);

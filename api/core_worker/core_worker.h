@@ -57,8 +57,12 @@ struct ActorOptions {
   std::string ns;            // "" for the job's namespace
   int32_t max_restarts = 0;  // -1: without limit
   uint32_t max_concurrency = 1;
-  bool detached = false;  // outlives its job (and is not restarted once its owner is gone)
-  bool python = false;    // lives on a Python worker (its class is a pickled Python one)
+  // Outlives its job (and is not restarted once its owner is gone). Needs a name.
+  bool detached = false;
+  // Resends of a call in flight when the actor's process died, to the restarted actor; -1: no
+  // limit; 0 (Ray's default): such a call fails with kActorDied.
+  int32_t max_task_retries = 0;
+  bool python = false;  // lives on a Python worker (its class is a pickled Python one)
 };
 
 // An argument: serialized bytes, or a reference to an object this worker owns.
@@ -120,8 +124,10 @@ class CoreWorker {
   // timeout_ms passes (< 0: no limit); returns which are ready.
   std::vector<bool> Wait(std::span<const ObjectId> ids, size_t num_ready, int64_t timeout_ms);
 
-  // Creates an actor: its factory runs on a leased worker in the background. kAlreadyExists when
-  // its name is taken in its namespace; kUnavailable when the head cannot be reached.
+  // Creates an actor: the head places it, and its factory runs on a worker leased on that node,
+  // in the background. kAlreadyExists when its name is taken in its namespace; kInvalidArgument
+  // for a detached actor without a name, or max_task_retries below -1; kUnavailable when the head
+  // cannot be reached.
   Result<ActorId> CreateActor(const std::string& factory, std::vector<TaskArgument> args,
                               const ActorOptions& options);
   // Calls `method` on the actor; returns its returns' ids at once. Calls from this process run in

@@ -23,6 +23,8 @@ kj::Promise<LeaseOutcome> RequestLeaseHop(const ConnectFn& connect, const std::s
   request.setJobId(AsData(job.Binary()));
   request.setLanguage(lease.python ? proto::Language::PYTHON : proto::Language::CPP);
   request.setCodeSearchPath(lease.code_search_path);
+  request.setPlaced(lease.placed);
+  request.setDetached(lease.detached);
   return request.send().then([&connect, node, lease, job,
                               hops](auto response) -> kj::Promise<LeaseOutcome> {
     auto reply = response.getReply();

@@ -21,6 +21,8 @@ struct LeaseRequest {
   std::string accelerator_type;
   std::string code_search_path;  // the job's own code, which a new worker loads
   bool python = false;           // a Python worker, not a C++ one
+  bool placed = false;           // the head chose this node (an actor's): it does not spill it back
+  bool detached = false;         // a detached actor's: the node keeps its worker after the job ends
 };
 
 struct LeaseOutcome {

@@ -29,8 +29,9 @@ struct PendingTask {
   std::vector<std::vector<ObjectEntry>> resolved_lists;  // by argument index, for ref lists
   TaskOptions options;
   std::vector<ObjectId> returns;
-  uint32_t attempts = 0;
-  bool args_ready = false;               // every reference argument's entry is in `resolved`
+  uint32_t attempts = 0;    // runs that failed because the worker died (an actor call: resends)
+  uint64_t actor_seq = 0;   // an actor call: its place in this process's calls to the actor
+  bool args_ready = false;  // every reference argument's entry is in `resolved`
   std::optional<ObjectError> arg_error;  // once ready: the first argument that failed
   // Keeps the task's reference arguments counted until the task is destroyed (done).
   std::shared_ptr<void> holds;

@@ -62,8 +62,9 @@ enum ActorState {
   dead @3;
 }
 
-# One actor in the head's directory. The owner (the process that created it) places it through a
-# worker lease and keeps this entry current; every other handle holder reads it to find the actor.
+# One actor in the head's directory. The head places it (placeActor: `nodeId`); the owner (the
+# process that created it) leases a worker on that node, runs its constructor there and keeps this
+# entry current; every other handle holder reads it to find the actor.
 struct ActorInfo {
   actorId @0 :Data;          # 16 bytes (ActorId; its last 4 bytes are the job's id)
   jobId @1 :Data;            # 4 bytes
@@ -78,8 +79,27 @@ struct ActorInfo {
   numRestarts @10 :UInt32;
   maxRestarts @11 :Int32;    # -1: without limit
   deathCause @12 :Text;      # why it is DEAD (or why it last died)
-  detached @13 :Bool;        # outlives its job
+  detached @13 :Bool;        # outlives its job; only a named actor may be detached
   language @14 :UInt8;       # 0 C++, 1 Python (node.capnp's Language)
+  maxTaskRetries @15 :Int32; # resends of a call in flight when its process died; -1: no limit
+  resources @16 :List(Resource);  # what it holds for its life (none by default, as Ray)
+  acceleratorType @17 :Text; # the accelerator_type label its node must have; "" when any
+  nodeId @18 :Data;          # 28 bytes: the node placeActor chose last; empty before
+}
+
+# The node placeActor chose: the owner leases the actor's worker there and nowhere else.
+struct ActorNode {
+  nodeId @0 :Data;           # 28 bytes
+  nodeAddress @1 :Text;      # "host:port" of its Node service
+}
+
+# placeActor's answer.
+struct ActorPlacement {
+  union {
+    placed @0 :ActorNode;
+    waiting @1 :Text;        # no alive node can hold it yet, but nodes may still join: ask again
+    infeasible @2 :Text;     # no node can ever hold it: names the shape and each alive node's totals
+  }
 }
 
 # Held by a driver for as long as its job runs: when the driver's connection drops (the driver
@@ -124,11 +144,24 @@ interface Head {
   # kFailedPrecondition when the actor is DEAD already (killed): the caller stops its worker.
   updateActor @12 (info :ActorInfo) -> ();
   # By id when `actorId` is set, else by name in `namespace` (only an actor not DEAD).
-  getActor @13 (actorId :Data, name :Text, namespace :Text) -> (found :Bool, info :ActorInfo);
+  # `jobAlive`: whether the actor's job still runs. Its owner is that job's driver, which alone
+  # restarts it; a detached actor whose job has finished is not restarted when its process dies.
+  getActor @13 (actorId :Data, name :Text, namespace :Text)
+      -> (found :Bool, info :ActorInfo, jobAlive :Bool);
   # Every actor the head knows, in registration order (those a restarted head read back from its
   # store first, by job, then actor id). A DEAD actor may be forgotten once many have died.
   listActors @14 () -> (actors :List(ActorInfo));
   # ray.kill: marks the actor DEAD with `cause` (its owner will not restart it) and returns its
   # entry, whose worker the caller then stops through that node's killWorker.
   killActor @15 (actorId :Data, cause :Text) -> (info :ActorInfo);
+  # Actor placement: chooses the node for the actor's next worker (at creation and at each
+  # restart) from the cluster view, records it as the actor's `nodeId`, and answers with it. Only
+  # alive nodes whose totals hold the actor's resources and whose labels match its accelerator
+  # type are candidates; among them those with the resources free now (the heartbeat's available,
+  # less what the directory's other live actors there hold) come first, and the least loaded of
+  # those wins (head/internal/actor_placement.h). `waiting`: no node fits yet, within the grace
+  # period for joining nodes (counted from the actor's first placeActor); `infeasible` after it.
+  # `avoidNodes`: nodes that refused this actor (unreachable, or their lease answered infeasible),
+  # left out. kNotFound: no such actor. kFailedPrecondition: it is DEAD.
+  placeActor @16 (actorId :Data, avoidNodes :List(Data)) -> (placement :ActorPlacement);
 }

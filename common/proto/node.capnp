@@ -47,8 +47,15 @@ interface Node {
   # node's queue. Dropping the call cancels the request.
   # `codeSearchPath`: the job's own code (folders or libraries, ':'-separated, as the driver's
   # Config::code_search_path), which a worker started for it loads besides the node's.
+  # `placed`: the head placed this request here (an actor's worker): it is granted or queued on
+  # this node, never spilled back, and infeasible at once when this node can never hold it (the
+  # submitter then asks the head for another node).
+  # `detached`: the lease outlives its job (a detached actor's worker): when the job finishes, the
+  # node leaves this lease and its worker running, and keeps the job's objects in its store until
+  # that worker has exited.
   requestWorkerLease @0 (shape :ResourceShape, jobId :Data, language :Language,
-                         codeSearchPath :Text) -> (reply :LeaseReply);
+                         codeSearchPath :Text, placed :Bool, detached :Bool)
+      -> (reply :LeaseReply);
   # Gives the lease back. `disconnectWorker` true: the worker is unusable (its task crashed it,
   # or it was blocked too long); the node stops it instead of reusing it.
   returnWorkerLease @1 (leaseId :UInt64, disconnectWorker :Bool) -> ();

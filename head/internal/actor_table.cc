@@ -139,6 +139,23 @@ Status ActorTable::Update(const ActorRecord& news) {
   return Status::Ok();
 }
 
+Status ActorTable::Place(const ActorId& id, const NodeId& node) {
+  auto found = seq_of_.find(id);
+  if (found == seq_of_.end()) return NotFound("actor " + id.Hex() + " is not registered");
+  const ActorRecord& stored = by_seq_.at(found->second);
+  if (IsDead(stored)) {
+    return FailedPrecondition("actor " + id.Hex() + " is DEAD (" + stored.death_cause +
+                              "); it is not placed again");
+  }
+  ActorRecord placed = stored;
+  placed.node = node;
+  AIRT_RETURN_IF_ERROR(store_.Put(RowKey(id), EncodeActorRow(placed))
+                           .WithContext("recording where actor " + id.Hex() + " is placed"));
+  AIRT_LOG(INFO) << "actor " << Short(id) << " placed on node " << node.Hex().substr(0, 8);
+  Replace(placed);
+  return Status::Ok();
+}
+
 Result<ActorRecord> ActorTable::Kill(const ActorId& id, std::string cause) {
   auto found = seq_of_.find(id);
   if (found == seq_of_.end()) return NotFound("actor " + id.Hex() + " is not registered");

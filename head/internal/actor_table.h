@@ -47,9 +47,13 @@ class ActorTable {
   Status Register(ActorRecord actor);
   // Takes from `news` what an owner's update may change (state, the worker's addresses, id and
   // pid, restarts, death cause, language) for the actor of its id; id, job, name, namespace,
-  // class and detached stay. kNotFound: no such actor. kFailedPrecondition: the actor is DEAD
-  // (killed, or its job ended); its owner stops the worker.
+  // class, detached, max_task_retries, resources, accelerator type and node stay. kNotFound: no
+  // such actor. kFailedPrecondition: the actor is DEAD (killed, or its job ended); its owner
+  // stops the worker.
   Status Update(const ActorRecord& news);
+  // Records that the head placed the actor on `node` (its next worker is leased there).
+  // kNotFound: no such actor. kFailedPrecondition: it is DEAD.
+  Status Place(const ActorId& id, const NodeId& node);
   // Marks the actor DEAD with `cause` and returns its entry; a DEAD actor is returned unchanged.
   // kNotFound: no such actor.
   Result<ActorRecord> Kill(const ActorId& id, std::string cause);

@@ -86,8 +86,13 @@ struct ActorRecord {
   uint32_t num_restarts = 0;
   int32_t max_restarts = 0;  // -1: without limit
   std::string death_cause;
-  bool detached = false;
-  uint8_t language = 0;  // 0 C++, 1 Python
+  bool detached = false;         // only a named actor may be detached
+  uint8_t language = 0;          // 0 C++, 1 Python
+  int32_t max_task_retries = 0;  // -1: without limit
+  // What it needs from its node; fixed at registration.
+  std::vector<Resource> resources;
+  std::string accelerator_type;  // "": any node
+  std::optional<NodeId> node;    // where the head placed it last (placeActor)
   friend bool operator==(const ActorRecord&, const ActorRecord&) = default;
 };
 

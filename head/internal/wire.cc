@@ -249,6 +249,25 @@ Result<ActorRecord> ParseActorInfo(proto::ActorInfo::Reader in, std::string_view
                                                     kMaxClassNameBytes, /*allow_empty=*/false));
   AIRT_RETURN_IF_ERROR(ParseActorNews(in, field, actor));
   actor.detached = in.getDetached();
+  if (actor.detached && actor.name.empty()) {
+    // As Ray: a detached actor outlives its creator, so only its name can find it again.
+    return InvalidArgument(Join(field, "detached") + " is set but " + Join(field, "name") +
+                           " is empty: a detached actor must be named");
+  }
+  if (in.getMaxTaskRetries() < -1) {
+    return InvalidArgument(Join(field, "maxTaskRetries") +
+                           " must be -1 (without limit) or >= 0, got " +
+                           std::to_string(in.getMaxTaskRetries()));
+  }
+  actor.max_task_retries = in.getMaxTaskRetries();
+  AIRT_ASSIGN_OR_RETURN(actor.resources,
+                        ParseResources(in.getResources(), Join(field, "resources")));
+  AIRT_ASSIGN_OR_RETURN(actor.accelerator_type,
+                        ParseText(in.getAcceleratorType(), Join(field, "acceleratorType"),
+                                  kMaxLabelValueBytes, /*allow_empty=*/true));
+  if (in.getNodeId().size() != 0) {
+    AIRT_ASSIGN_OR_RETURN(actor.node, ParseNodeId(in.getNodeId(), Join(field, "nodeId")));
+  }
   return actor;
 }
 
@@ -338,6 +357,10 @@ void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out) {
   out.setDeathCause(AsText(actor.death_cause));
   out.setDetached(actor.detached);
   out.setLanguage(actor.language);
+  out.setMaxTaskRetries(actor.max_task_retries);
+  FillResources(actor.resources, out.initResources(actor.resources.size()));
+  out.setAcceleratorType(AsText(actor.accelerator_type));
+  if (actor.node) out.setNodeId(AsData(actor.node->data(), NodeId::kSize));
 }
 
 std::string EncodeNodeRow(const NodeInfo& info, bool alive) {

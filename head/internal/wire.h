@@ -45,12 +45,14 @@ Result<NodeInfo> ParseNodeInfo(proto::NodeInfo::Reader info, std::string_view fi
 // A heartbeat's load. Whether the GPU ids are the node's own is the node table's check.
 Result<NodeLoad> ParseNodeLoad(proto::Head::HeartbeatParams::Reader params);
 // Every field of an actor: actorId 16 bytes ending with jobId (4 bytes), className not empty,
-// state and language within their enums, workerId empty or 28 bytes, pid >= 0,
-// maxRestarts >= -1, texts within their bounds.
+// state and language within their enums, workerId and nodeId empty or 28 bytes, pid >= 0,
+// maxRestarts and maxTaskRetries >= -1, resources as ParseResources, a name when detached, texts
+// within their bounds.
 Result<ActorRecord> ParseActorInfo(proto::ActorInfo::Reader info, std::string_view field);
 // An updateActor message: actorId and the fields an update may change (state, the worker's
 // addresses, id and pid, restarts, death cause, language), checked as ParseActorInfo does. The
-// fields that stay (jobId, name, namespace, className, detached) are not read.
+// fields that stay (jobId, name, namespace, className, detached, maxTaskRetries, resources,
+// acceleratorType) and the head's own (nodeId) are not read.
 Result<ActorRecord> ParseActorUpdate(proto::ActorInfo::Reader info, std::string_view field);
 // "PENDING", "ALIVE", "RESTARTING", "DEAD".
 const char* ActorStateName(ActorState state);

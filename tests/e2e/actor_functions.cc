@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "airt/api.h"
@@ -24,6 +26,16 @@ std::vector<int> Counter::Append(int k) {
 }
 
 int Counter::Pid() { return static_cast<int>(::getpid()); }
+
+int Counter::NodePid() { return static_cast<int>(::getppid()); }
+
+int Counter::ExitOnce(std::string marker) {
+  if (!std::filesystem::exists(marker)) {
+    std::ofstream(marker) << "died here\n";
+    ::_exit(17);
+  }
+  return value_;
+}
 
 int Counter::Throw(std::string message) { throw std::runtime_error(message); }
 
@@ -55,4 +67,5 @@ int SumOfSubtasks(int n) {
 
 AIRT_REMOTE(AddThroughHandle, MakeCounter, SumOfSubtasks);
 AIRT_REMOTE(Counter::Create, Counter::CreateChecked, &Counter::Add, &Counter::Value,
-            &Counter::Append, &Counter::Pid, &Counter::Throw, &Counter::Meet);
+            &Counter::Append, &Counter::Pid, &Counter::NodePid, &Counter::ExitOnce, &Counter::Throw,
+            &Counter::Meet);

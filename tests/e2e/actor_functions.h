@@ -21,6 +21,11 @@ class Counter {
   // Records `k` in the order calls arrive; returns all recorded so far.
   std::vector<int> Append(int k);
   int Pid();
+  // The pid of the worker's parent: the airt-node that started it.
+  int NodePid();
+  // The first call (no file at `marker` yet) creates the file and kills this process at once
+  // (_exit, as a crash); later calls return the value.
+  int ExitOnce(std::string marker);
   int Throw(std::string message);
   // Waits until `n` calls of Meet are inside at once (true) or 5 s pass (false).
   bool Meet(int n);

@@ -65,8 +65,9 @@ class Actors : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    head_ = new ChildProcess({AIRT_HEAD_BIN, "--port=0", "--heartbeat-interval-ms=100"},
-                             dir_->File("head.log"));
+    head_ = new ChildProcess(
+        {AIRT_HEAD_BIN, "--port=0", "--heartbeat-interval-ms=100", "--infeasible-grace-ms=300"},
+        dir_->File("head.log"));
     address_ = WaitForLine(dir_->File("head.log"), "head ready ", 30s, head_).value_or("");
     ASSERT_FALSE(address_.empty()) << ReadFile(dir_->File("head.log"));
     node_ = new ChildProcess(
@@ -227,6 +228,96 @@ TEST_F(Actors, ADriversCleanExitStopsItsActors) {
   EXPECT_EQ(driver.Wait(30s), 0) << ReadFile(dir_->File("driver-exit.log"));
   EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(std::stoi(pid)); }, 20s))
       << "the driver's actor outlived it";
+}
+
+TEST_F(Actors, ADetachedActorOutlivesItsDriverAndAnotherDriverFindsCallsAndKillsIt) {
+  ChildProcess driver({AIRT_ACTOR_DRIVER_BIN, "keeper", "ns", "detached"},
+                      dir_->File("driver-detached.log"));
+  std::string pid =
+      WaitForLine(dir_->File("driver-detached.log"), "actor pid ", 30s, &driver).value_or("");
+  std::string job = WaitForLine(dir_->File("driver-detached.log"), "job ", 30s).value_or("");
+  ASSERT_FALSE(pid.empty() || job.empty()) << ReadFile(dir_->File("driver-detached.log"));
+  EXPECT_EQ(driver.Wait(30s), 0) << ReadFile(dir_->File("driver-detached.log"));
+  // The node has ended the job (its other workers would be gone now) and kept the actor's.
+  std::string kept = "job " + job + " finished; its 1 detached actors' workers keep running";
+  ASSERT_TRUE(WaitUntil(
+      [&] { return ReadFile(dir_->File("node.log")).find(kept) != std::string::npos; }, 20s))
+      << ReadFile(dir_->File("node.log"));
+  EXPECT_TRUE(ProcessAlive(std::stoi(pid)));
+
+  // This process is another driver, of another job.
+  std::optional<ActorHandle<Counter>> keeper = GetActor<Counter>("keeper", "ns");
+  ASSERT_TRUE(keeper.has_value()) << "the head kept the detached actor when its job finished";
+  EXPECT_EQ(*Get(keeper->Task(&Counter::Add).Remote(1), 20'000), 101);
+  EXPECT_EQ(*Get(keeper->Task(&Counter::Pid).Remote()), std::stoi(pid));
+
+  keeper->Kill();
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(std::stoi(pid)); }, 10s));
+  EXPECT_FALSE(GetActor<Counter>("keeper", "ns").has_value());
+  EXPECT_THROW(Get(keeper->Task(&Counter::Value).Remote(), 20'000), ActorDiedError);
+}
+
+TEST_F(Actors, ADetachedActorWhoseCreatorHasExitedIsNotRestartedWhenItsProcessDies) {
+  ChildProcess driver({AIRT_ACTOR_DRIVER_BIN, "orphan", "ns", "detached"},
+                      dir_->File("driver-orphan.log"));
+  std::string pid =
+      WaitForLine(dir_->File("driver-orphan.log"), "actor pid ", 30s, &driver).value_or("");
+  ASSERT_FALSE(pid.empty()) << ReadFile(dir_->File("driver-orphan.log"));
+  ASSERT_EQ(driver.Wait(30s), 0) << ReadFile(dir_->File("driver-orphan.log"));
+  std::optional<ActorHandle<Counter>> orphan = GetActor<Counter>("orphan", "ns");
+  ASSERT_TRUE(orphan.has_value());
+  EXPECT_EQ(*Get(orphan->Task(&Counter::Add).Remote(1), 20'000), 101);
+
+  ASSERT_EQ(::kill(std::stoi(pid), SIGKILL), 0);
+  // This holder finds the worker gone while the directory still shows it: nobody restarts it.
+  EXPECT_TRUE(SoonDead(*orphan, "only its creator restarts an actor"));
+  EXPECT_FALSE(GetActor<Counter>("orphan", "ns").has_value()) << "the directory has it DEAD too";
+}
+
+TEST_F(Actors, ADetachedActorMustBeNamed) {
+  EXPECT_THROW(Actor(Counter::Create).SetDetached().Remote(1), Exception);
+}
+
+TEST_F(Actors, MaxTaskRetriesResendsTheCallsInFlightToTheRestartedActorInOrder) {
+  ActorHandle<Counter> counter =
+      Actor(Counter::Create).SetMaxRestarts(1).SetMaxTaskRetries(1).Remote(7);
+  int first = *Get(counter.Task(&Counter::Pid).Remote());
+  ObjectRef<int> dies = counter.Task(&Counter::ExitOnce).Remote(dir_->File("exit-once-retried"));
+  ObjectRef<int> after = counter.Task(&Counter::Add).Remote(1);
+  // The restarted actor (the constructor ran again: 7) ran ExitOnce before Add.
+  EXPECT_EQ(*Get(dies, 30'000), 7);
+  EXPECT_EQ(*Get(after, 30'000), 8);
+  EXPECT_NE(*Get(counter.Task(&Counter::Pid).Remote()), first);
+}
+
+TEST_F(Actors, WithoutMaxTaskRetriesTheCallInFlightFailsButTheActorRestarts) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).SetMaxRestarts(1).Remote(7);
+  EXPECT_THROW(
+      Get(counter.Task(&Counter::ExitOnce).Remote(dir_->File("exit-once-not-retried")), 30'000),
+      ActorDiedError);
+  EXPECT_EQ(ValueOnceBack(counter), 7);
+}
+
+TEST_F(Actors, ResentCallsFailOnceTheActorCannotRestart) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).SetMaxTaskRetries(-1).Remote(7);
+  try {
+    Get(counter.Task(&Counter::ExitOnce).Remote(dir_->File("exit-once-no-restart")), 30'000);
+    FAIL() << "expected an ActorDiedError";
+  } catch (const ActorDiedError& e) {
+    EXPECT_NE(std::string(e.what()).find("max_restarts=0"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Actors, AnActorNoNodeCanHoldDiesNamingItsShapeAndTheTotals) {
+  ActorHandle<Counter> big = Actor(Counter::Create).SetResource("CPU", 64).Remote(0);
+  try {
+    Get(big.Task(&Counter::Value).Remote(), 20'000);
+    FAIL() << "expected an ActorDiedError";
+  } catch (const ActorDiedError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("no node can ever run {CPU: 64}: node "), std::string::npos) << what;
+    EXPECT_NE(what.find(" has {CPU: 2"), std::string::npos) << what;
+  }
 }
 
 TEST_F(Actors, HandlesTravelIntoTasksAndBackOut) {

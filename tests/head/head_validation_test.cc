@@ -197,6 +197,26 @@ TEST_F(HeadValidationTest, RegisterActorRejectsEveryBadField) {
   ExpectRejected(
       edited([](Actor a) { a.setDeathCause(std::string(internal::kMaxDeathCauseBytes + 1, 'c')); }),
       "info.deathCause is 65537 bytes");
+  ExpectRejected(edited([](Actor a) { a.setMaxTaskRetries(-2); }),
+                 "info.maxTaskRetries must be -1 (without limit) or >= 0, got -2");
+  ExpectRejected(edited([](Actor a) {
+                   auto r = a.initResources(1);
+                   r[0].setName("CPU");
+                   r[0].setAmount(-1);
+                 }),
+                 "info.resources[0].amount (CPU) must be finite and >= 0, got -1");
+  ExpectRejected(edited([](Actor a) {
+                   auto r = a.initResources(2);
+                   r[0].setName("GPU");
+                   r[1].setName("GPU");
+                 }),
+                 "info.resources lists 'GPU' twice");
+  ExpectRejected(edited([](Actor a) { a.setAcceleratorType(capnp::Text::Reader("A\0", 2)); }),
+                 "info.acceleratorType must not contain a NUL byte");
+  ExpectRejected(edited([&](Actor a) { a.setNodeId(capnp::Data::Reader(three, 3)); }),
+                 "info.nodeId must be 28 bytes, got 3");
+  ExpectRejected(RegisterActor(id, "", "ns", [](Actor a) { a.setDetached(true); }),
+                 "info.detached is set but info.name is empty: a detached actor must be named");
   ASSERT_TRUE(RegisterActor(id, "a", "ns").ok()) << "none of those was registered";
 }
 
@@ -226,6 +246,18 @@ TEST_F(HeadValidationTest, OtherActorCallsRejectBadIdsNamesAndCauses) {
   cause.setActorId(capnp::Data::Reader(id.data(), ActorId::kSize));
   cause.setCause(std::string(internal::kMaxDeathCauseBytes + 1, 'c'));
   ExpectRejected(Send(kj::mv(cause)).status(), "cause is 65537 bytes");
+
+  auto place = head().placeActorRequest();
+  place.setActorId(capnp::Data::Reader(id.data(), 7));
+  ExpectRejected(Send(kj::mv(place)).status(), "actorId must be 16 bytes, got 7");
+  auto avoid = head().placeActorRequest();
+  avoid.setActorId(capnp::Data::Reader(id.data(), ActorId::kSize));
+  avoid.initAvoidNodes(2).set(1, capnp::Data::Reader(id.data(), 4));
+  ExpectRejected(Send(kj::mv(avoid)).status(), "avoidNodes[0] must be 28 bytes, got 0");
+  auto many = head().placeActorRequest();
+  many.setActorId(capnp::Data::Reader(id.data(), ActorId::kSize));
+  many.initAvoidNodes(internal::kMaxListEntries + 1);
+  ExpectRejected(Send(kj::mv(many)).status(), "avoidNodes has 4097 entries");
 }
 
 }  // namespace

@@ -128,6 +128,34 @@ TEST(LeasePolicy, InfeasibleAfterGraceNamesShapeAndTotals) {
             "node abababab has {CPU: 8, GPU: 2} (accelerator_type A10)");
 }
 
+TEST(LeasePolicy, ARequestTheHeadPlacedHereQueuesHereInsteadOfSpillingBack) {
+  NodeResources local = Node("CPU: 2");
+  ASSERT_TRUE(local.Acquire(Shape("CPU: 2")).ok());
+  ClusterView view{{View(0x20, "CPU: 8", "CPU: 8")}};  // room there: an unplaced one would go
+  LeaseRequest placed = Request("CPU: 1");
+  placed.placed = true;
+  LeaseDecision d = Policy().Decide(placed, local, view, At(0));
+  const auto* queue = std::get_if<QueueLocally>(&d);
+  ASSERT_NE(queue, nullptr) << ToString(d);
+  EXPECT_TRUE(queue->feasible);
+  EXPECT_EQ(queue->reason, "placed here by the head: waiting for {CPU: 1} to be free on this node");
+  EXPECT_EQ(SpilledTo(Policy().Decide(Request("CPU: 1"), local, view, At(0))), IdOf(0x20));
+}
+
+TEST(LeasePolicy, ARequestTheHeadPlacedOnANodeThatCanNeverHoldItIsInfeasibleAtOnce) {
+  NodeResources local = Node("CPU: 2");
+  ClusterView view{{View(0x20, "CPU: 8, GPU: 1", "CPU: 8, GPU: 1")}};
+  LeaseRequest placed = Request("GPU: 1", At(0));
+  placed.placed = true;
+  // Within any grace period: the head has waited for joining nodes already.
+  LeaseDecision d = Policy(10s).Decide(placed, local, view, At(0));
+  const auto* infeasible = std::get_if<Infeasible>(&d);
+  ASSERT_NE(infeasible, nullptr) << ToString(d);
+  EXPECT_EQ(infeasible->message,
+            "the head placed {GPU: 1} on a node that can never run it: node 10101010 (this "
+            "node) has {CPU: 2}");
+}
+
 TEST(LeasePolicy, DeadNodesTotalsDoNotMakeAShapeFeasible) {
   NodeResources local = Node("CPU: 2");
   ClusterView view{{View(0x20, "GPU: 8", "GPU: 8", {}, /*alive=*/false)}};

@@ -179,6 +179,25 @@ TEST(LeaseQueue, SubmitGrantsSpillsOrQueuesBehindTheSameShape) {
             Code::kAlreadyExists);
 }
 
+TEST(LeaseQueue, PlacedRequestsWaitHereWithoutHoldingBackOthersOfTheirShape) {
+  NodeResources local = Node("CPU: 1");
+  ASSERT_TRUE(local.Acquire(Shape("CPU: 1")).ok());
+  LeaseQueue queue = Queue();
+  ClusterView view{{View(0x20, "CPU: 4", "CPU: 4")}};
+  LeaseRequest placed = Request(1, "CPU: 1");
+  placed.placed = true;
+  Result<LeaseDecision> waiting = queue.Submit(placed, local, view, At(0));
+  ASSERT_TRUE(waiting.ok() && std::holds_alternative<QueueLocally>(*waiting));
+  // An unplaced request of the same shape is not queued behind it: it spills back.
+  Result<LeaseDecision> other = queue.Submit(Request(2, "CPU: 1"), local, view, At(0));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(ToString(*other), "spill back to 20202020");
+  // Dispatching again leaves the placed one here, however much room the view shows.
+  EXPECT_TRUE(queue.Dispatch(local, view, At(1000)).empty());
+  EXPECT_EQ(Describe(queue.Dispatch(Node("CPU: 1"), view, At(1000))),
+            (std::vector<std::string>{"1:grant"}));
+}
+
 TEST(LeaseQueue, CancelRemovesAQueuedRequest) {
   NodeResources local = Node("CPU: 1");
   ASSERT_TRUE(local.Acquire(Shape("CPU: 1")).ok());

@@ -150,7 +150,7 @@ void LeaseFixture::StartNode(const NodeSetup& setup) {
 }
 
 kj::Promise<LeaseReply> LeaseFixture::Request(const std::map<std::string, double>& shape,
-                                              const JobId& job) {
+                                              const JobId& job, LeaseFlags flags) {
   auto request = node().requestWorkerLeaseRequest();
   auto resources = request.initShape().initResources(shape.size());
   size_t i = 0;
@@ -161,6 +161,8 @@ kj::Promise<LeaseReply> LeaseFixture::Request(const std::map<std::string, double
   JobId id = job.IsNil() ? job_ : job;
   request.setJobId(capnp::Data::Reader(id.data(), JobId::kSize));
   request.setLanguage(proto::Language::CPP);
+  request.setPlaced(flags.placed);
+  request.setDetached(flags.detached);
   return request.send().then(
       [](capnp::Response<proto::Node::RequestWorkerLeaseResults>&& response) {
         return ToReply(response.getReply());
@@ -182,8 +184,9 @@ LeaseReply LeaseFixture::Await(kj::Promise<LeaseReply>& pending,
   return pending.exclusiveJoin(kj::mv(deadline)).wait(wait());
 }
 
-LeaseReply LeaseFixture::Lease(const std::map<std::string, double>& shape, const JobId& job) {
-  kj::Promise<LeaseReply> pending = Request(shape, job);
+LeaseReply LeaseFixture::Lease(const std::map<std::string, double>& shape, const JobId& job,
+                               LeaseFlags flags) {
+  kj::Promise<LeaseReply> pending = Request(shape, job, flags);
   return Await(pending);
 }
 

@@ -54,6 +54,12 @@ struct LeaseReply {
   std::string text;  // the spillback address or the infeasible message
 };
 
+// requestWorkerLease's flags for an actor's worker.
+struct LeaseFlags {
+  bool placed = false;    // the head placed it on this node: never spilled back
+  bool detached = false;  // a detached actor's: outlives its job
+};
+
 class LeaseFixture : public ::testing::Test {
  protected:
   LeaseFixture();
@@ -69,11 +75,12 @@ class LeaseFixture : public ::testing::Test {
 
   // requestWorkerLease for `shape` as job_ (C++); resolves with the answer or the call's error.
   kj::Promise<LeaseReply> Request(const std::map<std::string, double>& shape,
-                                  const JobId& job = JobId());
+                                  const JobId& job = JobId(), LeaseFlags flags = {});
   // Waits for `pending` for at most `timeout` (kDeadlineExceeded after).
   LeaseReply Await(kj::Promise<LeaseReply>& pending,
                    std::chrono::milliseconds timeout = std::chrono::seconds(20));
-  LeaseReply Lease(const std::map<std::string, double>& shape, const JobId& job = JobId());
+  LeaseReply Lease(const std::map<std::string, double>& shape, const JobId& job = JobId(),
+                   LeaseFlags flags = {});
   Status Return(uint64_t lease_id, bool disconnect_worker = false);
   // Runs the event loop until `condition` holds or `timeout` passes.
   bool PumpUntil(const std::function<bool()>& condition,

@@ -209,6 +209,31 @@ TEST_F(LeaseService, SpillsBackToTheNodeTheHeadSaysHasRoom) {
   EXPECT_EQ(later.text, "10.1.2.3:4567");
 }
 
+TEST_F(LeaseService, ARequestTheHeadPlacedHereWaitsHereOrIsRefusedAtOnce) {
+  testing::ViewNode other;
+  other.info.id = NodeId::FromRandom();
+  other.info.address = "10.1.2.3";
+  other.info.node_port = 4567;
+  other.info.total = {{"CPU", 8}};
+  other.available = {{"CPU", 8}};
+  head_state_->AddViewNode(other);
+  ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 1}}}));
+  ASSERT_TRUE(WaitForFreshView());
+  LeaseReply held = Lease({{"CPU", 1}});
+  ASSERT_EQ(held.kind, Kind::kGranted) << held.status.ToString();
+  // The other node has room, but the head chose this one: the request waits here.
+  kj::Promise<LeaseReply> placed = Request({{"CPU", 1}}, JobId(), {.placed = true});
+  ASSERT_TRUE(PumpUntil([&] { return Snap().num_queued == 1; }));
+  ASSERT_TRUE(Return(held.lease_id).ok());
+  LeaseReply granted = Await(placed);
+  EXPECT_EQ(granted.kind, Kind::kGranted) << granted.status.ToString();
+  // A shape this node can never hold is refused at once, not after a grace period.
+  LeaseReply refused = Lease({{"CPU", 2}}, JobId(), {.placed = true});
+  ASSERT_EQ(refused.kind, Kind::kInfeasible) << refused.status.ToString();
+  EXPECT_TRUE(Has(refused.text, "the head placed {CPU: 2} on a node that can never run it"))
+      << refused.text;
+}
+
 TEST_F(LeaseService, InfeasibleAfterTheGracePeriodNamingTheShapeAndTotals) {
   ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 2}}, .infeasible_grace = 300 * kMs}));
   ASSERT_TRUE(WaitForFreshView());

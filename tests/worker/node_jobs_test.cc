@@ -129,6 +129,37 @@ TEST_F(NodeJobs, AFinishedJobsWorkersStopItsLeasesEndAndItsObjectsGo) {
   EXPECT_EQ(Cleanup().objects_deleted, 3u);
 }
 
+TEST_F(NodeJobs, ADetachedActorsWorkerOutlivesItsJobAndTheJobsObjectsWaitForIt) {
+  ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 2}}, .stop_grace = 500 * kj::MILLISECONDS}));
+  LeaseReply plain = Lease({{"CPU", 1}});
+  LeaseReply detached = Lease({{"CPU", 1}}, JobId(), {.detached = true});
+  for (const LeaseReply* r : {&plain, &detached}) {
+    ASSERT_EQ(r->kind, Kind::kGranted) << r->status.ToString();
+  }
+  ObjectId put = ObjectId::ForPut(TaskId::ForDriver(job_), 1);
+  ASSERT_TRUE(store().Put(put, Bytes("value")).ok());
+
+  head_state_->FinishJob(job_);
+  ASSERT_TRUE(PumpUntil([&] { return Gone(plain.worker.pid); }));
+  ASSERT_TRUE(PumpUntil([&] { return Snap().pool.workers.size() == 1; }));
+  EXPECT_EQ(Snap().pool.workers[0].id, detached.worker.id);
+  EXPECT_EQ(Snap().pool.workers[0].state, node::WorkerSnapshot::State::kLeased);
+  EXPECT_FALSE(Gone(detached.worker.pid));
+  EXPECT_EQ(Snap().num_leases, 1u);
+  EXPECT_EQ(Cpus(), "1") << "the detached lease keeps its CPU";
+  EXPECT_EQ(Cleanup().jobs_ending, 1u);
+  EXPECT_EQ(Cleanup().jobs_ended, 0u);
+  EXPECT_TRUE(store().Contains(put)) << "the detached actor may still read its job's objects";
+
+  // ray.kill of the actor: its worker goes, and with it the job's last trace on this node.
+  Result<bool> killed = KillWorker(detached.worker.id);
+  ASSERT_TRUE(killed.ok() && *killed);
+  ASSERT_TRUE(PumpUntil([&] { return Cleanup().jobs_ended == 1; }));
+  EXPECT_TRUE(Gone(detached.worker.pid));
+  EXPECT_FALSE(store().Contains(put));
+  EXPECT_EQ(Cpus(), "2");
+}
+
 TEST_F(NodeJobs, AFinishedJobsWaitingRequestsFail) {
   ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 1}}}));
   LeaseReply held = Lease({{"CPU", 1}});

@@ -1,6 +1,8 @@
 // Ends on this node the jobs the head says have finished (their driver called finishJob, exited or
 // was killed): every worker of the job is stopped, idle or leased, its leases' resources come back
 // at once, and once the workers have exited the job's objects are deleted from the node's store.
+// A detached actor's worker (a detached lease) is left running, and the job's objects stay until
+// it has exited too (LeaseManager::EndJob).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,7 @@ namespace airt::node {
 
 // For tests, logs and `airt status`.
 struct JobCleanupSnapshot {
-  uint64_t jobs_ending = 0;      // whose workers are being stopped
+  uint64_t jobs_ending = 0;      // whose workers are being stopped (or whose detached actors run)
   uint64_t jobs_ended = 0;       // workers gone, objects deleted (or the deletion failed)
   uint64_t objects_deleted = 0;  // over every job
 };

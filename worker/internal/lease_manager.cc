@@ -72,8 +72,8 @@ kj::Promise<LeaseOutcome> LeaseManager::RequestLease(LeaseAsk ask) {
   }
   uint64_t id = next_request_id_++;
   TimePoint now = Now();
-  Result<scheduling::LeaseDecision> decision =
-      queue_.Submit(scheduling::LeaseRequest{id, ask.shape, now}, resources_, remote_.view, now);
+  Result<scheduling::LeaseDecision> decision = queue_.Submit(
+      scheduling::LeaseRequest{id, ask.shape, now, ask.placed}, resources_, remote_.view, now);
   if (!decision.ok()) return ToKjException(Internal(decision.status().ToString()));
   AIRT_LOG(DEBUG) << "lease request " << id << " for " << ask.shape.ToString() << ": "
                   << scheduling::ToString(*decision);
@@ -144,7 +144,8 @@ void LeaseManager::OnWorkerReady(uint64_t id, const WorkerAddress& worker) {
   }
   uint64_t lease_id = next_lease_id_++;
   LeaseGranted granted{lease_id, worker, request->allocation->gpu_ids};
-  leases_.emplace(lease_id, Lease{worker.id, std::move(*request->allocation)});
+  leases_.emplace(lease_id,
+                  Lease{worker.id, std::move(*request->allocation), request->ask.detached});
   lease_of_worker_[worker.id] = lease_id;
   AIRT_LOG(DEBUG) << "lease " << lease_id << " of " << request->ask.shape.ToString()
                   << " granted: worker " << worker.id.Hex().substr(0, 8) << " at " << worker.host
@@ -242,11 +243,24 @@ kj::Promise<void> LeaseManager::EndJob(const JobId& job) {
     ScheduleDispatch();
   }
   std::vector<uint64_t> ending;
+  std::set<WorkerId> detached;
   for (const auto& [lease_id, lease] : leases_) {
-    if (pool_.JobOf(lease.worker) == job) ending.push_back(lease_id);
+    if (pool_.JobOf(lease.worker) != job) continue;
+    if (lease.detached) {
+      detached.insert(lease.worker);
+    } else {
+      ending.push_back(lease_id);
+    }
   }
   for (uint64_t lease_id : ending) EndLease(lease_id);
-  return pool_.StopJob(job);
+  if (!detached.empty()) {
+    AIRT_LOG(INFO) << "job " << job.Hex() << " finished; its " << detached.size()
+                   << " detached actors' workers keep running";
+  }
+  // The job's objects go once its detached actors' workers are gone too: they may read them.
+  return pool_.StopJob(job, detached).then([this, detached]() mutable {
+    return pool_.Exited(std::move(detached));
+  });
 }
 
 bool LeaseManager::KillWorker(const WorkerId& worker) {

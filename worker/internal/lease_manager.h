@@ -32,6 +32,8 @@ struct LeaseAsk {
   JobId job;
   WorkerLanguage language = WorkerLanguage::kCpp;
   std::string code_search_path;  // the job's own code, loaded besides the node's
+  bool placed = false;    // the head placed it here: never spilled back (LeaseRequest::placed)
+  bool detached = false;  // a detached actor's: the lease and its worker outlive the job
 };
 
 struct LeaseGranted {
@@ -94,8 +96,10 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   // A new view from the head; dispatches the queue.
   void UpdateView(RemoteNodes nodes);
   // `job` has finished: rejects its waiting requests with kFailedPrecondition, ends its leases
-  // (their resources come back at once) and stops every worker of the job (WorkerPool::StopJob).
-  // Resolves once those workers have exited.
+  // (their resources come back at once) and stops every worker of the job (WorkerPool::StopJob),
+  // except the workers of its detached leases, which keep running (a detached actor outlives its
+  // job) until they are returned, killed or exit. Resolves once every worker of the job has
+  // exited, those included.
   kj::Promise<void> EndJob(const JobId& job);
   // SIGKILLs worker `worker` now and ends its lease, if any, giving its resources back. false: no
   // such worker (it has exited).
@@ -130,6 +134,7 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   struct Lease {
     WorkerId worker;
     scheduling::Allocation allocation;
+    bool detached = false;
   };
 
   LeaseManagerOptions options_;

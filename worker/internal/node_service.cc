@@ -69,6 +69,8 @@ Result<LeaseAsk> ParseLeaseAsk(proto::Node::RequestWorkerLeaseParams::Reader par
                           " bytes without NUL, got " + std::to_string(code.size()));
   }
   ask.code_search_path = std::string(code);
+  ask.placed = params.getPlaced();
+  ask.detached = params.getDetached();
   return ask;
 }
 

@@ -312,10 +312,10 @@ kj::Promise<void> WorkerPool::StopAll() {
           });
 }
 
-kj::Promise<void> WorkerPool::StopJob(const JobId& job) {
+kj::Promise<void> WorkerPool::StopJob(const JobId& job, const std::set<WorkerId>& keep) {
   std::set<WorkerId> ids;
   for (auto& [id, worker] : workers_) {
-    if (worker->job != job) continue;
+    if (worker->job != job || keep.count(id) != 0) continue;
     worker->leased = false;
     Stop(*worker, "its job " + job.Hex() + " finished");
     ids.insert(id);

@@ -112,14 +112,17 @@ class WorkerPool {
   // Refuses new workers and stops every worker: SIGTERM, SIGKILL after stop_grace. Resolves
   // when all have been reaped (or 5 s after the SIGKILLs, with a log line naming the rest).
   kj::Promise<void> StopAll();
-  // Stops every worker of `job` (its job finished), starting, idle or leased: SIGTERM, SIGKILL
-  // after stop_grace. Their leases end here: OnLeasedExit is not called for them. Resolves when
-  // they have been reaped (or 5 s after the SIGKILLs, with a log line naming the rest).
-  kj::Promise<void> StopJob(const JobId& job);
+  // Stops every worker of `job` (its job finished), starting, idle or leased, but those in
+  // `keep`: SIGTERM, SIGKILL after stop_grace. Their leases end here: OnLeasedExit is not called
+  // for them. Resolves when they have been reaped (or 5 s after the SIGKILLs, with a log line
+  // naming the rest).
+  kj::Promise<void> StopJob(const JobId& job, const std::set<WorkerId>& keep = {});
   // SIGKILLs worker `id` now. Its lease ends here: OnLeasedExit is not called for it. false: no
   // such worker (it has exited).
   bool Kill(const WorkerId& id);
 
+  // Resolves once each of `ids` has exited (at once for those gone already).
+  kj::Promise<void> Exited(std::set<WorkerId> ids);
   // Whether `id` is a worker of this pool that has not exited.
   bool Running(const WorkerId& id) const { return workers_.count(id) > 0; }
   // The job of worker `id`; nullopt when it has exited.
@@ -137,8 +140,6 @@ class WorkerPool {
   void OnRegisterTimeout(const WorkerId& id);
   void OnIdleTimeout(const WorkerId& id);
   void OnExited(const WorkerId& id, int wait_status);
-  // Resolves once each of `ids` has exited (at once for those gone already).
-  kj::Promise<void> Exited(std::set<WorkerId> ids);
   // The ids of the workers running now.
   std::set<WorkerId> RunningIds() const;
   Worker* Find(const WorkerId& id);

@@ -57,6 +57,15 @@ LeaseDecision LeasePolicy::Decide(const LeaseRequest& request, const NodeResourc
                                   const ClusterView& view, TimePoint now) const {
   const ResourceShape& shape = request.shape;
   if (local.FitsNow(shape)) return GrantLocally{};
+  if (request.placed) {
+    if (local.CouldEverFit(shape)) {
+      return QueueLocally{true, "placed here by the head: waiting for " + shape.ToString() +
+                                    " to be free on this node"};
+    }
+    return Infeasible{
+        "the head placed " + shape.ToString() + " on a node that can never run it: " +
+        DescribeNode(ShortId(options_.local_node) + " (this node)", local.Total(), local.labels())};
+  }
 
   const NodeView* best = nullptr;
   std::vector<Amount> best_score;

@@ -7,12 +7,20 @@
 #include "worker/scheduling/scheduling.h"
 
 namespace airt::scheduling {
+namespace {
+
+// Requests the head placed here never spill back, so they queue apart from those that may.
+std::string QueueKey(const LeaseRequest& request) {
+  return (request.placed ? "placed " : "") + request.shape.ToString();
+}
+
+}  // namespace
 
 Result<LeaseDecision> LeaseQueue::Submit(LeaseRequest request, const NodeResources& local,
                                          const ClusterView& view, TimePoint now) {
   LeaseDecision decision = policy_.Decide(request, local, view, now);
   if (std::holds_alternative<Infeasible>(decision)) return decision;
-  auto same_shape = by_shape_.find(request.shape.ToString());
+  auto same_shape = by_shape_.find(QueueKey(request));
   if (same_shape != by_shape_.end()) {
     const auto* queued = std::get_if<QueueLocally>(&decision);
     decision = QueueLocally{queued == nullptr || queued->feasible,
@@ -34,7 +42,7 @@ Status LeaseQueue::Enqueue(LeaseRequest request) {
       }
     }
   }
-  std::string key = request.shape.ToString();
+  std::string key = QueueKey(request);
   by_shape_[key].push_back(Entry{next_seq_++, std::move(request)});
   ++size_;
   return Status::Ok();

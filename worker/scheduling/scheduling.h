@@ -246,6 +246,9 @@ struct LeaseRequest {
   // When the infeasible grace period starts: the request's arrival, or the cluster's start when
   // the caller counts it from there.
   TimePoint waiting_since;
+  // The head placed it on this node (an actor's worker): it is granted here or queued here, never
+  // spilled back, and Infeasible at once when this node's totals can never hold it.
+  bool placed = false;
 };
 
 // The decisions. Run it here now: the caller Acquires the shape (which then succeeds).
@@ -282,7 +285,8 @@ struct LeasePolicyOptions {
 // CPU, then memory, then the others by name; the lowest node id on a tie); else queue it if
 // some alive node's totals (this node's included) fit it; else queue it until the grace period
 // ends, and then it is Infeasible. A shape naming an accelerator_type only fits nodes with that
-// label.
+// label. A request the head placed here is granted, else queued if this node's totals fit it,
+// else Infeasible (the head chose from a view that was wrong about this node).
 class LeasePolicy {
  public:
   explicit LeasePolicy(const LeasePolicyOptions& options) : options_(options) {}
@@ -309,7 +313,8 @@ struct QueuedShape {
 };
 
 // The requests the policy queued, FIFO per shape: a request is never dispatched before an
-// earlier one of the same shape. Shapes do not block each other.
+// earlier one of the same shape. Shapes do not block each other, and requests the head placed
+// here queue apart from those of the same shape that may spill back.
 class LeaseQueue {
  public:
   explicit LeaseQueue(const LeasePolicy& policy) : policy_(policy) {}
@@ -344,7 +349,8 @@ class LeaseQueue {
     LeaseRequest request;
   };
   LeasePolicy policy_;
-  std::map<std::string, std::deque<Entry>> by_shape_;  // key: shape.ToString()
+  // Keyed by shape.ToString(), with "placed " before it for requests the head placed.
+  std::map<std::string, std::deque<Entry>> by_shape_;
   uint64_t next_seq_ = 0;
   size_t size_ = 0;
 };

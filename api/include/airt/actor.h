@@ -15,11 +15,14 @@
 //   auto same = airt::GetActor<Counter>("c");              // std::optional<ActorHandle<Counter>>
 //   counter.Kill();
 //
-// An actor lives in a worker process of its own; its methods run there in the order this process
-// called them (one at a time, unless SetMaxConcurrency allows more). Its process dying restarts
-// it (the factory runs again) up to SetMaxRestarts times (default 0); a call that was running
-// then, and every call once it is dead for good, fails with ActorDiedError. When the driver that
-// created it exits, the actor is stopped.
+// An actor lives in a worker process of its own, on the node the head chooses (one whose totals
+// hold its resources, preferring the least loaded with them free now); its methods run there in
+// the order this process called them (one at a time, unless SetMaxConcurrency allows more). Its
+// process dying restarts it (the factory runs again, placed afresh) up to SetMaxRestarts times
+// (default 0); a call that was running then is sent again to the restarted actor up to
+// SetMaxTaskRetries times (default 0), else it fails with ActorDiedError, as does every call once
+// the actor is dead for good. When the driver that created it exits, the actor is stopped, unless
+// it is detached (SetDetached): then it lives on until killed, found by its name.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +44,10 @@ struct ActorSettings {
   std::string name;
   std::string ns;
   int max_restarts = 0;
+  int max_task_retries = 0;  // -1: without limit
   int max_concurrency = 1;
-  bool python = false;  // a Python class (the airt package's): lives on a Python worker
+  bool detached = false;  // needs a name
+  bool python = false;    // a Python class (the airt package's): lives on a Python worker
 };
 
 std::string CreateActor(const std::string& factory, std::vector<Argument> args,
@@ -141,6 +146,22 @@ class ActorCreator {
     settings_.max_restarts = max_restarts;
     return *this;
   }
+  // How often a call that was running when the actor's process died is sent again, to the
+  // restarted actor, in the order the calls were made; -1: without limit. 0 (the default, as Ray's
+  // max_task_retries): such a call fails with ActorDiedError. Resends need restarts
+  // (SetMaxRestarts); the method may then run more than once.
+  ActorCreator& SetMaxTaskRetries(int max_task_retries) {
+    settings_.max_task_retries = max_task_retries;
+    return *this;
+  }
+  // Ray's lifetime="detached": the actor outlives the driver that created it (its job), until
+  // Kill; any driver finds it with GetActor(name, namespace). It must be named (SetName), else
+  // Remote throws Exception. Only its creator restarts it (SetMaxRestarts): once that driver has
+  // exited, its process dying ends it for good.
+  ActorCreator& SetDetached(bool detached = true) {
+    settings_.detached = detached;
+    return *this;
+  }
   // How many of its method calls may run at once (on as many threads).
   ActorCreator& SetMaxConcurrency(int max_concurrency) {
     if (max_concurrency < 1) {
@@ -155,7 +176,9 @@ class ActorCreator {
     internal::PlacementGroupsNotBuilt();
   }
 
-  // Throws Exception when the name is taken in its namespace.
+  // Throws Exception when the name is taken in its namespace, or when it is detached and unnamed.
+  // An actor no node can ever hold is dead: its calls fail with ActorDiedError, whose message says
+  // "no node can ever run" its shape and names each node's totals.
   template <typename... A>
   ActorHandle<T> Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "Remote takes one argument per parameter");

@@ -1,0 +1,205 @@
+// ActorManager's call side: method calls queued, sent in order, resent after a restart
+// (max_task_retries) or failed; and a handle holder finding where the actor lives. The creation,
+// placement and death side is actor_manager.cc.
+#include "api/core_worker/actor_manager.h"
+#include "api/core_worker/capnp_util.h"
+#include "common/logging.h"
+#include "common/rpc_status.h"
+
+namespace airt::core {
+namespace {
+
+// How often a handle holder asks the head whether a pending or restarting actor is alive yet.
+constexpr auto kResolvePoll = 20 * kj::MILLISECONDS;
+// How long a holder waits for the directory to stop showing a worker that died (its owner
+// notices the death only through a call of its own) before it takes the actor for dead.
+constexpr int kMaxStalePolls = 30'000 / 20;
+
+std::string Why(const kj::Exception& e) { return FromKjException(e).ToString(); }
+
+}  // namespace
+
+void ActorManager::FailQueued(Actor& actor) {
+  // A call whose arguments are still resolving is failed now but dropped only once they are
+  // (its resolution writes into it).
+  std::deque<kj::Own<PendingTask>> waiting;
+  for (kj::Own<PendingTask>& call : actor.queue) {
+    FailTask(memory_, *call, ObjectErrorKind::kActorDied,
+             "the actor " + actor.id.Hex() + " is dead: " + actor.death_cause);
+    if (!call->args_ready) waiting.push_back(kj::mv(call));
+  }
+  actor.queue = kj::mv(waiting);
+}
+
+void ActorManager::Submit(kj::Own<PendingTask> call) {
+  ActorId id = call->actor_id;
+  PendingTask& task = *call;
+  Actor& actor = Entry(id);
+  task.actor_seq = actor.next_seq++;
+  actor.queue.push_back(kj::mv(call));
+  background_.add(ResolveArguments(memory_, task).then([this, id](std::optional<ObjectError>) {
+    Pump(Entry(id));
+  }));
+}
+
+void ActorManager::Pump(Actor& actor) {
+  if (actor.state == State::kDead) {
+    FailQueued(actor);
+    return;
+  }
+  if (actor.queue.empty()) return;
+  if (actor.state == State::kUnknown && !actor.owned) {
+    if (!actor.resolving) Resolve(actor.id);
+    return;
+  }
+  if (actor.state != State::kAlive) return;
+  while (!actor.queue.empty() && actor.queue.front()->args_ready) {
+    kj::Own<PendingTask> call = kj::mv(actor.queue.front());
+    actor.queue.pop_front();
+    if (call->arg_error) {
+      FailTask(memory_, *call, call->arg_error->kind, call->arg_error->message);
+      continue;
+    }
+    Send(actor, kj::mv(call));
+  }
+}
+
+void ActorManager::Send(Actor& actor, kj::Own<PendingTask> call) {
+  auto push = connect_(actor.worker).castAs<proto::Worker>().pushTaskRequest();
+  FillTaskSpec(*call, job_, push.initTask());
+  ActorId id = actor.id;
+  uint64_t seq = call->actor_seq;
+  uint64_t incarnation = actor.incarnation;
+  actor.in_flight.emplace(seq, kj::mv(call));
+  background_.add(push.send().then(
+      [this, id, seq](auto reply) {
+        Actor& actor = Entry(id);
+        auto sent = actor.in_flight.find(seq);
+        if (sent == actor.in_flight.end()) return;
+        RecordTaskReply(memory_, *sent->second, reply);
+        actor.in_flight.erase(sent);
+      },
+      [this, id, seq, incarnation](kj::Exception&& e) {
+        OnCallFailed(id, seq, incarnation, Why(e));
+      }));
+}
+
+void ActorManager::OnCallFailed(const ActorId& id, uint64_t seq, uint64_t incarnation,
+                                const std::string& why) {
+  Actor& actor = Entry(id);
+  auto sent = actor.in_flight.find(seq);
+  if (sent == actor.in_flight.end()) return;
+  kj::Own<PendingTask> call = kj::mv(sent->second);
+  actor.in_flight.erase(sent);
+  int32_t max = actor.max_task_retries;
+  if (actor.state != State::kDead && (max < 0 || call->attempts < static_cast<uint32_t>(max))) {
+    ++call->attempts;
+    AIRT_LOG(INFO) << "actor " << id.Hex() << " died while running " << call->function
+                   << "; sending it again once the actor is back (resend " << call->attempts
+                   << ", max_task_retries=" << max << ")";
+    // Before the calls not sent yet, after the earlier ones resent: submission order holds.
+    auto at = actor.queue.begin();
+    while (at != actor.queue.end() && (*at)->actor_seq < seq) ++at;
+    actor.queue.insert(at, kj::mv(call));
+  } else {
+    std::string resent = call->attempts == 0
+                             ? ""
+                             : " (sent again " + std::to_string(call->attempts) +
+                                   " times, max_task_retries=" + std::to_string(max) + ")";
+    FailTask(
+        memory_, *call, ObjectErrorKind::kActorDied,
+        "the actor " + id.Hex() + " died while running " + call->function + ": " + why + resent);
+  }
+  OnDied(id, incarnation, why);
+  // A late report of an earlier incarnation's death: the resent call goes to the current one.
+  Pump(Entry(id));
+}
+
+void ActorManager::Resolve(const ActorId& id) {
+  Entry(id).resolving = true;
+  auto request = head_.getActorRequest();
+  request.setActorId(AsData(id.Binary()));
+  background_.add(request.send().then(
+      [this, id](auto found) -> kj::Promise<void> {
+        Actor& actor = Entry(id);
+        actor.resolving = false;
+        if (!found.getFound()) {
+          MarkDead(actor, "no such actor in the head's directory");
+          return kj::READY_NOW;
+        }
+        auto info = found.getInfo();
+        switch (info.getState()) {
+          case proto::ActorState::ALIVE: {
+            std::string worker_id = ToString(info.getWorkerId());
+            if (!actor.dead_worker_id.empty() && worker_id == actor.dead_worker_id) {
+              return OnStaleDirectory(id, found.getJobAlive());
+            }
+            actor.worker = info.getWorkerAddress().cStr();
+            actor.node = info.getNodeAddress().cStr();
+            actor.worker_id = worker_id;
+            actor.max_task_retries = info.getMaxTaskRetries();
+            actor.dead_worker_id.clear();
+            actor.stale_polls = 0;
+            ++actor.incarnation;
+            actor.state = State::kAlive;
+            Pump(actor);
+            return kj::READY_NOW;
+          }
+          case proto::ActorState::DEAD:
+            MarkDead(actor, info.getDeathCause().cStr());
+            return kj::READY_NOW;
+          default:
+            actor.resolving = true;
+            return timer_.afterDelay(kResolvePoll).then([this, id] { Resolve(id); });
+        }
+      },
+      [this, id](kj::Exception&& e) -> kj::Promise<void> {
+        Actor& actor = Entry(id);
+        actor.resolving = false;
+        MarkDead(actor, "the head could not be asked where it is: " + Why(e));
+        return kj::READY_NOW;
+      }));
+}
+
+kj::Promise<void> ActorManager::OnStaleDirectory(const ActorId& id, bool job_alive) {
+  Actor& actor = Entry(id);
+  if (job_alive) {
+    if (++actor.stale_polls <= kMaxStalePolls) {
+      actor.resolving = true;
+      return timer_.afterDelay(kResolvePoll).then([this, id] { Resolve(id); });
+    }
+    // The owner may still restart it once a call of its own finds the worker gone; this holder's
+    // calls fail meanwhile, and the directory is the owner's to change.
+    MarkDead(actor, "its process died and its owner (job " + id.Job().Hex() +
+                        ") has not restarted it within 30 s");
+    return kj::READY_NOW;
+  }
+  std::string cause = "its process died after the job that created it (" + id.Job().Hex() +
+                      ") had finished: only its creator restarts an actor";
+  MarkDead(actor, cause);
+  // Nobody else will: tell the directory, so that other holders and GetActor see it too.
+  auto kill = head_.killActorRequest();
+  kill.setActorId(AsData(id.Binary()));
+  kill.setCause(cause);
+  return kill.send().ignoreResult().catch_([](kj::Exception&&) {});
+}
+
+kj::Promise<ActorId> ActorManager::Lookup(const std::string& name, const std::string& ns) {
+  auto request = head_.getActorRequest();
+  request.setName(name);
+  request.setNamespace(ns);
+  return request.send().then([this, name, ns](auto found) -> ActorId {
+    if (!found.getFound()) {
+      throw ToKjException(NotFound("no actor named '" + name + "' in namespace '" + ns + "'"));
+    }
+    std::string raw = ToString(found.getInfo().getActorId());
+    if (raw.size() != ActorId::kSize) {
+      throw ToKjException(Internal("the head gave a malformed actor id"));
+    }
+    ActorId id = ActorId::FromRaw(reinterpret_cast<const uint8_t*>(raw.data()));
+    Entry(id);  // unknown until the first call resolves it
+    return id;
+  });
+}
+
+}  // namespace airt::core
