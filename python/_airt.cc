@@ -281,10 +281,12 @@ PYBIND11_MODULE(_airt, m) {
       [](const std::string& factory, const py::list& args,
          const std::map<std::string, double>& resources, const std::string& name,
          const std::string& ns, int max_restarts, int max_concurrency, bool python,
-         const std::string& accelerator_type) {
+         const std::string& accelerator_type, bool detached, int max_task_retries) {
         airt::internal::ActorSettings settings;
         settings.resources = resources;
         settings.accelerator_type = accelerator_type;
+        settings.detached = detached;
+        settings.max_task_retries = max_task_retries;
         settings.name = name;
         settings.ns = ns;
         settings.max_restarts = max_restarts;
@@ -300,7 +302,8 @@ PYBIND11_MODULE(_airt, m) {
       },
       py::arg("factory"), py::arg("args"), py::arg("resources"), py::arg("name"), py::arg("ns"),
       py::arg("max_restarts"), py::arg("max_concurrency"), py::arg("python"),
-      py::arg("accelerator_type") = "");
+      py::arg("accelerator_type") = "", py::arg("detached") = false,
+      py::arg("max_task_retries") = 0);
   // A method call's return ids (num_returns of them).
   m.def(
       "submit_actor_task",

@@ -156,17 +156,10 @@ class ActorClass:
 
 
 def _create_actor(factory, encoded, shape, o, concurrency, python):
-    extra = {}
-    if o.get("lifetime") == "detached":
-        extra["detached"] = True
-    if o.get("max_task_retries"):
-        extra["max_task_retries"] = int(o["max_task_retries"])
-    if extra and not hasattr(_airt, "ActorOptionsDetached"):
-        # The core's detached actors and call retries are not in this build.
-        raise exceptions.UnimplementedError(f"actor options {sorted(extra)} are not built yet")
     return _airt.create_actor(factory, encoded, shape, o.get("name") or "",
                               o.get("namespace") or "", int(o.get("max_restarts") or 0),
-                              concurrency, python, o.get("accelerator_type") or "", **extra)
+                              concurrency, python, o.get("accelerator_type") or "",
+                              o.get("lifetime") == "detached", int(o.get("max_task_retries") or 0))
 
 
 class CppActorHandle:
