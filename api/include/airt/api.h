@@ -1,7 +1,9 @@
 // airt's C++ API, shaped like Ray's (ray/api.h): remote functions (airt/remote.h), and tasks,
-// objects and errors from a driver (airt/driver.h), actors (airt/actor.h).
+// objects and errors from a driver (airt/driver.h), actors (airt/actor.h) and cancelling tasks
+// (airt/cancel.h).
 #pragma once
 
 #include "airt/actor.h"   // IWYU pragma: export
+#include "airt/cancel.h"  // IWYU pragma: export
 #include "airt/driver.h"  // IWYU pragma: export
 #include "airt/remote.h"  // IWYU pragma: export

@@ -24,6 +24,7 @@ template <typename T>
 using ActorHandle = airt::ActorHandle<T>;
 
 using airt::Actor;
+using airt::Cancel;
 using airt::Get;
 using airt::GetActor;
 using airt::Put;
@@ -34,6 +35,7 @@ namespace internal {
 using RayException = airt::Exception;
 using RayTaskException = airt::TaskError;
 using RayActorException = airt::ActorDiedError;
+using RayTaskCancelledException = airt::TaskCancelledError;
 }  // namespace internal
 
 }  // namespace ray
