@@ -51,7 +51,9 @@ def _call(kind, name, actor, args):
 
 
 def main():
-    return _airt.run_worker(sys.argv[1:], _call)
+    # Tasks run on the main thread, where cancel can interrupt them (airt._cancellable).
+    from airt import _cancellable
+    return _cancellable.run_worker(sys.argv[1:], _call)
 
 
 if __name__ == "__main__":
