@@ -51,9 +51,12 @@ def _call(kind, name, actor, args):
 
 
 def main():
-    # Tasks run on the main thread, where cancel can interrupt them (airt._cancellable).
-    from airt import _cancellable
-    return _cancellable.run_worker(sys.argv[1:], _call)
+    # Tasks from C++ name modules on the job's code search path (airt._pymodule); tasks run on
+    # the main thread, where cancel can interrupt them (airt._cancellable).
+    from airt import _cancellable, _pymodule
+    argv = sys.argv[1:]
+    _pymodule.add_code_search_path(argv)
+    return _cancellable.run_worker(argv, _pymodule.dispatching(_call))
 
 
 if __name__ == "__main__":

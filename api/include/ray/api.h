@@ -23,6 +23,14 @@ using PlacementGroup = airt::PlacementGroup;
 template <typename T>
 using ActorHandle = airt::ActorHandle<T>;
 
+// Calling Python (Ray's cross-language API): ray::Task(ray::PyFunction<int>{"mod", "f"}).
+template <typename R>
+using PyFunction = airt::PyFunction<R>;
+using PyActorClass = airt::PyActorClass;
+template <typename R>
+using PyActorMethod = airt::PyActorMethod<R>;
+using ActorHandleXlang = airt::PyActorHandle;
+
 using airt::Actor;
 using airt::Cancel;
 using airt::Get;
