@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "airt/actor.h"
+#include "airt/cancel.h"
 #include "api/core_worker/core_worker.h"
 #include "api/internal/worker_context.h"
 #include "api/local_cluster.h"
@@ -68,6 +69,7 @@ ObjectId IdOf(const std::string& binary) {
     case core::ObjectErrorKind::kInfeasible: throw InfeasibleError(what);
     case core::ObjectErrorKind::kUnavailable: throw UnavailableError(what);
     case core::ObjectErrorKind::kActorDied: throw ActorDiedError(what);
+    case core::ObjectErrorKind::kCancelled: throw TaskCancelledError(what);
   }
   throw Exception(what);
 }
@@ -310,6 +312,19 @@ void KillActor(const std::string& actor_id, bool no_restart) {
   if (killed.ok()) return;
   if (killed.code() == Code::kNotFound) throw ActorDiedError(killed.ToString());
   throw UnavailableError(killed.ToString());
+}
+
+void CancelTask(const std::string& object_id, bool force, bool recursive) {
+  Status cancelled = Core().CancelTask(IdOf(object_id), force, recursive);
+  if (cancelled.ok()) return;
+  if (cancelled.code() == Code::kInvalidArgument) throw Exception(cancelled.message());
+  if (cancelled.code() == Code::kUnimplemented) throw UnimplementedError(cancelled.message());
+  throw UnavailableError(cancelled.ToString());
+}
+
+void CancelOwnedTasks(bool force) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_core) g_core->CancelAllTasks(force);
 }
 
 std::string RegisteredName(const void* address, const char* what) {

@@ -73,6 +73,24 @@ struct PinnedBuffer {
 // Values below this are copied into bytes: a view's bookkeeping costs more than the copy.
 constexpr size_t kViewThreshold = 64 << 10;
 
+// Calls `interrupt(task_id)` (a Python callable, or None for no hook) with the GIL taken; its
+// errors are logged, never raised into the worker's loop.
+airt::worker::Interrupt InterruptHook(py::object interrupt) {
+  if (interrupt.is_none()) return nullptr;
+  std::shared_ptr<py::object> hook(new py::object(std::move(interrupt)), [](py::object* f) {
+    py::gil_scoped_acquire locked;
+    delete f;
+  });
+  return [hook](const airt::TaskId& task) {
+    py::gil_scoped_acquire locked;
+    try {
+      (*hook)(py::bytes(task.Binary()));
+    } catch (const py::error_already_set& e) {
+      AIRT_LOG(ERROR) << "interrupting task " << task.Hex() << ": " << e.what();
+    }
+  };
+}
+
 int64_t TimeoutMs(std::optional<double> seconds) {
   if (!seconds) return -1;
   return *seconds <= 0 ? 0 : static_cast<int64_t>(*seconds * 1000.0);
@@ -95,6 +113,7 @@ PYBIND11_MODULE(_airt, m) {
   static py::exception<airt::UnavailableError> unavailable(m, "UnavailableError", error.ptr());
   static py::exception<airt::UnimplementedError> unimplemented(m, "UnimplementedError",
                                                                error.ptr());
+  static py::exception<airt::TaskCancelledError> cancelled(m, "TaskCancelledError", error.ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -114,6 +133,8 @@ PYBIND11_MODULE(_airt, m) {
       unavailable(e.what());
     } catch (const airt::UnimplementedError& e) {
       unimplemented(e.what());
+    } catch (const airt::TaskCancelledError& e) {
+      cancelled(e.what());
     } catch (const airt::Exception& e) {
       error(e.what());
     }
@@ -334,6 +355,16 @@ PYBIND11_MODULE(_airt, m) {
     airt::internal::KillActor(actor_id, no_restart);
   });
 
+  // Cancels the task that makes `ref` (ray.cancel; airt/cancel.h says what happens when).
+  m.def(
+      "cancel",
+      [](py::bytes ref, bool force, bool recursive) {
+        std::string id(ref);
+        py::gil_scoped_release unlocked;
+        airt::internal::CancelTask(id, force, recursive);
+      },
+      py::arg("ref"), py::arg("force"), py::arg("recursive"));
+
   // The cluster's nodes: dicts of NodeID, Alive, NodeManagerAddress, Resources, Available, Local.
   m.def("nodes", [] {
     std::vector<airt::internal::NodeInfo> nodes;
@@ -375,7 +406,9 @@ PYBIND11_MODULE(_airt, m) {
 
   // A Python worker's life (python -m airt._worker FLAGS): airt-worker's own loop, whose tasks
   // for functions no C++ library registers go to `call(function, args) -> (ok, bytes or str)`.
-  m.def("run_worker", [](std::vector<std::string> argv, py::function call) {
+  // `interrupt(task_id)` (None: tasks cannot be interrupted) is called on the loop's thread to
+  // stop a running task that is cancelled.
+  m.def("run_worker", [](std::vector<std::string> argv, py::function call, py::object interrupt) {
     std::vector<char*> args;
     std::string program = "airt._worker";
     args.push_back(program.data());
@@ -427,7 +460,8 @@ PYBIND11_MODULE(_airt, m) {
       }
       return outcome;
     };
+    airt::worker::Interrupt interrupter = InterruptHook(std::move(interrupt));
     py::gil_scoped_release unlocked;
-    return airt::worker::RunWorker(*options, fallback);
+    return airt::worker::RunWorker(*options, fallback, interrupter);
   });
 }

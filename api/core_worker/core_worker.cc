@@ -206,7 +206,9 @@ std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,
   inbox_.Post([this, task = kj::mv(task)]() mutable {
     HoldArguments(*task);
     PendingTask* raw = task.get();
-    loop_->tasks.add(Run(raw).attach(kj::mv(task)));
+    live_tasks_[raw->id] = raw;
+    loop_->tasks.add(
+        Run(raw).attach(kj::mv(task), kj::defer([this, id = raw->id] { live_tasks_.erase(id); })));
   });
   return returns;
 }
@@ -215,6 +217,7 @@ kj::Promise<void> CoreWorker::Impl::Run(PendingTask* task) {
   // Every object argument must exist before the task is pushed (its value or its location).
   return ResolveArguments(memory_, *task)
       .then([this, task](std::optional<ObjectError> failed) -> kj::Promise<void> {
+        if (task->cancelled) return kj::READY_NOW;  // cancelled while its arguments resolved
         if (failed) {
           loop_->dispatcher->Fail(*task, failed->kind, failed->message);
           return kj::READY_NOW;
@@ -296,6 +299,44 @@ Status CoreWorker::Impl::KillActor(const ActorId& actor, bool no_restart) {
   return CatchKj([&] { OnLoop([&] { return loop_->actors->Kill(actor, no_restart); }); });
 }
 
+Status CoreWorker::Impl::CancelTask(const ObjectId& object, bool force, bool recursive) {
+  if (object.IsPut()) {
+    return InvalidArgument("object " + object.Hex() +
+                           " is a put, not a task's return: nothing to cancel");
+  }
+  TaskId task = object.Task();
+  if (task.Actor() != ActorId::NilFor(task.Job())) {
+    return Unimplemented("object " + object.Hex() +
+                         " is an actor method's return: cancelling actor calls is not built yet");
+  }
+  return CatchKj([&] {
+    OnLoop([&] {
+      auto live = live_tasks_.find(task);
+      if (live != live_tasks_.end()) Cancel(*live->second, force, recursive);
+    });
+  });
+}
+
+void CoreWorker::Impl::CancelAllTasks(bool force) {
+  Status cancelled = CatchKj([&] {
+    OnLoop([&] {
+      // Cancel may finish tasks, which leave live_tasks_: walk a copy.
+      std::vector<PendingTask*> tasks;
+      for (const auto& [id, task] : live_tasks_) tasks.push_back(task);
+      for (PendingTask* task : tasks) Cancel(*task, force, /*recursive=*/true);
+    });
+  });
+  if (!cancelled.ok())
+    AIRT_LOG(WARNING) << "cancelling this worker's tasks: " << cancelled.ToString();
+}
+
+void CoreWorker::Impl::Cancel(PendingTask& task, bool force, bool recursive) {
+  // A second cancel may escalate to force; the returns are failed once.
+  bool first = MarkCancelled(memory_, task);
+  if (!first && !force) return;
+  if (loop_->dispatcher) loop_->dispatcher->Cancel(task, force, recursive);
+}
+
 void CoreWorker::Impl::NotifyBlocked(bool blocked) {
   if (options_.job.IsNil()) return;  // a driver holds no lease
   // Not waiting for the answer: calls on one connection arrive in order, so "unblocked" follows
@@ -365,5 +406,9 @@ Result<ActorId> CoreWorker::GetActor(const std::string& name, const std::string&
 Status CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
   return impl_->KillActor(actor, no_restart);
 }
+Status CoreWorker::CancelTask(const ObjectId& object, bool force, bool recursive) {
+  return impl_->CancelTask(object, force, recursive);
+}
+void CoreWorker::CancelAllTasks(bool force) { impl_->CancelAllTasks(force); }
 
 }  // namespace airt::core

@@ -124,6 +124,19 @@ class CoreWorker {
   // timeout_ms passes (< 0: no limit); returns which are ready.
   std::vector<bool> Wait(std::span<const ObjectId> ids, size_t num_ready, int64_t timeout_ms);
 
+  // Cancels the task of this process that makes `object` (Ray's ray.cancel). Its returns fail at
+  // once with kCancelled errors (Get raises TaskCancelledError), whatever the worker does next:
+  // a task not yet pushed to a worker is dropped; a pushed one is cancelled at its worker
+  // (dropped from its queue, or interrupted if it runs and its language allows: Python) or,
+  // with `force`, its worker process is killed; it is never retried. `recursive`: the tasks the
+  // running task submitted are cancelled as well (by its worker). A finished task, or one this
+  // process did not submit, is left alone (Ok). kInvalidArgument: `object` is a put, not a
+  // return; kUnimplemented: an actor method's return; kUnavailable: the loop is gone.
+  Status CancelTask(const ObjectId& object, bool force, bool recursive);
+  // Cancels every normal task this process submitted that has not finished, recursively (a
+  // worker whose own task is cancelled does it).
+  void CancelAllTasks(bool force);
+
   // Creates an actor: the head places it, and its factory runs on a worker leased on that node,
   // in the background. kAlreadyExists when its name is taken in its namespace; kInvalidArgument
   // for a detached actor without a name, or max_task_retries below -1; kUnavailable when the head

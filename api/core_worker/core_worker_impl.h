@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <capnp/rpc-twoparty.h>
@@ -62,6 +63,8 @@ class CoreWorker::Impl {
                                         std::vector<TaskArgument> args, uint32_t num_returns);
   Result<ActorId> GetActor(const std::string& name, const std::string& ns);
   Status KillActor(const ActorId& actor, bool no_restart);
+  Status CancelTask(const ObjectId& object, bool force, bool recursive);
+  void CancelAllTasks(bool force);
   void AddLocalReference(const ObjectId& id) {
     inbox_.Post([this, id] { refs_.AddLocal(id); });
   }
@@ -116,6 +119,7 @@ class CoreWorker::Impl {
   capnp::Capability::Client Connect(const std::string& address);
   void Forget(const std::string& address);
   kj::Promise<void> Run(PendingTask* task);
+  void Cancel(PendingTask& task, bool force, bool recursive);
   // Counts the task's reference arguments as held until the task is destroyed.
   void HoldArguments(PendingTask& task);
   // The last reference to `id` went: drops it from the memory store and from the stores of the
@@ -142,6 +146,7 @@ class CoreWorker::Impl {
   // Loop thread.
   ReferenceCounter refs_{[this](const ObjectId& id) { Free(id); }};
   std::map<std::string, std::vector<ObjectId>> remote_frees_;  // by node, sent once per loop turn
+  std::unordered_map<TaskId, PendingTask*> live_tasks_;  // normal tasks submitted, not yet done
   bool stopping_ = false;  // no frees once the connections are closing
 };
 

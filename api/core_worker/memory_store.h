@@ -35,6 +35,7 @@ enum class ObjectErrorKind {
   kInfeasible,        // no node can ever hold the task's resource shape
   kUnavailable,       // a node or the head could not be reached
   kActorDied,         // the actor died before or while running the call, or is DEAD
+  kCancelled,         // the task was cancelled (CoreWorker::CancelTask)
 };
 
 struct ObjectError {

@@ -1,5 +1,7 @@
 #include "api/core_worker/task_dispatcher.h"
 
+#include <algorithm>
+
 #include "api/core_worker/capnp_util.h"
 #include "common/logging.h"
 #include "common/rpc_status.h"
@@ -8,6 +10,8 @@ namespace airt::core {
 namespace {
 
 constexpr auto kIdleReturn = 10 * kj::MILLISECONDS;
+// How long a force-cancel waits for the worker to cancel its children before killing it.
+constexpr auto kCancelChildrenGrace = 1 * kj::SECONDS;
 
 }  // namespace
 
@@ -33,7 +37,8 @@ void TaskDispatcher::Pump(const std::string& key) {
   while (!q.waiting.empty()) {
     Lease* best = nullptr;
     for (Lease& l : q.leases) {
-      if (!l.dead && l.in_flight < kMaxInFlight && (!best || l.in_flight < best->in_flight)) {
+      if (!l.dead && !l.killed && l.in_flight < kMaxInFlight &&
+          (!best || l.in_flight < best->in_flight)) {
         best = &l;
       }
     }
@@ -65,8 +70,11 @@ void TaskDispatcher::Pump(const std::string& key) {
                                 }
                                 return;
                               }
-                              q.leases.push_back(Lease{lease.node, lease.lease_id, lease.worker});
-                              Lease& added = q.leases.back();
+                              Lease& added = q.leases.emplace_back();
+                              added.node = lease.node;
+                              added.id = lease.lease_id;
+                              added.worker = lease.worker;
+                              added.worker_id = lease.worker_id;
                               Pump(key);
                               if (added.in_flight == 0) {
                                 ScheduleIdleReturn(key, added.id, added.generation);
@@ -91,23 +99,39 @@ void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* tas
   auto push = connect_(lease.worker).castAs<proto::Worker>().pushTaskRequest();
   FillTaskSpec(*task, job_, push.initTask());
   uint64_t lease_id = lease.id;
+  pushed_[task] = lease_id;
   background_.add(push.send().then(
       [this, key, lease_id, task](auto reply) {
+        pushed_.erase(task);
         for (Lease& l : queues_[key].leases) {
           if (l.id != lease_id) continue;
           --l.in_flight;
-          RecordTaskReply(memory_, *task, reply);
+          if (task->cancelled) {
+            // Its returns hold the cancellation already; what it made is dropped.
+            DropTaskReply(connect_, background_, reply);
+            if (task->done) task->done->fulfill();
+          } else {
+            RecordTaskReply(memory_, *task, reply);
+          }
           AfterTask(key, l);
           return;
         }
       },
       [this, key, lease_id, task](kj::Exception&& e) {
+        pushed_.erase(task);
         // The worker died or its connection broke: the task goes back to the queue.
         for (Lease& l : queues_[key].leases) {
           if (l.id != lease_id) continue;
           --l.in_flight;
           l.dead = true;
-          if (++task->attempts <= task->options.max_retries) {
+          if (task->cancelled) {
+            if (task->done) task->done->fulfill();
+            AfterTask(key, l);
+            return;
+          }
+          // A worker killed to cancel another task did not fail this one: a free re-run.
+          if (!l.killed) ++task->attempts;
+          if (task->attempts <= task->options.max_retries) {
             queues_[key].waiting.push_front(task);
           } else {
             Fail(*task, ObjectErrorKind::kWorkerCrashed,
@@ -118,6 +142,64 @@ void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* tas
           return;
         }
       }));
+}
+
+void TaskDispatcher::Cancel(PendingTask& task, bool force, bool recursive) {
+  std::string key = ShapeKey(task.options);
+  auto queue = queues_.find(key);
+  if (queue == queues_.end()) return;
+  std::deque<PendingTask*>& waiting = queue->second.waiting;
+  if (auto it = std::find(waiting.begin(), waiting.end(), &task); it != waiting.end()) {
+    waiting.erase(it);
+    if (task.done) task.done->fulfill();
+    return;
+  }
+  auto pushed = pushed_.find(&task);
+  if (pushed == pushed_.end()) return;
+  Lease* lease = FindLease(key, pushed->second);
+  if (lease == nullptr || lease->dead) return;
+  kj::Promise<void> asked = kj::READY_NOW;
+  if (!force || recursive) {
+    auto ask = connect_(lease->worker).castAs<proto::Worker>().cancelTaskRequest();
+    ask.setTaskId(AsData(task.id.Binary()));
+    ask.setForce(force);
+    ask.setRecursive(recursive);
+    std::string worker = lease->worker;
+    asked = ask.send().ignoreResult().catch_([worker](kj::Exception&& e) {
+      AIRT_LOG(DEBUG) << "cancelTask at worker " << worker << ": " << FromKjException(e).ToString();
+    });
+  }
+  if (!force) {
+    background_.add(kj::mv(asked));
+    return;
+  }
+  lease->killed = true;
+  Lease copy = *lease;
+  background_.add(timer_.timeoutAfter(kCancelChildrenGrace, kj::mv(asked))
+                      .catch_([](kj::Exception&&) {})
+                      .then([this, copy] { return KillWorker(copy); }));
+}
+
+kj::Promise<void> TaskDispatcher::KillWorker(const Lease& lease) {
+  auto kill = connect_(lease.node).castAs<proto::Node>().killWorkerRequest();
+  kill.setWorkerId(AsData(lease.worker_id));
+  std::string worker = lease.worker;
+  return kill.send()
+      .then([worker](auto reply) {
+        AIRT_LOG(DEBUG) << "killed worker " << worker << " to force-cancel its task"
+                        << (reply.getKilled() ? "" : " (it had exited)");
+      })
+      .catch_([worker](kj::Exception&& e) {
+        AIRT_LOG(WARNING) << "killing worker " << worker
+                          << " to force-cancel its task: " << FromKjException(e).ToString();
+      });
+}
+
+TaskDispatcher::Lease* TaskDispatcher::FindLease(const std::string& key, uint64_t lease_id) {
+  for (Lease& l : queues_[key].leases) {
+    if (l.id == lease_id) return &l;
+  }
+  return nullptr;
 }
 
 void TaskDispatcher::AfterTask(const std::string& key, Lease& lease) {

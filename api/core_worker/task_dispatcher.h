@@ -9,6 +9,7 @@
 #include <list>
 #include <map>
 #include <string>
+#include <unordered_map>
 
 #include <capnp/capability.h>
 #include <kj/async.h>
@@ -43,6 +44,14 @@ class TaskDispatcher {
   // Gives every held lease back to its node (at shutdown).
   kj::Promise<void> ReturnAll();
 
+  // Stops `task`, which MarkCancelled marked: one waiting here leaves its queue and its `done` is
+  // fulfilled; one pushed to a worker is cancelled there (Worker.cancelTask, with `recursive`),
+  // or with `force` its worker is killed through its node (the worker's other tasks are re-run
+  // without spending a retry) after, when `recursive`, the worker has cancelled its own tasks or
+  // kCancelChildrenGrace passed. A task not here (its arguments are being resolved) is left to
+  // its caller, which must not dispatch it.
+  void Cancel(PendingTask& task, bool force, bool recursive);
+
   // Records `message` as the error of every return of `task`.
   void Fail(PendingTask& task, ObjectErrorKind kind, const std::string& message) {
     FailTask(memory_, task, kind, message);
@@ -63,6 +72,8 @@ class TaskDispatcher {
     int in_flight = 0;
     uint64_t generation = 0;  // bumped by every push: an idle timer of an older one is stale
     bool dead = false;
+    std::string worker_id;  // 28 bytes, as the node knows the worker
+    bool killed = false;    // killed to force-cancel one of its tasks
   };
   struct ShapeQueue {
     std::deque<PendingTask*> waiting;
@@ -75,6 +86,8 @@ class TaskDispatcher {
   void AfterTask(const std::string& key, Lease& lease);
   void ScheduleIdleReturn(const std::string& key, uint64_t lease_id, uint64_t generation);
   void Remove(const std::string& key, uint64_t lease_id, bool disconnect);
+  Lease* FindLease(const std::string& key, uint64_t lease_id);
+  kj::Promise<void> KillWorker(const Lease& lease);
 
   kj::Timer& timer_;
   kj::TaskSet& background_;
@@ -85,6 +98,7 @@ class TaskDispatcher {
   JobId job_;
   std::string code_search_path_;  // the job's code, for the workers its leases start
   std::map<std::string, ShapeQueue> queues_;
+  std::unordered_map<const PendingTask*, uint64_t> pushed_;  // tasks on a worker: their lease
 };
 
 }  // namespace airt::core

@@ -99,9 +99,12 @@ void RecordTaskReply(MemoryStore& memory, PendingTask& task,
                      proto::Worker::PushTaskResults::Reader reply) {
   if (reply.getFailed()) {
     auto error = reply.getError();
-    ObjectErrorKind kind = error.getKind() == proto::TaskError::Kind::FUNCTION_NOT_FOUND
-                               ? ObjectErrorKind::kFunctionNotFound
-                               : ObjectErrorKind::kTaskError;
+    ObjectErrorKind kind = ObjectErrorKind::kTaskError;
+    if (error.getKind() == proto::TaskError::Kind::FUNCTION_NOT_FOUND) {
+      kind = ObjectErrorKind::kFunctionNotFound;
+    } else if (error.getKind() == proto::TaskError::Kind::CANCELLED) {
+      kind = ObjectErrorKind::kCancelled;
+    }
     FailTask(memory, task, kind, error.getMessage().cStr());
     return;
   }
@@ -132,6 +135,30 @@ void FailTask(MemoryStore& memory, PendingTask& task, ObjectErrorKind kind,
     memory.Put(id, ObjectEntry{nullptr, std::nullopt, ObjectError{kind, task.function, message}});
   }
   if (task.done) task.done->fulfill();
+}
+
+void DropTaskReply(const ConnectFn& connect, kj::TaskSet& background,
+                   proto::Worker::PushTaskResults::Reader reply) {
+  if (reply.getFailed()) return;
+  for (auto value : reply.getReturns()) {
+    if (!value.isObject() || value.getObject().getNodeAddress().size() == 0) continue;
+    auto where = value.getObject();
+    auto request =
+        connect(where.getNodeAddress().cStr()).castAs<proto::Node>().freeObjectsRequest();
+    request.initObjectIds(1).set(0, where.getObjectId());
+    background.add(request.send().ignoreResult());
+  }
+}
+
+bool MarkCancelled(MemoryStore& memory, PendingTask& task) {
+  if (task.cancelled) return false;
+  task.cancelled = true;
+  for (const ObjectId& id : task.returns) {
+    memory.Put(id, ObjectEntry{nullptr, std::nullopt,
+                               ObjectError{ObjectErrorKind::kCancelled, task.function,
+                                           "task " + task.id.Hex() + " was cancelled"}});
+  }
+  return true;
 }
 
 }  // namespace airt::core

@@ -12,6 +12,7 @@
 #include <kj/async.h>
 
 #include "api/core_worker/core_worker.h"
+#include "api/core_worker/lease_client.h"
 #include "api/core_worker/memory_store.h"
 #include "common/ids.h"
 #include "common/proto/node.capnp.h"
@@ -31,6 +32,9 @@ struct PendingTask {
   std::vector<ObjectId> returns;
   uint32_t attempts = 0;    // runs that failed because the worker died (an actor call: resends)
   uint64_t actor_seq = 0;   // an actor call: its place in this process's calls to the actor
+  // CancelTask marked it: its returns hold kCancelled errors already; it is not (re)pushed, and
+  // what its worker answers is dropped.
+  bool cancelled = false;
   bool args_ready = false;  // every reference argument's entry is in `resolved`
   std::optional<ObjectError> arg_error;  // once ready: the first argument that failed
   // Keeps the task's reference arguments counted until the task is destroyed (done).
@@ -49,8 +53,17 @@ void FillTaskSpec(const PendingTask& task, const JobId& job, proto::TaskSpec::Bu
 void RecordTaskReply(MemoryStore& memory, PendingTask& task,
                      proto::Worker::PushTaskResults::Reader reply);
 
+// Drops the answer of a task that was cancelled meanwhile: the returns it put in its node's
+// store are freed there (in the background); nothing is recorded.
+void DropTaskReply(const ConnectFn& connect, kj::TaskSet& background,
+                   proto::Worker::PushTaskResults::Reader reply);
+
 // Records `message` as the error of every return of `task` and fulfills its `done`.
 void FailTask(MemoryStore& memory, PendingTask& task, ObjectErrorKind kind,
               const std::string& message);
+
+// Marks `task` cancelled and records kCancelled errors in its returns, leaving its `done` alone
+// (whoever holds the task still finishes it). False when it was marked already.
+bool MarkCancelled(MemoryStore& memory, PendingTask& task);
 
 }  // namespace airt::core

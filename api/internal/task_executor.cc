@@ -1,5 +1,6 @@
 #include "api/internal/task_executor.h"
 
+#include <algorithm>
 #include <deque>
 #include <span>
 #include <string_view>
@@ -16,6 +17,22 @@ namespace {
 // ObjectRef<void>): msgpack nil.
 constexpr std::string_view kMsgpackNil = "\xc0";
 constexpr size_t kMaxNamesListed = 20;
+
+// Sets the calling thread's running task (internal::ThisThreadsTask, which the API's
+// CurrentTaskId and the Python worker read) for a scope.
+class RunningTaskScope {
+ public:
+  explicit RunningTaskScope(const TaskToRun& task) : saved_(internal::ThisThreadsTask()) {
+    internal::ThisThreadsTask() = {task.task_id.Binary(),
+                                   task.actor_id.IsNil() ? std::string() : task.actor_id.Binary()};
+  }
+  ~RunningTaskScope() { internal::ThisThreadsTask() = std::move(saved_); }
+  RunningTaskScope(const RunningTaskScope&) = delete;
+  RunningTaskScope& operator=(const RunningTaskScope&) = delete;
+
+ private:
+  internal::RunningTask saved_;
+};
 
 std::string Describe(const TaskToRun& task) {
   std::string out = "task " + task.task_id.Hex() + " (" + task.function_name;
@@ -40,22 +57,33 @@ std::string NotFoundMessage(const std::string& function, const std::vector<std::
 
 }  // namespace
 
+TaskId CurrentTaskId() {
+  const std::string& running = internal::ThisThreadsTask().task_id;
+  return running.empty() ? TaskId() : TaskId::FromRaw(reinterpret_cast<const uint8_t*>(running.data()));
+}
+
 TaskExecutor::TaskExecutor(const internal::FunctionRegistry& registry,
                            objectstore::StoreClient* store, Options options)
     : registry_(registry), store_(store), options_(std::move(options)) {
-  thread_ = std::thread([this] { Loop(); });
+  if (!options_.on_caller_thread) thread_ = std::thread([this] { Loop(); });
 }
 
 TaskExecutor::~TaskExecutor() {
+  Stop();
+  if (thread_.joinable()) thread_.join();
+  for (std::thread& t : extra_threads_) t.join();
+  // The actor goes after every thread that could run its methods.
+  actor_.reset();
+}
+
+void TaskExecutor::RunQueued() { Loop(); }
+
+void TaskExecutor::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
-  for (std::thread& t : extra_threads_) t.join();
-  // The actor goes after every thread that could run its methods.
-  actor_.reset();
 }
 
 void TaskExecutor::Submit(TaskToRun task, std::function<void(TaskOutcome)> done) {
@@ -89,6 +117,7 @@ void TaskExecutor::Loop() {
       item = std::move(queue_.front());
       queue_.pop_front();
       ++running_;
+      if (item.task) running_ids_.push_back(item.task->task_id);
     }
     if (item.task) {
       TaskOutcome outcome = Run(*item.task);
@@ -104,6 +133,7 @@ void TaskExecutor::Loop() {
       {
         std::lock_guard<std::mutex> lock(mu_);
         --running_;
+        running_ids_.erase(std::find(running_ids_.begin(), running_ids_.end(), item.task->task_id));
       }
       item.done(std::move(outcome));
     } else {
@@ -163,13 +193,48 @@ internal::InvokeOutcome TaskExecutor::Invoke(const TaskToRun& task,
   return created;
 }
 
+TaskExecutor::CancelOutcome TaskExecutor::Cancel(const TaskId& task) {
+  std::function<void(TaskOutcome)> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto queued = std::find_if(queue_.begin(), queue_.end(), [&](const Item& item) {
+      return item.task && item.task->task_id == task;
+    });
+    if (queued != queue_.end()) {
+      dropped = std::move(queued->done);
+      queue_.erase(queued);
+    } else if (std::find(running_ids_.begin(), running_ids_.end(), task) == running_ids_.end()) {
+      return CancelOutcome::kNotHere;
+    } else if (!options_.interrupt) {
+      return CancelOutcome::kRunsOn;
+    }
+  }
+  if (dropped) {
+    TaskOutcome outcome;
+    outcome.failure = TaskFailure{TaskFailure::Kind::kCancelled,
+                                  "task " + task.Hex() + " was cancelled before it started"};
+    dropped(std::move(outcome));
+    return CancelOutcome::kDropped;
+  }
+  // Outside mu_: a Python worker's interrupt takes the GIL, which the task's thread may hold.
+  options_.interrupt(task);
+  return CancelOutcome::kInterrupted;
+}
+
+bool TaskExecutor::IsRunning(const TaskId& task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::find(running_ids_.begin(), running_ids_.end(), task) != running_ids_.end();
+}
+
 bool TaskExecutor::CanRunInline(const TaskToRun& task) {
+  if (options_.interrupt) return false;  // the loop must stay free to take a cancelTask
   if (task.kind == TaskKind::kActorCreation && task.max_concurrency > 1) return false;
   std::lock_guard<std::mutex> lock(mu_);
   return queue_.empty() && running_ == 0 && extra_threads_.empty();
 }
 
 TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
+  RunningTaskScope scope(task);
   TaskOutcome outcome;
   bool known = static_cast<bool>(options_.fallback) ||
                (task.kind == TaskKind::kActorMethod
@@ -219,11 +284,7 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
 
   AIRT_LOG(DEBUG) << "running " << Describe(task);
   std::optional<TaskFailure> refused;
-  internal::RunningTask& running = internal::ThisThreadsTask();
-  running.task_id = task.task_id.Binary();
-  running.actor_id = task.actor_id.IsNil() ? std::string() : task.actor_id.Binary();
   internal::InvokeOutcome invoked = Invoke(task, std::span<const std::string_view>(args), &refused);
-  running = {};
   pins.clear();  // the arguments are no longer read
   if (refused) {
     outcome.failure = std::move(refused);

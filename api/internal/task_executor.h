@@ -43,6 +43,14 @@ using Fallback = std::function<internal::InvokeOutcome(
     TaskKind kind, const std::string& function, void* actor,
     std::span<const std::string_view> args)>;
 
+// Asks the user code running `task` to stop (a Python worker raises KeyboardInterrupt in it).
+// Called on the worker's event-loop thread while the task may be finishing: it must check that
+// `task` is still the one running.
+using Interrupt = std::function<void(const TaskId& task)>;
+
+// The task the calling thread runs now (inside the executor's Run, e.g. from a Fallback), or Nil.
+TaskId CurrentTaskId();
+
 struct TaskToRun {
   TaskKind kind = TaskKind::kNormal;
   ActorId actor_id;              // kActorCreation, kActorMethod
@@ -55,7 +63,7 @@ struct TaskToRun {
 };
 
 struct TaskFailure {
-  enum class Kind { kUserException, kFunctionNotFound, kBadArguments };
+  enum class Kind { kUserException, kFunctionNotFound, kBadArguments, kCancelled };
   Kind kind;
   std::string message;
 };
@@ -86,9 +94,25 @@ class TaskExecutor {
     // holds the new instance, which later method calls get as `actor`). Null: such a task
     // fails as not found.
     Fallback fallback;
+    // Interrupts a running task that is cancelled. Set, every task runs on the executor's
+    // threads (never inline on the event loop, which must stay free to take the cancel). Null:
+    // a running task cannot be interrupted (C++ code runs on).
+    Interrupt interrupt;
+    // Tasks run on the thread that calls RunQueued (a Python worker's main thread), not on a
+    // thread the executor starts.
+    bool on_caller_thread = false;
   };
 
-  // `registry` and `store` must outlive the executor. Starts the executor's thread.
+  // What Cancel did.
+  enum class CancelOutcome {
+    kDropped,      // it was queued: removed, its `done` called with a kCancelled failure
+    kInterrupted,  // it was running: options.interrupt was called for it
+    kRunsOn,       // it is running and cannot be interrupted
+    kNotHere,      // not queued or running here (finished, or never submitted)
+  };
+
+  // `registry` and `store` must outlive the executor. Starts the executor's thread, unless
+  // options.on_caller_thread.
   TaskExecutor(const internal::FunctionRegistry& registry, objectstore::StoreClient* store,
                Options options);
   // Lets the running task finish, drops the queued ones (their callbacks are destroyed, never
@@ -97,10 +121,22 @@ class TaskExecutor {
   TaskExecutor(const TaskExecutor&) = delete;
   TaskExecutor& operator=(const TaskExecutor&) = delete;
 
+  // With options.on_caller_thread: runs the queued tasks on the calling thread until Stop.
+  void RunQueued();
+  // Ends RunQueued (or the executor's thread) once the running task has finished; queued tasks
+  // are dropped, their callbacks destroyed, never called. Thread-safe.
+  void Stop();
+
   // Queues `task`; `done` is called with its outcome on the executor's thread. Thread-safe.
   void Submit(TaskToRun task, std::function<void(TaskOutcome)> done);
   // Calls `done` on the executor's thread once every task submitted before it has finished.
   void AfterQueued(std::function<void()> done);
+
+  // Cancels the queued or running task `task`, as CancelOutcome says. Thread-safe; `done` of a
+  // dropped task and options.interrupt are called on the calling thread.
+  CancelOutcome Cancel(const TaskId& task);
+  // Whether `task` runs on one of the executor's threads now. Thread-safe.
+  bool IsRunning(const TaskId& task);
 
   // Runs `task` on the calling thread (the executor's thread does this for each queued task).
   TaskOutcome Run(const TaskToRun& task);
@@ -133,6 +169,7 @@ class TaskExecutor {
   std::condition_variable wake_;
   std::deque<Item> queue_;  // guarded by mu_
   int running_ = 0;         // guarded by mu_: queued tasks being run now
+  std::vector<TaskId> running_ids_;  // guarded by mu_: those tasks' ids (markers have none)
   bool stopping_ = false;   // guarded by mu_
   std::thread thread_;
   std::vector<std::thread> extra_threads_;  // an actor's max_concurrency - 1; executor threads only

@@ -11,4 +11,9 @@ namespace airt::internal {
 // `options` (options.job set) when first used. Defined with the API's state in api/driver.cc.
 void EnterWorkerMode(core::CoreWorkerOptions options);
 
+// Cancels every normal task this process's core worker submitted that has not finished, with
+// `force` (and recursively): what a worker does when its running task is cancelled. Nothing when
+// the core worker was never used. Any thread but the core worker's loop.
+void CancelOwnedTasks(bool force);
+
 }  // namespace airt::internal

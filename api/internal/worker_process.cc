@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
@@ -57,36 +58,9 @@ kj::Own<capnp::TwoPartyClient> RegisterWithNode(const WorkerOptions& options, ui
   return client;
 }
 
-}  // namespace
-
-int RunWorker(const WorkerOptions& options, Fallback fallback) {
-  // The index only: a worker maps the data pages of the objects it reads as it reads them.
-  auto store = objectstore::StoreClient::Connect(
-      options.store_socket, objectstore::StoreClient::Options{.prefault_data = false});
-  if (!store.ok()) {
-    AIRT_LOG(ERROR) << "cannot connect to the object store at " << options.store_socket << ": "
-                    << store.status().ToString();
-    return kExitStartFailed;
-  }
-  core::CoreWorkerOptions api;
-  api.head_address = options.head_address;
-  api.node_address = options.node_address;
-  api.node_port = options.node_port;
-  api.job = options.job_id;
-  api.worker = options.worker_id;
-  api.code_search_path = options.code_search_path;  // nested work loads what this worker did
-  if (!options.job_id.IsNil()) internal::EnterWorkerMode(std::move(api));
-  LoadCodeSearchPath(options.code_search_path);
-  internal::FunctionRegistry& registry = internal::FunctionRegistry::Global();
-  LogRegistry(registry);
-
-  TaskExecutor::Options executor_options;
-  executor_options.inline_threshold = options.inline_threshold;
-  executor_options.fetch_timeout_ms = static_cast<int64_t>(options.fetch_timeout_ms);
-  executor_options.code_search_path = options.code_search_path;
-  executor_options.fallback = std::move(fallback);
-  TaskExecutor executor(registry, store->get(), executor_options);
-
+// Serves proto::Worker on this thread's event loop until exit() or the node's loss (which ends
+// the process); the exit code.
+int Serve(const WorkerOptions& options, TaskExecutor& executor) {
   int exit_code = kExitOk;
   Status ran = CatchKj([&] {
     kj::AsyncIoContext io = kj::setupAsyncIo();
@@ -110,7 +84,7 @@ int RunWorker(const WorkerOptions& options, Fallback fallback) {
         executor, options.job_id,
         ReturnsAt{options.transfer_address,
                   options.node_address + ":" + std::to_string(options.node_port)},
-        kj::mv(exit_paf.fulfiller)));
+        kj::mv(exit_paf.fulfiller), [](bool force) { internal::CancelOwnedTasks(force); }));
     kj::Promise<void> serving = server.listen(*listener);
 
     kj::Own<kj::AsyncIoStream> node_stream;
@@ -145,6 +119,50 @@ int RunWorker(const WorkerOptions& options, Fallback fallback) {
     AIRT_LOG(ERROR) << "worker event loop failed: " << ran.ToString();
     return kExitStartFailed;
   }
+  return exit_code;
+}
+
+}  // namespace
+
+int RunWorker(const WorkerOptions& options, Fallback fallback, Interrupt interrupt) {
+  // The index only: a worker maps the data pages of the objects it reads as it reads them.
+  auto store = objectstore::StoreClient::Connect(
+      options.store_socket, objectstore::StoreClient::Options{.prefault_data = false});
+  if (!store.ok()) {
+    AIRT_LOG(ERROR) << "cannot connect to the object store at " << options.store_socket << ": "
+                    << store.status().ToString();
+    return kExitStartFailed;
+  }
+  core::CoreWorkerOptions api;
+  api.head_address = options.head_address;
+  api.node_address = options.node_address;
+  api.node_port = options.node_port;
+  api.job = options.job_id;
+  api.worker = options.worker_id;
+  api.code_search_path = options.code_search_path;  // nested work loads what this worker did
+  if (!options.job_id.IsNil()) internal::EnterWorkerMode(std::move(api));
+  LoadCodeSearchPath(options.code_search_path);
+  internal::FunctionRegistry& registry = internal::FunctionRegistry::Global();
+  LogRegistry(registry);
+
+  TaskExecutor::Options executor_options;
+  executor_options.inline_threshold = options.inline_threshold;
+  executor_options.fetch_timeout_ms = static_cast<int64_t>(options.fetch_timeout_ms);
+  executor_options.code_search_path = options.code_search_path;
+  executor_options.fallback = std::move(fallback);
+  executor_options.interrupt = std::move(interrupt);
+  // An interruptible worker (a Python one) runs its tasks on this thread, its main thread, where
+  // the interrupt's signal is handled; its event loop then runs on a thread of its own.
+  executor_options.on_caller_thread = static_cast<bool>(executor_options.interrupt);
+  TaskExecutor executor(registry, store->get(), executor_options);
+  if (!executor_options.on_caller_thread) return Serve(options, executor);
+  int exit_code = kExitOk;
+  std::thread loop([&] {
+    exit_code = Serve(options, executor);
+    executor.Stop();
+  });
+  executor.RunQueued();
+  loop.join();
   return exit_code;
 }
 

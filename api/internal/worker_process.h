@@ -23,6 +23,11 @@ inline constexpr int kExitNodeLost = 3;  // the connection to the node dropped
 // options.exit_grace_ms passed); kExitStartFailed, having logged why. When the node's connection
 // drops it ends the process at once with kExitNodeLost, not waiting for a running task.
 // `fallback` runs the functions no loaded library registers (a Python worker's); may be null.
-int RunWorker(const WorkerOptions& options, Fallback fallback = nullptr);
+// `interrupt` stops a running task that is cancelled (a Python worker's); null: running tasks
+// cannot be interrupted. Either way, cancelling a task cancels the tasks it submitted. With
+// `interrupt`, the tasks run on the calling thread (a Python worker's main thread, where
+// signals are handled) and the event loop on a thread of its own; without, the other way round.
+int RunWorker(const WorkerOptions& options, Fallback fallback = nullptr,
+              Interrupt interrupt = nullptr);
 
 }  // namespace airt::worker

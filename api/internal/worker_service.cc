@@ -24,6 +24,7 @@ proto::TaskError::Kind ToProto(TaskFailure::Kind kind) {
     case TaskFailure::Kind::kUserException: return proto::TaskError::Kind::USER_EXCEPTION;
     case TaskFailure::Kind::kFunctionNotFound: return proto::TaskError::Kind::FUNCTION_NOT_FOUND;
     case TaskFailure::Kind::kBadArguments: return proto::TaskError::Kind::BAD_ARGUMENTS;
+    case TaskFailure::Kind::kCancelled: return proto::TaskError::Kind::CANCELLED;
   }
   return proto::TaskError::Kind::USER_EXCEPTION;
 }
@@ -153,12 +154,14 @@ void FillTaskResults(const TaskOutcome& outcome, const std::string& function_nam
 }
 
 WorkerService::WorkerService(TaskExecutor& executor, JobId job, ReturnsAt returns_at,
-                             kj::Own<kj::PromiseFulfiller<void>> on_exit)
+                             kj::Own<kj::PromiseFulfiller<void>> on_exit,
+                             CancelChildren cancel_children)
     : executor_(executor),
       tasks_(*this),
       job_(job),
       returns_at_(std::move(returns_at)),
-      on_exit_(kj::mv(on_exit)) {
+      on_exit_(kj::mv(on_exit)),
+      cancel_children_(std::move(cancel_children)) {
   tasks_.add(finished_->Serve());
 }
 
@@ -217,6 +220,41 @@ kj::Promise<void> WorkerService::exit(ExitContext) {
   return paf.promise.then([this] {
     if (on_exit_->isWaiting()) on_exit_->fulfill();
   });
+}
+
+kj::Promise<void> WorkerService::cancelTask(CancelTaskContext context) {
+  auto params = context.getParams();
+  Result<TaskId::BaseId> task = TaskId::FromBinary(AsStringView(params.getTaskId()));
+  if (!task.ok()) throw ToKjException(task.status().WithContext("cancelTask: taskId"));
+  TaskId id = *task;
+  bool force = params.getForce();
+  if (force) {
+    // The owner kills this process next: the task is left alone (no KeyboardInterrupt, as Ray's
+    // force-cancel), only the tasks it submitted are cancelled first.
+    bool running = executor_.IsRunning(id);
+    AIRT_LOG(INFO) << "force-cancel of task " << id.Hex() << (running ? ": running" : ": not here");
+    if (running && params.getRecursive() && cancel_children_) cancel_children_(true);
+    return kj::READY_NOW;
+  }
+  const char* what = "not here (finished, or never pushed)";
+  bool running = false;
+  switch (executor_.Cancel(id)) {
+    case TaskExecutor::CancelOutcome::kDropped: what = "dropped from the queue"; break;
+    case TaskExecutor::CancelOutcome::kInterrupted:
+      what = "interrupted";
+      running = true;
+      break;
+    case TaskExecutor::CancelOutcome::kRunsOn:
+      what = "running, cannot be interrupted";
+      running = true;
+      break;
+    case TaskExecutor::CancelOutcome::kNotHere: break;
+  }
+  AIRT_LOG(INFO) << "cancel of task " << id.Hex() << ": " << what;
+  // A worker runs one normal task at a time: what it submitted and is still unfinished belongs to
+  // the running one. A task that never started, or is gone, has no children here.
+  if (running && params.getRecursive() && cancel_children_) cancel_children_(false);
+  return kj::READY_NOW;
 }
 
 }  // namespace airt::worker

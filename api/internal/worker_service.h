@@ -3,6 +3,7 @@
 // or one actor), else hands it to the TaskExecutor's thread and answers once it is done.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -39,13 +40,19 @@ struct ReturnsAt {
 void FillTaskResults(const TaskOutcome& outcome, const std::string& function_name,
                      const ReturnsAt& returns_at, proto::Worker::PushTaskResults::Builder results);
 
+// Cancels the normal tasks this process submitted that have not finished (the children of a
+// cancelled task), with `force`; a worker's core worker does it. Called on the event loop's thread.
+using CancelChildren = std::function<void(bool force)>;
+
 // Lives on the event loop's thread; `executor` must outlive it.
 class WorkerService final : public proto::Worker::Server, private kj::TaskSet::ErrorHandler {
  public:
   // `on_exit` is fulfilled as an exit() call answers (every task pushed before it has finished);
   // its owner then stops serving, leaving the event loop running until the answer is written.
+  // `cancel_children` serves cancelTask's `recursive` (null: nothing to cancel).
   WorkerService(TaskExecutor& executor, JobId job, ReturnsAt returns_at,
-                kj::Own<kj::PromiseFulfiller<void>> on_exit);
+                kj::Own<kj::PromiseFulfiller<void>> on_exit,
+                CancelChildren cancel_children = nullptr);
   ~WorkerService();
 
  protected:
@@ -55,6 +62,10 @@ class WorkerService final : public proto::Worker::Server, private kj::TaskSet::E
   // Answers once the tasks pushed before it have finished; then fulfills `on_exit`. Tasks pushed
   // after it fail with kUnavailable.
   kj::Promise<void> exit(ExitContext context) override;
+  // Drops the task if it is queued, interrupts it if it runs (where the executor can), then
+  // cancels this process's own unfinished tasks when asked to recurse. With force (the owner
+  // kills this process next) only the latter. kInvalidArgument for a malformed taskId.
+  kj::Promise<void> cancelTask(CancelTaskContext context) override;
 
  private:
   void taskFailed(kj::Exception&& exception) override;
@@ -70,6 +81,7 @@ class WorkerService final : public proto::Worker::Server, private kj::TaskSet::E
   ReturnsAt returns_at_;
   kj::Own<kj::PromiseFulfiller<void>> on_exit_;
   bool exiting_ = false;
+  CancelChildren cancel_children_;
 };
 
 }  // namespace airt::worker

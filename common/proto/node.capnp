@@ -134,6 +134,7 @@ struct TaskError {
     userException @0;          # the function threw
     functionNotFound @1;       # no such function registered in the worker
     badArguments @2;           # the arguments did not deserialize to the function's types
+    cancelled @3;              # cancelTask dropped it before it ran, or interrupted it
   }
 }
 
@@ -143,4 +144,12 @@ interface Worker {
   pushTask @0 (task :TaskSpec) -> (returns :List(TaskReturn), error :TaskError, failed :Bool);
   # Finishes the current task, then exits the process.
   exit @1 () -> ();
+  # Cancels task `taskId` (24 bytes) of this worker: a task still queued here is dropped (its
+  # pushTask answers a CANCELLED TaskError); a running one is interrupted where its language
+  # allows (a Python worker raises KeyboardInterrupt in it), else it runs on. With `recursive`
+  # and the task running, the normal tasks this worker submitted and has not seen finish are
+  # cancelled too, with `force`. `force`: the caller kills this worker next, so the task itself
+  # is left alone; only its submitted tasks are cancelled (when `recursive`). A task this worker
+  # does not have (finished, or never pushed) is ignored.
+  cancelTask @2 (taskId :Data, force :Bool, recursive :Bool) -> ();
 }

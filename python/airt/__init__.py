@@ -30,7 +30,7 @@ from airt.remote_function import RemoteFunction
 from airt.actor import ActorClass, ActorHandle, get_actor, kill, method
 
 __all__ = [
-    "init", "shutdown", "is_initialized", "put", "get", "wait", "remote", "method",
+    "init", "shutdown", "is_initialized", "put", "get", "wait", "remote", "method", "cancel",
     "cpp_function", "cpp_actor_class", "get_actor", "kill", "get_gpu_ids", "ActorHandle",
     "nodes", "cluster_resources", "available_resources", "get_runtime_context",
     "cross_language", "exceptions", "util", "ObjectRef",
@@ -158,6 +158,21 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
         flag = True if r._filled is not None else next(flags)
         (ready if flag and len(ready) < num_returns else not_ready).append(r)
     return ready, not_ready
+
+
+def cancel(ref, *, force=False, recursive=True):
+    """Cancels the task that makes `ref`, as ray.cancel: get() of its returns raises
+    TaskCancelledError from now on. A task not started is dropped; a running one gets a
+    KeyboardInterrupt (blocking calls such as time.sleep end too), or with force its worker
+    process is killed; a cancelled task is never retried. recursive: the tasks it submitted are
+    cancelled too. A finished task is left alone. Only the process that submitted the task can
+    cancel it; actor method calls cannot be cancelled yet (UnimplementedError)."""
+    if not isinstance(ref, ObjectRef):
+        raise TypeError(f"cancel() takes an ObjectRef, got {type(ref).__name__}")
+    try:
+        _airt.cancel(ref.binary(), bool(force), bool(recursive))
+    except _airt.Error as error:
+        raise exceptions.translate(error) from None
 
 
 def nodes():

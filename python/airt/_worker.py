@@ -153,11 +153,15 @@ def _flag(argv, name):
 
 
 def main():
+    # Tasks from C++ name modules on the job's code search path (airt._pymodule); tasks run on
+    # the main thread, where cancel can interrupt them (airt._cancellable).
+    from airt import _cancellable, _pymodule
     argv = sys.argv[1:]
     socket = _flag(argv, "--store-socket")
     if socket:  # the node's folder: runtime_env packages are unpacked under it
         os.environ["AIRT_NODE_DIR"] = os.path.dirname(os.path.abspath(socket))
-    return _airt.run_worker(argv, _call)
+    _pymodule.add_code_search_path(argv)
+    return _cancellable.run_worker(argv, _pymodule.dispatching(_call))
 
 
 if __name__ == "__main__":

@@ -41,8 +41,8 @@ class ObjectLostError(RayError):
     """The object's copies are gone (raised by later issues' lineage and node-death paths)."""
 
 
-class TaskCancelledError(RayError):
-    """The task was cancelled (cancel() comes with the Python workers)."""
+class TaskCancelledError(RayError, _airt.TaskCancelledError):
+    """The task was cancelled (airt.cancel) before it finished."""
 
 
 class InfeasibleError(RayError, _airt.InfeasibleError):
@@ -108,6 +108,7 @@ _MAPPED = [
     (_airt.TimeoutError, GetTimeoutError),
     (_airt.UnavailableError, UnavailableError),
     (_airt.UnimplementedError, UnimplementedError),
+    (_airt.TaskCancelledError, TaskCancelledError),
     (_airt.Error, RayError),
 ]
 

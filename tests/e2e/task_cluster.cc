@@ -11,9 +11,11 @@ using airt::testing::ReadFile;
 using airt::testing::WaitForLine;
 using namespace std::chrono_literals;
 
-TaskCluster::TaskCluster(const std::vector<std::string>& node_flags) { Start(node_flags); }
+TaskCluster::TaskCluster(const std::vector<std::string>& node_flags, Config config) {
+  Start(node_flags, std::move(config));
+}
 
-void TaskCluster::Start(const std::vector<std::string>& node_flags) {
+void TaskCluster::Start(const std::vector<std::string>& node_flags, Config config) {
   head_ = std::make_unique<ChildProcess>(std::vector<std::string>{AIRT_HEAD_BIN, "--port=0"},
                                          dir_.File("head.log"));
   std::string address =
@@ -26,7 +28,6 @@ void TaskCluster::Start(const std::vector<std::string>& node_flags) {
   argv.insert(argv.end(), node_flags.begin(), node_flags.end());
   node_ = std::make_unique<ChildProcess>(argv, dir_.File("node.log"));
   ASSERT_TRUE(WaitForLine(dir_.File("node.log"), "node ready ", 30s, node_.get())) << NodeLog();
-  Config config;
   config.address = address;
   Init(config);
   initialized_ = true;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "airt/driver.h"
 #include "tests/testing/test_support.h"
 
 namespace airt::e2e {
@@ -16,9 +17,9 @@ class TaskCluster {
  public:
   // Starts the head, then the node with `node_flags` (--num-cpus=2, --object-store-memory=...)
   // added to the head's address, the temp folder, the worker binary and its code search path;
-  // waits for both to be ready and calls airt::Init. A failure is a fatal test failure naming the
-  // log (check HasFatalFailure()).
-  explicit TaskCluster(const std::vector<std::string>& node_flags);
+  // waits for both to be ready and calls airt::Init with `config` (its address set to the head's).
+  // A failure is a fatal test failure naming the log (check HasFatalFailure()).
+  explicit TaskCluster(const std::vector<std::string>& node_flags, Config config = {});
   // airt::Shutdown, then the node and the head are killed by pid.
   ~TaskCluster();
   TaskCluster(const TaskCluster&) = delete;
@@ -28,7 +29,7 @@ class TaskCluster {
   std::string NodeLog() const { return testing::ReadFile(dir_.File("node.log")); }
 
  private:
-  void Start(const std::vector<std::string>& node_flags);
+  void Start(const std::vector<std::string>& node_flags, Config config);
 
   testing::TempDir dir_;
   std::unique_ptr<testing::ChildProcess> head_;

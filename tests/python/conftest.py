@@ -21,11 +21,18 @@ def task_functions_dir():
 
 
 @pytest.fixture(scope="session")
-def cluster(task_functions_dir):
+def python_modules_dir(tmp_path_factory):
+    """A folder on the session job's code search path: Python workers import modules written
+    there (as C++ drivers' airt::PyFunction calls do)."""
+    return str(tmp_path_factory.mktemp("python_modules"))
+
+
+@pytest.fixture(scope="session")
+def cluster(task_functions_dir, python_modules_dir):
     """A local cluster (airt.init() with no address) for the session, stopped at its end."""
     os.environ.pop("AIRT_ADDRESS", None)
     import airt
-    airt.init(num_cpus=2, code_search_path=[task_functions_dir])
+    airt.init(num_cpus=2, code_search_path=[task_functions_dir, python_modules_dir])
     yield airt
     airt.shutdown()
 

@@ -151,6 +151,27 @@ def test_an_actor_whose_process_dies_without_restarts_is_dead(cluster):
         airt.get(actor.ping.remote(), timeout=60)
 
 
+def test_max_task_retries_resends_calls_to_the_restarted_actor(cluster, tmp_path):
+    @airt.remote(max_restarts=1, max_task_retries=1)
+    class Survivor:
+        def __init__(self, marker):
+            self.marker = marker
+            self.calls = 0
+
+        def work(self, value):
+            self.calls += 1
+            if not os.path.exists(self.marker):
+                open(self.marker, "w").close()
+                os._exit(1)  # the first attempt kills the process
+            return value, self.calls
+
+    survivor = Survivor.remote(str(tmp_path / "died"))
+    assert airt.get(survivor.work.remote(7), timeout=60) == (7, 1)
+    assert airt.get(survivor.work.remote(8), timeout=60) == (8, 2)
+    with pytest.raises(ValueError, match="named"):
+        Survivor.options(lifetime="detached").remote("x")
+
+
 def test_runtime_context_names_the_task_and_the_actor(cluster):
     @airt.remote
     def ids():

@@ -174,3 +174,35 @@ print(airt.get(one.remote()), airt.cluster_resources()["CPU"])
     finally:
         subprocess.run([cli, "stop", f"--temp-dir={temp}"], env=env, capture_output=True,
                        timeout=120)
+
+
+def test_a_detached_actor_outlives_its_driver(two_nodes):
+    creator = two_nodes.run_driver("""
+import airt
+airt.init(namespace="services")
+
+@airt.remote
+class Registry:
+    def __init__(self):
+        self.entries = {}
+    def register(self, key, value):
+        self.entries[key] = value
+        return len(self.entries)
+
+registry = Registry.options(name="registry", lifetime="detached").remote()
+print(airt.get(registry.register.remote("a", 1)))
+""")
+    assert creator.strip() == "1"
+    user = two_nodes.run_driver("""
+import airt
+airt.init()
+registry = airt.get_actor("registry", namespace="services")
+print(airt.get(registry.register.remote("b", 2)))
+airt.kill(registry)
+try:
+    airt.get_actor("registry", namespace="services")
+    print("still there")
+except ValueError:
+    print("gone")
+""")
+    assert user.split() == ["2", "gone"]

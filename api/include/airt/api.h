@@ -1,7 +1,10 @@
 // airt's C++ API, shaped like Ray's (ray/api.h): remote functions (airt/remote.h), and tasks,
-// objects and errors from a driver (airt/driver.h), actors (airt/actor.h).
+// objects and errors from a driver (airt/driver.h), actors (airt/actor.h), cancelling tasks
+// (airt/cancel.h) and calling Python (airt/cross_language.h).
 #pragma once
 
-#include "airt/actor.h"   // IWYU pragma: export
-#include "airt/driver.h"  // IWYU pragma: export
-#include "airt/remote.h"  // IWYU pragma: export
+#include "airt/actor.h"           // IWYU pragma: export
+#include "airt/cancel.h"          // IWYU pragma: export
+#include "airt/cross_language.h"  // IWYU pragma: export
+#include "airt/driver.h"          // IWYU pragma: export
+#include "airt/remote.h"          // IWYU pragma: export

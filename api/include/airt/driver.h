@@ -87,6 +87,11 @@ class WorkerCrashedError : public Exception {
  public:
   using Exception::Exception;
 };
+// The task was cancelled (airt::Cancel, ray.cancel) before it finished. Ray: TaskCancelledError.
+class TaskCancelledError : public Exception {
+ public:
+  using Exception::Exception;
+};
 // The actor died before or while running the call, or is dead for good (killed, out of
 // restarts, its constructor raised, its owner exited). Ray: RayActorException.
 class ActorDiedError : public Exception {

@@ -23,7 +23,16 @@ using PlacementGroup = airt::PlacementGroup;
 template <typename T>
 using ActorHandle = airt::ActorHandle<T>;
 
+// Calling Python (Ray's cross-language API): ray::Task(ray::PyFunction<int>{"mod", "f"}).
+template <typename R>
+using PyFunction = airt::PyFunction<R>;
+using PyActorClass = airt::PyActorClass;
+template <typename R>
+using PyActorMethod = airt::PyActorMethod<R>;
+using ActorHandleXlang = airt::PyActorHandle;
+
 using airt::Actor;
+using airt::Cancel;
 using airt::Get;
 using airt::GetActor;
 using airt::Put;
@@ -34,6 +43,7 @@ namespace internal {
 using RayException = airt::Exception;
 using RayTaskException = airt::TaskError;
 using RayActorException = airt::ActorDiedError;
+using RayTaskCancelledException = airt::TaskCancelledError;
 }  // namespace internal
 
 }  // namespace ray
