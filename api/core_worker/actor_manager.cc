@@ -253,9 +253,10 @@ void ActorManager::OnDied(const ActorId& id, uint64_t incarnation, const std::st
 }
 
 void ActorManager::MarkDead(Actor& actor, const std::string& cause) {
+  // The caller learns it through ActorDiedError; a driver's console stays quiet, as Ray's does.
   actor.state = State::kDead;
   actor.death_cause = cause;
-  AIRT_LOG(INFO) << "actor " << actor.id.Hex() << " is dead: " << cause;
+  AIRT_LOG(DEBUG) << "actor " << actor.id.Hex() << " is dead: " << cause;
   FailQueued(actor);
 }
 

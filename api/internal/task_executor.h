@@ -7,6 +7,7 @@
 // submission order as they start, concurrently after); otherwise one at a time, in order.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -168,6 +169,8 @@ class TaskExecutor {
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<Item> queue_;  // guarded by mu_
+  // queue_.size(), stored under mu_ at each change, so that an idle thread can poll it unlocked.
+  std::atomic<size_t> queued_{0};
   int running_ = 0;         // guarded by mu_: queued tasks being run now
   std::vector<TaskId> running_ids_;  // guarded by mu_: those tasks' ids (markers have none)
   bool stopping_ = false;   // guarded by mu_
