@@ -121,60 +121,76 @@ class ActorHandle {
   std::string id_;
 };
 
-// Builds and submits an actor's creation from its factory (a registered `static T* F(args...)`).
-template <typename T, typename... P>
-class ActorCreator {
- public:
-  explicit ActorCreator(T* (*factory)(P...)) : factory_(factory) {}
+namespace internal {
 
+// The options every actor builder takes (a C++ class's ActorCreator, a Python class's
+// PyActorCreator), as Ray's C++ ActorCreator has them; `Self` is the builder, for chaining.
+template <typename Self>
+class ActorOptions {
+ public:
   // A name the actor can be found by with GetActor, in this job's namespace (or `ns`).
-  ActorCreator& SetName(std::string name, std::string ns = "") {
+  Self& SetName(std::string name, std::string ns = "") {
     settings_.name = std::move(name);
     settings_.ns = std::move(ns);
-    return *this;
+    return self();
   }
-  ActorCreator& SetResource(const std::string& name, double amount) {
+  Self& SetResource(const std::string& name, double amount) {
     settings_.resources[name] = amount;
-    return *this;
+    return self();
   }
-  ActorCreator& SetResources(const std::map<std::string, double>& resources) {
+  Self& SetResources(const std::map<std::string, double>& resources) {
     for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
-    return *this;
+    return self();
   }
   // How often the actor is restarted after its process dies; -1: without limit.
-  ActorCreator& SetMaxRestarts(int max_restarts) {
+  Self& SetMaxRestarts(int max_restarts) {
     settings_.max_restarts = max_restarts;
-    return *this;
+    return self();
   }
   // How often a call that was running when the actor's process died is sent again, to the
   // restarted actor, in the order the calls were made; -1: without limit. 0 (the default, as Ray's
   // max_task_retries): such a call fails with ActorDiedError. Resends need restarts
   // (SetMaxRestarts); the method may then run more than once.
-  ActorCreator& SetMaxTaskRetries(int max_task_retries) {
+  Self& SetMaxTaskRetries(int max_task_retries) {
     settings_.max_task_retries = max_task_retries;
-    return *this;
+    return self();
   }
   // Ray's lifetime="detached": the actor outlives the driver that created it (its job), until
   // Kill; any driver finds it with GetActor(name, namespace). It must be named (SetName), else
   // Remote throws Exception. Only its creator restarts it (SetMaxRestarts): once that driver has
   // exited, its process dying ends it for good.
-  ActorCreator& SetDetached(bool detached = true) {
+  Self& SetDetached(bool detached = true) {
     settings_.detached = detached;
-    return *this;
+    return self();
   }
   // How many of its method calls may run at once (on as many threads).
-  ActorCreator& SetMaxConcurrency(int max_concurrency) {
+  Self& SetMaxConcurrency(int max_concurrency) {
     if (max_concurrency < 1) {
       throw Exception("SetMaxConcurrency: " + std::to_string(max_concurrency) + " is below 1");
     }
     settings_.max_concurrency = max_concurrency;
-    return *this;
+    return self();
   }
   // Throws UnimplementedError: placement groups are not built yet.
-  ActorCreator& SetPlacementGroup(const PlacementGroup&, int bundle_index = -1) {
+  Self& SetPlacementGroup(const PlacementGroup&, int bundle_index = -1) {
     (void)bundle_index;
-    internal::PlacementGroupsNotBuilt();
+    PlacementGroupsNotBuilt();
   }
+
+ protected:
+  ActorSettings settings_;
+
+ private:
+  Self& self() { return static_cast<Self&>(*this); }
+};
+
+}  // namespace internal
+
+// Builds and submits an actor's creation from its factory (a registered `static T* F(args...)`).
+template <typename T, typename... P>
+class ActorCreator : public internal::ActorOptions<ActorCreator<T, P...>> {
+ public:
+  explicit ActorCreator(T* (*factory)(P...)) : factory_(factory) {}
 
   // Throws Exception when the name is taken in its namespace, or when it is detached and unnamed.
   // An actor no node can ever hold is dead: its calls fail with ActorDiedError, whose message says
@@ -186,12 +202,11 @@ class ActorCreator {
         internal::RegisteredName(reinterpret_cast<const void*>(factory_), "actor factory");
     std::vector<internal::Argument> arguments = {
         internal::MakeArgument<P>(std::forward<A>(args))...};
-    return ActorHandle<T>(internal::CreateActor(name, std::move(arguments), settings_));
+    return ActorHandle<T>(internal::CreateActor(name, std::move(arguments), this->settings_));
   }
 
  private:
   T* (*factory_)(P...);
-  internal::ActorSettings settings_;
 };
 
 template <typename T, typename... P>

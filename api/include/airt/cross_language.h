@@ -106,39 +106,21 @@ Argument PyArgument(A&& arg) {
 
 // Builds and submits a call of a Python function (airt::Task(PyFunction<R>{...})).
 template <typename R>
-class PyTaskCaller {
+class PyTaskCaller : public internal::TaskOptions<PyTaskCaller<R>> {
  public:
   explicit PyTaskCaller(const PyFunction<R>& function)
       : name_(internal::PyModuleFunctionName(function.module_name, function.function_name)) {
-    settings_.python = true;
-  }
-
-  PyTaskCaller& SetName(std::string name) {
-    settings_.name = std::move(name);
-    return *this;
-  }
-  PyTaskCaller& SetResource(const std::string& name, double amount) {
-    settings_.resources[name] = amount;
-    return *this;
-  }
-  PyTaskCaller& SetResources(const std::map<std::string, double>& resources) {
-    for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
-    return *this;
-  }
-  PyTaskCaller& SetMaxRetries(int max_retries) {
-    settings_.max_retries = max_retries;
-    return *this;
+    this->settings_.python = true;
   }
 
   template <typename... A>
   ObjectRef<R> Remote(A&&... args) {
     std::vector<internal::Argument> arguments = {internal::PyArgument(std::forward<A>(args))...};
-    return ObjectRef<R>(internal::SubmitTask(name_, std::move(arguments), settings_).at(0));
+    return ObjectRef<R>(internal::SubmitTask(name_, std::move(arguments), this->settings_).at(0));
   }
 
  private:
   std::string name_;
-  internal::TaskSettings settings_;
 };
 
 template <typename R>
@@ -184,30 +166,11 @@ class PyActorHandle {
 };
 
 // Builds and submits a Python actor's creation (airt::Actor(PyActorClass{...})).
-class PyActorCreator {
+class PyActorCreator : public internal::ActorOptions<PyActorCreator> {
  public:
   explicit PyActorCreator(const PyActorClass& cls)
       : name_(internal::PyModuleFunctionName(cls.module_name, cls.class_name)) {
     settings_.python = true;
-  }
-
-  // A name the actor can be found by (Python: airt.get_actor), in this job's namespace or `ns`.
-  PyActorCreator& SetName(std::string name, std::string ns = "") {
-    settings_.name = std::move(name);
-    settings_.ns = std::move(ns);
-    return *this;
-  }
-  PyActorCreator& SetResource(const std::string& name, double amount) {
-    settings_.resources[name] = amount;
-    return *this;
-  }
-  PyActorCreator& SetResources(const std::map<std::string, double>& resources) {
-    for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
-    return *this;
-  }
-  PyActorCreator& SetMaxRestarts(int max_restarts) {
-    settings_.max_restarts = max_restarts;
-    return *this;
   }
 
   // Throws Exception when the name is taken in its namespace.
@@ -219,7 +182,6 @@ class PyActorCreator {
 
  private:
   std::string name_;
-  internal::ActorSettings settings_;
 };
 
 inline PyActorCreator Actor(const PyActorClass& cls) { return PyActorCreator(cls); }

@@ -257,35 +257,48 @@ Argument MakeArgument(A&& arg) {
   }
 }
 
+
+// The options every task builder takes (a C++ function's TaskCaller, a Python function's
+// PyTaskCaller), as Ray's C++ TaskCaller has them; `Self` is the builder, for chaining.
+template <typename Self>
+class TaskOptions {
+ public:
+  Self& SetName(std::string name) {
+    settings_.name = std::move(name);
+    return self();
+  }
+  Self& SetResource(const std::string& name, double amount) {
+    settings_.resources[name] = amount;
+    return self();
+  }
+  Self& SetResources(const std::map<std::string, double>& resources) {
+    for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
+    return self();
+  }
+  Self& SetMaxRetries(int max_retries) {
+    settings_.max_retries = max_retries;
+    return self();
+  }
+  // Throws UnimplementedError: placement groups are not built yet.
+  Self& SetPlacementGroup(const PlacementGroup&, int bundle_index = -1) {
+    (void)bundle_index;
+    PlacementGroupsNotBuilt();
+  }
+
+ protected:
+  TaskSettings settings_;
+
+ private:
+  Self& self() { return static_cast<Self&>(*this); }
+};
+
 }  // namespace internal
 
 // Builds and submits a call of a registered function.
 template <typename R, typename... P>
-class TaskCaller {
+class TaskCaller : public internal::TaskOptions<TaskCaller<R, P...>> {
  public:
   explicit TaskCaller(R (*fn)(P...)) : fn_(fn) {}
-
-  TaskCaller& SetName(std::string name) {
-    settings_.name = std::move(name);
-    return *this;
-  }
-  TaskCaller& SetResource(const std::string& name, double amount) {
-    settings_.resources[name] = amount;
-    return *this;
-  }
-  TaskCaller& SetResources(const std::map<std::string, double>& resources) {
-    for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
-    return *this;
-  }
-  TaskCaller& SetMaxRetries(int max_retries) {
-    settings_.max_retries = max_retries;
-    return *this;
-  }
-  // Throws UnimplementedError: placement groups are not built yet.
-  TaskCaller& SetPlacementGroup(const PlacementGroup&, int bundle_index = -1) {
-    (void)bundle_index;
-    internal::PlacementGroupsNotBuilt();
-  }
 
   // Each argument is a value of the parameter's type or an ObjectRef to one.
   template <typename... A>
@@ -294,12 +307,11 @@ class TaskCaller {
     std::string name = internal::RegisteredName(reinterpret_cast<const void*>(fn_), "function");
     std::vector<internal::Argument> arguments = {
         internal::MakeArgument<P>(std::forward<A>(args))...};
-    return ObjectRef<R>(internal::SubmitTask(name, std::move(arguments), settings_).at(0));
+    return ObjectRef<R>(internal::SubmitTask(name, std::move(arguments), this->settings_).at(0));
   }
 
  private:
   R (*fn_)(P...);
-  internal::TaskSettings settings_;
 };
 
 template <typename R, typename... P>
