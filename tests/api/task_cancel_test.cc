@@ -19,6 +19,7 @@
 #include "api/internal/worker_service.h"
 #include "common/rpc_status.h"
 #include "objectstore/object_store.h"
+#include "tests/api/local_store_test.h"
 #include "tests/testing/test_support.h"
 
 namespace airt::worker {
@@ -46,20 +47,9 @@ struct Functions {
   }
 };
 
-class TaskCancel : public ::testing::Test {
+class TaskCancel : public testing::LocalStoreTest {
  protected:
-  void SetUp() override {
-    objectstore::StoreOptions options;
-    options.socket_path = dir_.File("store.sock");
-    options.capacity_bytes = 1 << 20;
-    options.prefault = false;
-    auto server = objectstore::StoreServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    server_ = std::move(*server);
-    auto client = objectstore::StoreClient::Connect(options.socket_path);
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::move(*client);
-  }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(StartStore(1 << 20)); }
   // An executor whose fallback is functions_; with `interruptible`, cancelling a running task
   // records its id in interrupted_ and releases it.
   std::unique_ptr<TaskExecutor> Executor(bool interruptible, bool on_caller_thread = false) {
@@ -93,10 +83,6 @@ class TaskCancel : public ::testing::Test {
     return outcome;
   }
 
-  testing::TempDir dir_;
-  std::unique_ptr<objectstore::StoreServer> server_;
-  std::unique_ptr<objectstore::StoreClient> client_;
-  internal::FunctionRegistry registry_;
   Functions functions_;
   std::vector<TaskId> interrupted_;
 };

@@ -17,6 +17,7 @@
 #include "api/internal/worker_options.h"
 #include "api/internal/worker_service.h"
 #include "objectstore/object_store.h"
+#include "tests/api/local_store_test.h"
 #include "tests/testing/test_support.h"
 
 namespace airt::worker {
@@ -154,19 +155,10 @@ TEST(ParseTaskSpec, RejectsMalformedSpecNamingTheField) {
 }
 
 // A TaskExecutor over a real store, with its own registry.
-class TaskExecutorTest : public ::testing::Test {
+class TaskExecutorTest : public testing::LocalStoreTest {
  protected:
   void SetUp() override {
-    objectstore::StoreOptions options;
-    options.socket_path = dir_.File("store.sock");
-    options.capacity_bytes = 16 << 20;
-    options.prefault = false;
-    auto server = objectstore::StoreServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    server_ = std::move(*server);
-    auto client = objectstore::StoreClient::Connect(options.socket_path);
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::move(*client);
+    ASSERT_NO_FATAL_FAILURE(StartStore(16 << 20));
     ASSERT_TRUE(internal::RegisterRemoteFunctions(registry_, "Twice, Repeat, Nothing", Twice,
                                                   Repeat, Nothing));
     TaskExecutor::Options executor_options;
@@ -185,10 +177,6 @@ class TaskExecutorTest : public ::testing::Test {
     return task;
   }
 
-  testing::TempDir dir_;
-  std::unique_ptr<objectstore::StoreServer> server_;
-  std::unique_ptr<objectstore::StoreClient> client_;
-  internal::FunctionRegistry registry_;
   std::unique_ptr<TaskExecutor> executor_;
 };
 
