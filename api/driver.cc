@@ -318,7 +318,6 @@ void CancelTask(const std::string& object_id, bool force, bool recursive) {
   Status cancelled = Core().CancelTask(IdOf(object_id), force, recursive);
   if (cancelled.ok()) return;
   if (cancelled.code() == Code::kInvalidArgument) throw Exception(cancelled.message());
-  if (cancelled.code() == Code::kUnimplemented) throw UnimplementedError(cancelled.message());
   throw UnavailableError(cancelled.ToString());
 }
 

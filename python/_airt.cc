@@ -21,6 +21,7 @@
 #include "airt/api.h"
 #include "api/internal/worker_options.h"
 #include "api/internal/worker_process.h"
+#include "common/ids.h"
 #include "common/logging.h"
 
 namespace py = pybind11;
@@ -89,6 +90,14 @@ airt::worker::Interrupt InterruptHook(py::object interrupt) {
       AIRT_LOG(ERROR) << "interrupting task " << task.Hex() << ": " << e.what();
     }
   };
+}
+
+// Whether `ref` (an ObjectRef's bytes) is a return of an actor method's call.
+bool IsActorCallReturn(const std::string& ref) {
+  airt::Result<airt::ObjectId::BaseId> id = airt::ObjectId::FromBinary(ref);
+  if (!id.ok()) return false;
+  airt::TaskId task = airt::ObjectId(*id).Task();
+  return task.Actor() != airt::ActorId::NilFor(task.Job());
 }
 
 int64_t TimeoutMs(std::optional<double> seconds) {
@@ -360,8 +369,17 @@ PYBIND11_MODULE(_airt, m) {
       "cancel",
       [](py::bytes ref, bool force, bool recursive) {
         std::string id(ref);
-        py::gil_scoped_release unlocked;
-        airt::internal::CancelTask(id, force, recursive);
+        try {
+          py::gil_scoped_release unlocked;
+          airt::internal::CancelTask(id, force, recursive);
+        } catch (const airt::UnavailableError&) {
+          throw;
+        } catch (const airt::Exception& e) {
+          // The core refuses force on an actor call (kInvalidArgument, a plain airt::Exception,
+          // a RayError above); Ray raises ValueError for it.
+          if (force && IsActorCallReturn(id)) throw py::value_error(e.what());
+          throw;
+        }
       },
       py::arg("ref"), py::arg("force"), py::arg("recursive"));
 

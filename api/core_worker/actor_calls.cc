@@ -38,8 +38,44 @@ void ActorManager::Submit(kj::Own<PendingTask> call) {
   task.actor_seq = actor.next_seq++;
   actor.queue.push_back(kj::mv(call));
   background_.add(ResolveArguments(memory_, task).then([this, id](std::optional<ObjectError>) {
-    Pump(Entry(id));
+    Actor& actor = Entry(id);
+    // A call cancelled while its arguments resolved is done with now.
+    std::erase_if(actor.dropped, [](const kj::Own<PendingTask>& call) { return call->args_ready; });
+    Pump(actor);
   }));
+}
+
+void ActorManager::Cancel(const TaskId& task, bool recursive) {
+  auto found = actors_.find(task.Actor());
+  if (found == actors_.end()) return;
+  Actor& actor = *found->second;
+  // A dead actor's calls have failed already (or will, once their arguments resolve).
+  if (actor.state == State::kDead) return;
+  for (auto queued = actor.queue.begin(); queued != actor.queue.end(); ++queued) {
+    if ((*queued)->id != task) continue;
+    kj::Own<PendingTask> call = kj::mv(*queued);
+    actor.queue.erase(queued);
+    MarkCancelled(memory_, *call);
+    if (!call->args_ready) actor.dropped.push_back(kj::mv(call));
+    Pump(actor);  // the calls behind it may go now
+    return;
+  }
+  for (auto& [seq, call] : actor.in_flight) {
+    if (call->id != task) continue;
+    if (!MarkCancelled(memory_, *call) || actor.worker.empty()) return;
+    // Not force: the actor stays. The worker drops the call if it has not started it, or
+    // interrupts it where it can (a Python method); else it runs on and its answer is dropped.
+    auto ask = connect_(actor.worker).castAs<proto::Worker>().cancelTaskRequest();
+    ask.setTaskId(AsData(task.Binary()));
+    ask.setForce(false);
+    ask.setRecursive(recursive);
+    std::string worker = actor.worker;
+    background_.add(ask.send().ignoreResult().catch_([worker](kj::Exception&& e) {
+      // The actor's process died: the call's returns say cancelled already.
+      AIRT_LOG(DEBUG) << "cancelTask at actor worker " << worker << ": " << Why(e);
+    }));
+    return;
+  }
 }
 
 void ActorManager::Pump(Actor& actor) {
@@ -76,7 +112,12 @@ void ActorManager::Send(Actor& actor, kj::Own<PendingTask> call) {
         Actor& actor = Entry(id);
         auto sent = actor.in_flight.find(seq);
         if (sent == actor.in_flight.end()) return;
-        RecordTaskReply(memory_, *sent->second, reply);
+        if (sent->second->cancelled) {
+          // Its returns hold the cancellation already; what it made is dropped.
+          DropTaskReply(connect_, background_, reply);
+        } else {
+          RecordTaskReply(memory_, *sent->second, reply);
+        }
         actor.in_flight.erase(sent);
       },
       [this, id, seq, incarnation](kj::Exception&& e) {
@@ -92,7 +133,10 @@ void ActorManager::OnCallFailed(const ActorId& id, uint64_t seq, uint64_t incarn
   kj::Own<PendingTask> call = kj::mv(sent->second);
   actor.in_flight.erase(sent);
   int32_t max = actor.max_task_retries;
-  if (actor.state != State::kDead && (max < 0 || call->attempts < static_cast<uint32_t>(max))) {
+  if (call->cancelled) {
+    // Its returns say cancelled: never sent again, whatever max_task_retries allows.
+  } else if (actor.state != State::kDead &&
+             (max < 0 || call->attempts < static_cast<uint32_t>(max))) {
     ++call->attempts;
     AIRT_LOG(INFO) << "actor " << id.Hex() << " died while running " << call->function
                    << "; sending it again once the actor is back (resend " << call->attempts

@@ -12,6 +12,11 @@
 // actor is DEAD. A detached actor outlives its owner's job, but only the owner restarts actors:
 // once its job has finished, a detached actor's death is final (a holder that finds its worker
 // gone marks it DEAD in the directory).
+//
+// Cancel (Ray's ray.cancel of an actor call, never with force) fails the call's returns with
+// kCancelled at once. A call not yet sent leaves the queue (the calls after it go on, in order); a
+// sent one is marked, so that its answer is dropped and it is never resent after a restart, and
+// its worker is asked (cancelTask) to drop it or interrupt it. The actor lives on either way.
 // Loop thread only.
 #pragma once
 
@@ -61,6 +66,11 @@ class ActorManager {
   // Queues a method call; it is sent when the calls before it have been and the actor is alive.
   void Submit(kj::Own<PendingTask> call);
 
+  // Cancels the call `task` made by this process, as the header says; nothing when it has
+  // finished, is not an actor call of this process, or its actor is dead (its returns hold that).
+  // `recursive`: the worker also cancels the tasks the call submitted, when it runs no other call.
+  void Cancel(const TaskId& task, bool recursive);
+
   // The directory's entry for `name` in `ns` (an actor not DEAD). kNotFound when there is none.
   kj::Promise<ActorId> Lookup(const std::string& name, const std::string& ns);
 
@@ -90,6 +100,9 @@ class ActorManager {
     bool resolving = false;                  // a holder asking the head where the actor lives
     std::deque<kj::Own<PendingTask>> queue;  // calls not yet sent, in submission order
     std::map<uint64_t, kj::Own<PendingTask>> in_flight;  // sent, by PendingTask::actor_seq
+    // Cancelled before they were sent, their arguments still resolving (which writes into them):
+    // kept until that is done, out of the queue so that the calls after them go on.
+    std::vector<kj::Own<PendingTask>> dropped;
     uint64_t next_seq = 0;
     // Holder: the worker that died under it, and how often the directory still showed it since.
     std::string dead_worker_id;

@@ -306,8 +306,13 @@ Status CoreWorker::Impl::CancelTask(const ObjectId& object, bool force, bool rec
   }
   TaskId task = object.Task();
   if (task.Actor() != ActorId::NilFor(task.Job())) {
-    return Unimplemented("object " + object.Hex() +
-                         " is an actor method's return: cancelling actor calls is not built yet");
+    if (force) {
+      // As Ray: killing the process would take the actor (and its other calls) with it.
+      return InvalidArgument("object " + object.Hex() + " is a return of an actor method call: " +
+                             "force=True is not supported for actor tasks (cancel without " +
+                             "force, or kill the actor)");
+    }
+    return CatchKj([&] { OnLoop([&] { loop_->actors->Cancel(task, recursive); }); });
   }
   return CatchKj([&] {
     OnLoop([&] {

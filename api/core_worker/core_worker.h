@@ -130,8 +130,10 @@ class CoreWorker {
   // (dropped from its queue, or interrupted if it runs and its language allows: Python) or,
   // with `force`, its worker process is killed; it is never retried. `recursive`: the tasks the
   // running task submitted are cancelled as well (by its worker). A finished task, or one this
-  // process did not submit, is left alone (Ok). kInvalidArgument: `object` is a put, not a
-  // return; kUnimplemented: an actor method's return; kUnavailable: the loop is gone.
+  // process did not submit, is left alone (Ok). An actor method's call is never forced: it
+  // leaves the caller's queue, or its worker drops or interrupts it (ActorManager::Cancel), and
+  // the actor stays. kInvalidArgument: `object` is a put, not a return, or `force` for an actor
+  // method's return; kUnavailable: the loop is gone.
   Status CancelTask(const ObjectId& object, bool force, bool recursive);
   // Cancels every normal task this process submitted that has not finished, recursively (a
   // worker whose own task is cancelled does it).

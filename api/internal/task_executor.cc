@@ -242,6 +242,11 @@ bool TaskExecutor::IsRunning(const TaskId& task) {
   return std::find(running_ids_.begin(), running_ids_.end(), task) != running_ids_.end();
 }
 
+bool TaskExecutor::RunsAlone(const TaskId& task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_ids_.size() == 1 && running_ids_[0] == task;
+}
+
 bool TaskExecutor::CanRunInline(const TaskToRun& task) {
   if (options_.interrupt) return false;  // the loop must stay free to take a cancelTask
   if (task.kind == TaskKind::kActorCreation && task.max_concurrency > 1) return false;

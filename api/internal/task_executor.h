@@ -138,6 +138,9 @@ class TaskExecutor {
   CancelOutcome Cancel(const TaskId& task);
   // Whether `task` runs on one of the executor's threads now. Thread-safe.
   bool IsRunning(const TaskId& task);
+  // Whether `task` runs here and nothing else does (an actor may run several calls at once).
+  // Thread-safe.
+  bool RunsAlone(const TaskId& task);
 
   // Runs `task` on the calling thread (the executor's thread does this for each queued task).
   TaskOutcome Run(const TaskToRun& task);

@@ -236,6 +236,10 @@ kj::Promise<void> WorkerService::cancelTask(CancelTaskContext context) {
     if (running && params.getRecursive() && cancel_children_) cancel_children_(true);
     return kj::READY_NOW;
   }
+  // What this process submitted and has not finished belongs to the cancelled task only while
+  // nothing else runs here: always so for a normal task (one at a time), not for an actor
+  // running several calls, whose other calls' tasks must go on.
+  bool alone = executor_.RunsAlone(id);
   const char* what = "not here (finished, or never pushed)";
   bool running = false;
   switch (executor_.Cancel(id)) {
@@ -251,9 +255,8 @@ kj::Promise<void> WorkerService::cancelTask(CancelTaskContext context) {
     case TaskExecutor::CancelOutcome::kNotHere: break;
   }
   AIRT_LOG(INFO) << "cancel of task " << id.Hex() << ": " << what;
-  // A worker runs one normal task at a time: what it submitted and is still unfinished belongs to
-  // the running one. A task that never started, or is gone, has no children here.
-  if (running && params.getRecursive() && cancel_children_) cancel_children_(false);
+  // A task that never started, or is gone, has no children here.
+  if (running && alone && params.getRecursive() && cancel_children_) cancel_children_(false);
   return kj::READY_NOW;
 }
 

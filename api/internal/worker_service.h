@@ -63,8 +63,9 @@ class WorkerService final : public proto::Worker::Server, private kj::TaskSet::E
   // after it fail with kUnavailable.
   kj::Promise<void> exit(ExitContext context) override;
   // Drops the task if it is queued, interrupts it if it runs (where the executor can), then
-  // cancels this process's own unfinished tasks when asked to recurse. With force (the owner
-  // kills this process next) only the latter. kInvalidArgument for a malformed taskId.
+  // cancels this process's own unfinished tasks when asked to recurse and it is the only task
+  // running here. With force (the owner kills this process next) only the latter.
+  // kInvalidArgument for a malformed taskId.
   kj::Promise<void> cancelTask(CancelTaskContext context) override;
 
  private:

@@ -166,7 +166,10 @@ def cancel(ref, *, force=False, recursive=True):
     KeyboardInterrupt (blocking calls such as time.sleep end too), or with force its worker
     process is killed; a cancelled task is never retried. recursive: the tasks it submitted are
     cancelled too. A finished task is left alone. Only the process that submitted the task can
-    cancel it; actor method calls cannot be cancelled yet (UnimplementedError)."""
+    cancel it. An actor method's call: one not yet sent is dropped, a sent one is dropped by
+    the actor or interrupted (an async method's coroutine gets asyncio.CancelledError, a sync
+    method on the actor's main thread a KeyboardInterrupt); the actor lives on. force=True on an
+    actor call raises ValueError, as in Ray."""
     if not isinstance(ref, ObjectRef):
         raise TypeError(f"cancel() takes an ObjectRef, got {type(ref).__name__}")
     try:

@@ -7,9 +7,11 @@ num_returns, retry_exceptions, the runtime_env key, which keyword arguments came
 
 An actor whose class has `async def` methods gets an asyncio loop on a thread of its own: each
 call's coroutine runs there, so up to max_concurrency of them interleave at their awaits.
+Cancelling such a call cancels its coroutine (asyncio.CancelledError inside it, as Ray does).
 """
 
 import asyncio
+import functools
 import os
 import pickle
 import sys
@@ -41,9 +43,10 @@ def _function(name):
 class _Actor:
     """A Python actor's instance, its environment, and its loop when it has async methods."""
 
-    def __init__(self, instance, environment):
+    def __init__(self, instance, environment, interrupter):
         self.instance = instance
         self.environment = environment  # kept for the actor's life
+        self.interrupter = interrupter  # None: its calls cannot be cancelled
         self.loop = None
         if is_async_class(type(instance)):
             self.loop = asyncio.new_event_loop()
@@ -59,7 +62,12 @@ class _Actor:
         async def run():
             running_call.set(ids)
             return await method(*positional, **keywords)
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result()
+        future = asyncio.run_coroutine_threadsafe(run(), self.loop)
+        if self.interrupter is None:
+            return future.result()
+        # Cancelled, result() raises at once; the coroutine gets its CancelledError on the loop.
+        with self.interrupter.cancelling(ids[0], future.cancel):
+            return future.result()
 
 
 def _decode_arguments(args):
@@ -117,9 +125,10 @@ def _run_task(target, positional, keywords, settings):
         runtime_env.set_parent(*saved_parent)
 
 
-def _call(kind, name, actor, args):
+def _call(kind, name, actor, args, interrupter=None):
     """Runs one task: "task" and "method" answer (True, pickled return or list of them),
-    "create" (True, the new actor); a failure (False, the remote traceback)."""
+    "create" (True, the new actor); a failure (False, the remote traceback). `interrupter`
+    (airt._cancellable) cancels an async actor's calls."""
     try:
         positional, keywords, settings = _decode_arguments(args)
         num_returns = settings.get("num_returns", 1)
@@ -136,7 +145,7 @@ def _call(kind, name, actor, args):
             environment = runtime_env.Applied(key)  # never restored: the process is the actor's
             if key:
                 runtime_env.set_parent(runtime_env.fetch(key), key)
-            return True, _Actor(target(*positional, **keywords), environment)
+            return True, _Actor(target(*positional, **keywords), environment, interrupter)
         return True, _pickled_returns(_run_task(target, positional, keywords, settings),
                                       num_returns)
     except BaseException as error:  # the user's error, whatever it is, goes back to the caller
@@ -161,7 +170,9 @@ def main():
     if socket:  # the node's folder: runtime_env packages are unpacked under it
         os.environ["AIRT_NODE_DIR"] = os.path.dirname(os.path.abspath(socket))
     _pymodule.add_code_search_path(argv)
-    return _cancellable.run_worker(argv, _pymodule.dispatching(_call))
+    interrupter = _cancellable.Interrupter()
+    call = functools.partial(_call, interrupter=interrupter)
+    return _cancellable.run_worker(argv, interrupter, _pymodule.dispatching(call))
 
 
 if __name__ == "__main__":

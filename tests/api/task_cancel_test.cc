@@ -32,12 +32,14 @@ using namespace std::chrono_literals;
 struct Functions {
   std::atomic<bool> release{false};
   std::atomic<bool> spinning{false};
+  std::atomic<int> spins{0};  // "spin" calls started
   std::thread::id where_thread;
   TaskId where_task;
 
   internal::InvokeOutcome Call(const std::string& function) {
     if (function == "spin") {
       spinning = true;
+      ++spins;
       while (!release) std::this_thread::sleep_for(1ms);
     } else if (function == "where") {
       where_thread = std::this_thread::get_id();
@@ -54,9 +56,11 @@ class TaskCancel : public testing::LocalStoreTest {
   // records its id in interrupted_ and releases it.
   std::unique_ptr<TaskExecutor> Executor(bool interruptible, bool on_caller_thread = false) {
     TaskExecutor::Options options;
-    options.fallback = [this](TaskKind, const std::string& function, void*,
+    options.fallback = [this](TaskKind kind, const std::string& function, void*,
                               std::span<const std::string_view>) {
-      return functions_.Call(function);
+      internal::InvokeOutcome outcome = functions_.Call(function);
+      if (kind == TaskKind::kActorCreation) outcome.instance = std::make_shared<int>(0);
+      return outcome;
     };
     if (interruptible) {
       options.interrupt = [this](const TaskId& task) {
@@ -73,6 +77,14 @@ class TaskCancel : public testing::LocalStoreTest {
         ActorId::NilFor(JobId::FromRaw(reinterpret_cast<const uint8_t*>("\x01\x00\x00\x00"))));
     task.function_name = function;
     task.num_returns = 1;
+    return task;
+  }
+  // A task of `kind` on the actor `actor`.
+  static TaskToRun ActorTask(const ActorId& actor, TaskKind kind, const std::string& function) {
+    TaskToRun task = Task(function);
+    task.task_id = TaskId::Of(actor);
+    task.kind = kind;
+    task.actor_id = actor;
     return task;
   }
   // Submits `task`; its outcome arrives in the returned future.
@@ -174,6 +186,50 @@ TEST_F(TaskCancel, ServiceValidatesCancelTaskAndRecursesOnlyForARunningTask) {
   EXPECT_EQ(children, (std::vector<bool>{true, false}));
   ASSERT_EQ(interrupted_.size(), 1u);
   EXPECT_EQ(outcome.wait_for(10s), std::future_status::ready);
+}
+
+TEST_F(TaskCancel, ServiceRecursesForAnActorCallOnlyWhileItRunsAlone) {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  auto executor = Executor(/*interruptible=*/true);
+  std::vector<bool> children;
+  auto exit = kj::newPromiseAndFulfiller<void>();
+  proto::Worker::Client worker =
+      kj::heap<WorkerService>(*executor, JobId(), ReturnsAt{}, kj::mv(exit.fulfiller),
+                              [&](bool force) { children.push_back(force); });
+  auto cancel = [&](const TaskId& id) {
+    auto request = worker.cancelTaskRequest();
+    std::string binary = id.Binary();
+    request.setTaskId(
+        capnp::Data::Reader(reinterpret_cast<const kj::byte*>(binary.data()), binary.size()));
+    request.setRecursive(true);
+    return CatchKj([&] { request.send().wait(io.waitScope); });
+  };
+  ActorId actor = ActorId::Of(JobId::FromRaw(reinterpret_cast<const uint8_t*>("\x02\x00\x00\x00")));
+  TaskToRun creation = ActorTask(actor, TaskKind::kActorCreation, "make");
+  creation.max_concurrency = 2;
+  ASSERT_FALSE(Submit(*executor, creation).get().failure);
+
+  // Two calls run side by side: the tasks this process submitted may be either's, none is
+  // cancelled.
+  TaskToRun first = ActorTask(actor, TaskKind::kActorMethod, "spin");
+  TaskToRun second = ActorTask(actor, TaskKind::kActorMethod, "spin");
+  std::future<TaskOutcome> first_done = Submit(*executor, first);
+  std::future<TaskOutcome> second_done = Submit(*executor, second);
+  ASSERT_TRUE(testing::WaitUntil([&] { return functions_.spins == 2; }, 10s));
+  EXPECT_TRUE(cancel(first.task_id).ok());
+  EXPECT_EQ(interrupted_, std::vector<TaskId>{first.task_id});
+  EXPECT_TRUE(children.empty()) << "another call runs: its tasks are not the cancelled one's";
+  ASSERT_EQ(first_done.wait_for(10s), std::future_status::ready);
+  ASSERT_EQ(second_done.wait_for(10s), std::future_status::ready);
+
+  // One call alone: what the process submitted is its.
+  functions_.release = false;
+  TaskToRun alone = ActorTask(actor, TaskKind::kActorMethod, "spin");
+  std::future<TaskOutcome> alone_done = Submit(*executor, alone);
+  ASSERT_TRUE(testing::WaitUntil([&] { return executor->RunsAlone(alone.task_id); }, 10s));
+  EXPECT_TRUE(cancel(alone.task_id).ok());
+  EXPECT_EQ(children, std::vector<bool>{false});
+  EXPECT_EQ(alone_done.wait_for(10s), std::future_status::ready);
 }
 
 }  // namespace

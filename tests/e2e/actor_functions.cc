@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include "airt/api.h"
 
@@ -47,6 +48,11 @@ bool Counter::Meet(int n) {
   return met;
 }
 
+int Counter::SleepMs(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+
 int Add(int a, int b);  // tests/e2e/task_functions.cc
 
 int AddThroughHandle(airt::ActorHandle<Counter> counter, int k) {
@@ -68,4 +74,4 @@ int SumOfSubtasks(int n) {
 AIRT_REMOTE(AddThroughHandle, MakeCounter, SumOfSubtasks);
 AIRT_REMOTE(Counter::Create, Counter::CreateChecked, &Counter::Add, &Counter::Value,
             &Counter::Append, &Counter::Pid, &Counter::NodePid, &Counter::ExitOnce, &Counter::Throw,
-            &Counter::Meet);
+            &Counter::Meet, &Counter::SleepMs);

@@ -29,6 +29,8 @@ class Counter {
   int Throw(std::string message);
   // Waits until `n` calls of Meet are inside at once (true) or 5 s pass (false).
   bool Meet(int n);
+  // Keeps the actor busy for `ms` milliseconds; returns `ms`.
+  int SleepMs(int ms);
 
  private:
   int value_;

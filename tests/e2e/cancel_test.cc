@@ -1,16 +1,19 @@
 // airt::Cancel end to end: a real airt-head, an airt-node with one CPU starting real airt-worker
 // processes, and this test as the driver. The functions (cancel_functions.cc) leave a marker
 // file with their worker's pid, so the tests see what started, what never ran, and which
-// process was killed.
+// process was killed. Actor calls are cancelled on a Counter (actor_functions.cc, no CPU held),
+// whose Append shows which calls ran and in what order.
 #include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "airt/api.h"
+#include "tests/e2e/actor_functions.h"
 #include "tests/e2e/task_cluster.h"
 
 int Add(int a, int b);
@@ -120,6 +123,96 @@ TEST_F(Cancel, PutCannotBeCancelled) {
   ObjectRef<int> put = Put(5);
   EXPECT_THROW(airt::Cancel(put), Exception);
   EXPECT_EQ(*Get(put), 5);
+}
+
+TEST_F(Cancel, ActorCallQueuedAtTheCallerIsDroppedAndTheCallsAfterItGoOn) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).Remote(0);
+  ASSERT_EQ(*Get(counter.Task(&Counter::Value).Remote(), 30000), 0);
+  // Its argument comes from a slow task: the call waits in this process's queue for the actor,
+  // and the call after it waits behind it (calls go in submission order).
+  ObjectRef<int> slow = Task(MarkThenSleepMs).Remote(Marker("actor-argument"), 5000);
+  ObjectRef<std::vector<int>> waiting = counter.Task(&Counter::Append).Remote(slow);
+  ObjectRef<std::vector<int>> next = counter.Task(&Counter::Append).Remote(2);
+
+  auto start = std::chrono::steady_clock::now();
+  airt::Cancel(waiting);
+  EXPECT_THROW(Get(waiting, 5000), TaskCancelledError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s) << "cancelled returns fail at once";
+  // The next call no longer waits for the slow argument: it ran while the slow task still runs.
+  EXPECT_EQ(*Get(next, 4000), std::vector<int>{2});
+  EXPECT_EQ(Wait(std::vector<ObjectRef<int>>{slow}, 1, 0).ready.size(), 0u);
+  // Once the argument is there, the cancelled call is still never sent.
+  EXPECT_EQ(*Get(slow, 30000), 5000);
+  EXPECT_EQ(*Get(counter.Task(&Counter::Append).Remote(3), 30000), (std::vector<int>{2, 3}));
+  counter.Kill();
+}
+
+TEST_F(Cancel, SentActorCallIsCancelledAndTheCallsAfterItKeepTheirOrder) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).Remote(0);
+  ASSERT_EQ(*Get(counter.Task(&Counter::Value).Remote(), 30000), 0);
+  ObjectRef<int> first = counter.Task(&Counter::SleepMs).Remote(100);
+  ObjectRef<int> busy = counter.Task(&Counter::SleepMs).Remote(1500);
+  ObjectRef<std::vector<int>> queued = counter.Task(&Counter::Append).Remote(1);
+  ObjectRef<std::vector<int>> next = counter.Task(&Counter::Append).Remote(2);
+  // The first call's answer comes after this process sent every call above (it sends them as it
+  // takes them): the one cancelled below is in flight, not queued here.
+  EXPECT_EQ(*Get(first, 30000), 100);
+
+  auto start = std::chrono::steady_clock::now();
+  airt::Cancel(queued);
+  EXPECT_THROW(Get(queued, 5000), TaskCancelledError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s) << "not after the busy call";
+  EXPECT_EQ(*Get(busy, 30000), 1500) << "the call before it is not affected";
+  // A C++ actor reads a call off the wire as it runs it, so it may have run the cancelled one
+  // (its result thrown away) before the cancel reached it; the next one runs after it either way.
+  std::vector<int> seen = *Get(next, 30000);
+  EXPECT_TRUE(seen == std::vector<int>{2} || seen == (std::vector<int>{1, 2}));
+  std::vector<int> later = *Get(counter.Task(&Counter::Append).Remote(3), 30000);
+  seen.push_back(3);
+  EXPECT_EQ(later, seen) << "the actor lives on, its calls in order";
+  // A finished call is left alone.
+  airt::Cancel(next);
+  EXPECT_EQ(Get(next)->back(), 2);
+  counter.Kill();
+}
+
+TEST_F(Cancel, CancelledActorCallIsNotResentAfterARestart) {
+  ActorHandle<Counter> counter =
+      Actor(Counter::Create).SetMaxRestarts(1).SetMaxTaskRetries(-1).Remote(0);
+  ASSERT_EQ(*Get(counter.Task(&Counter::Value).Remote(), 30000), 0);
+  // All sent at once; the actor's process dies at ExitOnce, with the calls after it in flight.
+  ObjectRef<int> first = counter.Task(&Counter::SleepMs).Remote(100);
+  ObjectRef<int> busy = counter.Task(&Counter::SleepMs).Remote(1500);
+  ObjectRef<int> dies = counter.Task(&Counter::ExitOnce).Remote(Marker("exit-once"));
+  ObjectRef<std::vector<int>> cancelled = counter.Task(&Counter::Append).Remote(7);
+  ObjectRef<std::vector<int>> after = counter.Task(&Counter::Append).Remote(8);
+  // The first call's answer comes after this process sent every call above (it sends them as it
+  // takes them, long before an answer): the one cancelled below is in flight, not queued here.
+  EXPECT_EQ(*Get(first, 30000), 100);
+  airt::Cancel(cancelled);
+  EXPECT_THROW(Get(cancelled, 5000), TaskCancelledError);
+  // The restarted actor gets the calls in flight again (max_task_retries=-1), but not the
+  // cancelled one: Append(8) finds nothing before it.
+  EXPECT_EQ(*Get(busy, 30000), 1500);
+  EXPECT_EQ(*Get(dies, 30000), 0);
+  EXPECT_EQ(*Get(after, 30000), std::vector<int>{8});
+  EXPECT_THROW(Get(cancelled, 0), TaskCancelledError);
+  counter.Kill();
+}
+
+TEST_F(Cancel, ForceOnAnActorCallThrowsAndLeavesTheCall) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).Remote(0);
+  ObjectRef<int> call = counter.Task(&Counter::SleepMs).Remote(300);
+  try {
+    airt::Cancel(call, /*force=*/true);
+    ADD_FAILURE() << "force on an actor call did not throw";
+  } catch (const Exception& e) {
+    EXPECT_NE(std::string(e.what()).find("force=True is not supported for actor tasks"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(*Get(call, 30000), 300);
+  counter.Kill();
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 """airt.cancel (ray.cancel) against the session's local cluster (2 CPUs): queued tasks are
 dropped, running ones interrupted (KeyboardInterrupt, also out of time.sleep) or, with force,
 their worker process killed; their gets raise TaskCancelledError. Tasks leave marker files so
-the tests see what started, what was interrupted and what never ran."""
+the tests see what started, what was interrupted and what never ran. Actor calls: a queued one
+is dropped, a running async one's coroutine cancelled, a running sync one interrupted; the actor
+lives on; force raises ValueError."""
 
 import os
 import time
@@ -151,3 +153,113 @@ def test_cancel_takes_only_task_returns(cluster):
         airt.cancel("not a ref")
     with pytest.raises(exceptions.RayError):
         airt.cancel(airt.put(1))
+
+
+# Actor method calls: cancel never kills the actor. The actors record what their methods saw, and
+# another call reads it back.
+
+
+@airt.remote
+class AsyncSleeper:
+    """Its sleep() records that it started and how it ended: slept, or cancelled."""
+
+    def __init__(self):
+        self.events = []
+
+    async def sleep(self, seconds):
+        import asyncio
+        self.events.append("started")
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            self.events.append("cancelled")
+            raise
+        self.events.append("slept")
+        return seconds
+
+    async def seen(self):
+        return list(self.events)
+
+
+@airt.remote
+class SyncLog:
+    """One call at a time, on the actor's main thread; add() shows which calls ran, in order."""
+
+    def __init__(self):
+        self.entries = []
+
+    def sleep(self, started, seconds):
+        import time
+        with open(started, "w") as f:
+            f.write("started")
+        try:
+            time.sleep(seconds)
+        except KeyboardInterrupt:
+            self.entries.append("interrupted")
+            raise
+        self.entries.append("slept")
+        return seconds
+
+    def add(self, entry):
+        self.entries.append(entry)
+        return list(self.entries)
+
+
+def test_an_async_actor_call_is_cancelled_in_its_coroutine(cluster):
+    actor = AsyncSleeper.remote()
+    ref = actor.sleep.remote(60)
+    assert wait_for(lambda: "started" in airt.get(actor.seen.remote(), timeout=30)), \
+        "the call never started"
+    begin = time.monotonic()
+    airt.cancel(ref)
+    with pytest.raises(exceptions.TaskCancelledError):
+        airt.get(ref, timeout=10)
+    assert time.monotonic() - begin < 2
+    # The coroutine itself got asyncio.CancelledError at its await; the actor lives on.
+    assert wait_for(lambda: airt.get(actor.seen.remote(), timeout=30) == ["started", "cancelled"],
+                    timeout=10), airt.get(actor.seen.remote(), timeout=30)
+    assert airt.get(actor.sleep.remote(0), timeout=30) == 0
+    airt.kill(actor)
+
+
+def test_a_call_queued_on_a_sync_actor_is_cancelled_and_never_runs(cluster, tmp_path):
+    actor = SyncLog.remote()
+    started = str(tmp_path / "started")
+    busy = actor.sleep.remote(started, 3)
+    assert wait_for(lambda: os.path.exists(started)), "the sleeping call never started"
+    queued = actor.add.remote("cancelled")  # behind the sleeping call
+    # This driver sends an actor call as it takes it, before it runs anything later: once a task
+    # submitted after it has come back, the call waits in the actor's worker, not here.
+    assert airt.get(mark.remote(str(tmp_path / "sent")), timeout=60) == "ran"
+    begin = time.monotonic()
+    airt.cancel(queued)
+    with pytest.raises(exceptions.TaskCancelledError):
+        airt.get(queued, timeout=10)
+    assert time.monotonic() - begin < 2, "the cancel waited for the sleeping call"
+    assert airt.get(busy, timeout=30) == 3  # the running call is not the one cancelled
+    assert airt.get(actor.add.remote("after"), timeout=30) == ["slept", "after"]
+    airt.kill(actor)
+
+
+def test_a_running_sync_actor_call_is_interrupted_and_the_actor_lives_on(cluster, tmp_path):
+    actor = SyncLog.remote()
+    started = str(tmp_path / "started")
+    ref = actor.sleep.remote(started, 60)
+    assert wait_for(lambda: os.path.exists(started)), "the call never started"
+    begin = time.monotonic()
+    airt.cancel(ref)
+    with pytest.raises(exceptions.TaskCancelledError):
+        airt.get(ref, timeout=10)
+    # airt's choice (Ray leaves it running): the KeyboardInterrupt ended its time.sleep(60).
+    assert airt.get(actor.add.remote("after"), timeout=30) == ["interrupted", "after"]
+    assert time.monotonic() - begin < 10
+    airt.kill(actor)
+
+
+def test_force_cancel_of_an_actor_call_raises_value_error(cluster):
+    actor = AsyncSleeper.remote()
+    ref = actor.sleep.remote(0.2)
+    with pytest.raises(ValueError, match="force=True is not supported for actor tasks"):
+        airt.cancel(ref, force=True)
+    assert airt.get(ref, timeout=30) == 0.2  # not cancelled
+    airt.kill(actor)

@@ -15,7 +15,11 @@
 //     killed; other tasks that worker had queued are re-run elsewhere without spending a retry.
 //   - finished: nothing happens (Get gives its result).
 // With `recursive` (the default), the tasks a running task submitted are cancelled the same way.
-// Actor method calls cannot be cancelled yet (UnimplementedError).
+// An actor method's call is cancelled likewise, never with force (Exception: Ray refuses it too),
+// and the actor lives on: queued at the caller, it leaves the actor's queue (later calls keep their
+// order); sent, the actor drops it, or interrupts it if it is a running Python method (an async
+// one's coroutine gets asyncio.CancelledError); C++ methods run to their end, results discarded.
+// A cancelled call is never resent after the actor restarts.
 #pragma once
 
 #include <string>
@@ -26,7 +30,7 @@ namespace airt {
 
 namespace internal {
 // Cancels the task that makes the object `object_id` (a return id). Throws Exception when the id
-// is a Put's, UnimplementedError for an actor method's return, UnavailableError before Init.
+// is a Put's or `force` is asked for an actor method's return, UnavailableError before Init.
 void CancelTask(const std::string& object_id, bool force, bool recursive = true);
 }  // namespace internal
 
