@@ -69,7 +69,11 @@ kj::Promise<void> ReturnLease(const ConnectFn& connect, const std::string& node,
   auto request = connect(node).castAs<proto::Node>().returnWorkerLeaseRequest();
   request.setLeaseId(lease_id);
   request.setDisconnectWorker(disconnect);
-  return request.send().ignoreResult();
+  // kNotFound: the node released the lease already, when its worker exited (a crash, a kill, a
+  // forced cancel); giving it back is then done, not a failure to report.
+  return request.send().ignoreResult().catch_([](kj::Exception&& e) {
+    if (FromKjException(e).code() != Code::kNotFound) kj::throwFatalException(kj::mv(e));
+  });
 }
 
 }  // namespace airt::core

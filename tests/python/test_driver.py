@@ -145,7 +145,8 @@ def test_the_installed_package_imports_with_no_paths_set(tmp_path):
     import subprocess
     import sys
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([sys.executable, "-c", "import airt; print(airt.__file__)"], cwd=tmp_path,
+    out = subprocess.run([sys.executable, "-c", "import airt, airt.util.scheduling_strategies; "
+                          "print(airt.__file__)"], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "site-packages" in out.stdout
