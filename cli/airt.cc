@@ -156,14 +156,15 @@ int PrintStatus(const std::string& address) {
     for (auto n : nodes) {
       auto info = n.getInfo();
       auto id_bytes = info.getNodeId();
-      std::string id = id_bytes.size() == NodeId::kSize
-                           ? NodeId::FromRaw(id_bytes.begin()).Hex().substr(0, 8)
-                           : "?";
+      std::string full_id =
+          id_bytes.size() == NodeId::kSize ? NodeId::FromRaw(id_bytes.begin()).Hex() : "";
+      std::string id = full_id.empty() ? "?" : full_id.substr(0, 8);
       std::map<std::string, double> available;
       for (auto r : n.getAvailable()) available[r.getName().cStr()] = r.getAmount();
       std::string resources;
       for (auto r : info.getTotal()) {
         std::string name = r.getName().cStr();
+        if (name == "node:" + full_id) continue;  // the node's own: its id is in the first column
         if (!resources.empty()) resources += "  ";
         resources += name + " " + FormatAmount(name, available[name]) + "/" +
                      FormatAmount(name, r.getAmount());
