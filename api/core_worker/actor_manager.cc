@@ -41,12 +41,7 @@ kj::Promise<void> ActorManager::Create(kj::Own<PendingTask> creation, const Acto
   info.setMaxRestarts(options.max_restarts);
   info.setDetached(options.detached);
   info.setMaxTaskRetries(options.max_task_retries);
-  auto resources = info.initResources(static_cast<uint>(options.resources.size()));
-  uint i = 0;
-  for (const auto& [name, amount] : options.resources) {
-    resources[i].setName(name);
-    resources[i++].setAmount(amount);
-  }
+  SetAmounts(info.initResources(static_cast<uint>(options.resources.size())), options.resources);
   info.setAcceleratorType(options.accelerator_type);
   return request.send().then([this, id, options, creation = kj::mv(creation)](auto) mutable {
     Actor& actor = Entry(id);

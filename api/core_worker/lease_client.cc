@@ -13,12 +13,7 @@ kj::Promise<LeaseOutcome> RequestLeaseHop(const ConnectFn& connect, const std::s
                                           const LeaseRequest& lease, const JobId& job, int hops) {
   auto request = connect(node).castAs<proto::Node>().requestWorkerLeaseRequest();
   auto shape = request.initShape();
-  auto resources = shape.initResources(static_cast<uint>(lease.resources.size()));
-  uint i = 0;
-  for (const auto& [name, amount] : lease.resources) {
-    resources[i].setName(name);
-    resources[i++].setAmount(amount);
-  }
+  SetAmounts(shape.initResources(static_cast<uint>(lease.resources.size())), lease.resources);
   shape.setAcceleratorType(lease.accelerator_type);
   request.setJobId(AsData(job.Binary()));
   request.setLanguage(lease.python ? proto::Language::PYTHON : proto::Language::CPP);
