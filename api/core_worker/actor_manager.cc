@@ -119,7 +119,8 @@ void ActorManager::Lease(const ActorId& id, uint64_t incarnation, const std::str
                 Actor& actor = Entry(id);
                 if (!Current(actor, incarnation)) {
                   if (lease.lease_id != 0) {
-                    return ReturnLease(connect_, lease.node, lease.lease_id, true);
+                    return ReturnLease(connect_, lease.node, lease.lease_id, true,
+                                       kj::mv(lease.holder));
                   }
                   return kj::READY_NOW;
                 }
@@ -131,6 +132,7 @@ void ActorManager::Lease(const ActorId& id, uint64_t incarnation, const std::str
                 actor.node = lease.node;
                 actor.worker_id = lease.worker_id;
                 actor.lease_id = lease.lease_id;
+                actor.holder = kj::mv(lease.holder);
                 actor.pid = lease.pid;
                 auto push = connect_(actor.worker).castAs<proto::Worker>().pushTaskRequest();
                 FillTaskSpec(*actor.creation, job_, push.initTask());
@@ -178,7 +180,8 @@ void ActorManager::OnCreated(const ActorId& id, uint64_t incarnation,
   if (reply.getFailed()) {
     MarkDead(actor, "its constructor " + actor.creation->function +
                         " failed: " + std::string(reply.getError().getMessage().cStr()));
-    background_.add(ReturnLease(connect_, actor.node, actor.lease_id, /*disconnect=*/true));
+    background_.add(ReturnLease(connect_, actor.node, actor.lease_id, /*disconnect=*/true,
+                                kj::mv(actor.holder)));
     background_.add(UpdateDirectory(actor, proto::ActorState::DEAD));
     return;
   }
@@ -190,7 +193,8 @@ void ActorManager::OnCreated(const ActorId& id, uint64_t incarnation,
                         Actor& actor = Entry(id);
                         if (actor.incarnation != incarnation) return;
                         MarkDead(actor, "killed while starting (" + Why(e) + ")");
-                        background_.add(ReturnLease(connect_, actor.node, actor.lease_id, true));
+                        background_.add(ReturnLease(connect_, actor.node, actor.lease_id, true,
+                                                    kj::mv(actor.holder)));
                       }));
   Pump(actor);
 }
@@ -209,8 +213,9 @@ void ActorManager::OnDied(const ActorId& id, uint64_t incarnation, const std::st
     Pump(actor);
     return;
   }
-  background_.add(ReturnLease(connect_, actor.node, actor.lease_id, /*disconnect=*/true)
-                      .catch_([](kj::Exception&&) {}));
+  background_.add(
+      ReturnLease(connect_, actor.node, actor.lease_id, /*disconnect=*/true, kj::mv(actor.holder))
+          .catch_([](kj::Exception&&) {}));
   actor.state = State::kRestarting;
   auto request = head_.getActorRequest();
   request.setActorId(AsData(id.Binary()));
@@ -286,7 +291,8 @@ kj::Promise<void> ActorManager::StopOwned() {
   for (auto& [id, actor] : actors_) {
     if (!actor->owned || actor->options.detached || actor->state == State::kDead) continue;
     if (actor->lease_id != 0) {
-      stops.add(ReturnLease(connect_, actor->node, actor->lease_id, /*disconnect=*/true)
+      stops.add(ReturnLease(connect_, actor->node, actor->lease_id, /*disconnect=*/true,
+                            kj::mv(actor->holder))
                     .catch_([](kj::Exception&&) {}));
     }
     MarkDead(*actor, "its owner (job " + job_.Hex() + ") shut down");

@@ -94,6 +94,7 @@ class ActorManager {
     std::string node;          // the node that leased the worker
     std::string worker_id;
     uint64_t lease_id = 0;
+    capnp::Capability::Client holder = nullptr;  // the lease's LeaseHolder, until returned
     int32_t pid = 0;
     std::string death_cause;
     int32_t max_task_retries = 0;            // the owner's option; a holder's from the directory

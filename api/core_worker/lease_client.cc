@@ -33,6 +33,7 @@ kj::Promise<LeaseOutcome> RequestLeaseHop(const ConnectFn& connect, const std::s
         out.worker = std::string(worker.getHost().cStr()) + ":" + std::to_string(worker.getPort());
         out.worker_id = ToString(worker.getWorkerId());
         out.pid = worker.getPid();
+        out.holder = response.getHolder();
         return out;
       }
       case proto::LeaseReply::SPILLBACK:
@@ -60,15 +61,18 @@ kj::Promise<LeaseOutcome> RequestLease(const ConnectFn& connect, const std::stri
 }
 
 kj::Promise<void> ReturnLease(const ConnectFn& connect, const std::string& node, uint64_t lease_id,
-                              bool disconnect) {
+                              bool disconnect, capnp::Capability::Client holder) {
   auto request = connect(node).castAs<proto::Node>().returnWorkerLeaseRequest();
   request.setLeaseId(lease_id);
   request.setDisconnectWorker(disconnect);
   // kNotFound: the node released the lease already, when its worker exited (a crash, a kill, a
   // forced cancel); giving it back is then done, not a failure to report.
-  return request.send().ignoreResult().catch_([](kj::Exception&& e) {
-    if (FromKjException(e).code() != Code::kNotFound) kj::throwFatalException(kj::mv(e));
-  });
+  return request.send()
+      .ignoreResult()
+      .catch_([](kj::Exception&& e) {
+        if (FromKjException(e).code() != Code::kNotFound) kj::throwFatalException(kj::mv(e));
+      })
+      .attach(kj::mv(holder));
 }
 
 }  // namespace airt::core

@@ -32,6 +32,10 @@ struct LeaseOutcome {
   std::string worker_id;  // 28 bytes
   int32_t pid = 0;
   std::string infeasible;  // non-empty: no node can ever hold the shape (says why)
+  // The node's LeaseHolder for a grant: keep it while the lease is held and hand it to
+  // ReturnLease. Dropping it without returning the lease makes the node reclaim it (and stop its
+  // worker), as when this process dies. Loop thread only.
+  capnp::Capability::Client holder = nullptr;
 };
 
 // Asks `node` for a C++ worker of `job` holding `request`; a spillback is followed (at most 8
@@ -40,7 +44,9 @@ kj::Promise<LeaseOutcome> RequestLease(const ConnectFn& connect, const std::stri
                                        const LeaseRequest& request, const JobId& job);
 
 // Gives lease `lease_id` back to `node`; `disconnect` stops its worker instead of reusing it.
+// `holder` (LeaseOutcome::holder) is dropped once the node has answered, so the node never sees
+// it dropped while the lease is still held.
 kj::Promise<void> ReturnLease(const ConnectFn& connect, const std::string& node, uint64_t lease_id,
-                              bool disconnect);
+                              bool disconnect, capnp::Capability::Client holder);
 
 }  // namespace airt::core

@@ -75,6 +75,7 @@ void TaskDispatcher::Pump(const std::string& key) {
                               added.id = lease.lease_id;
                               added.worker = lease.worker;
                               added.worker_id = lease.worker_id;
+                              added.holder = kj::mv(lease.holder);
                               Pump(key);
                               if (added.in_flight == 0) {
                                 ScheduleIdleReturn(key, added.id, added.generation);
@@ -175,6 +176,7 @@ void TaskDispatcher::Cancel(PendingTask& task, bool force, bool recursive) {
   }
   lease->killed = true;
   Lease copy = *lease;
+  copy.holder = nullptr;  // the record keeps the lease until it is returned
   background_.add(timer_.timeoutAfter(kCancelChildrenGrace, kj::mv(asked))
                       .catch_([](kj::Exception&&) {})
                       .then([this, copy] { return KillWorker(copy); }));
@@ -226,7 +228,7 @@ void TaskDispatcher::Remove(const std::string& key, uint64_t lease_id, bool disc
   auto& leases = queues_[key].leases;
   for (auto it = leases.begin(); it != leases.end(); ++it) {
     if (it->id != lease_id) continue;
-    background_.add(ReturnLease(connect_, it->node, lease_id, disconnect));
+    background_.add(ReturnLease(connect_, it->node, lease_id, disconnect, kj::mv(it->holder)));
     if (disconnect) forget_(it->worker);
     leases.erase(it);
     return;
@@ -241,7 +243,7 @@ kj::Promise<void> TaskDispatcher::ReturnAll() {
   }());
   for (auto& [key, q] : queues_) {
     for (Lease& l : q.leases) {
-      returns.add(ReturnLease(connect_, l.node, l.id, l.dead));
+      returns.add(ReturnLease(connect_, l.node, l.id, l.dead, kj::mv(l.holder)));
     }
     q.leases.clear();
   }

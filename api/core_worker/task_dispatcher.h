@@ -74,6 +74,7 @@ class TaskDispatcher {
     bool dead = false;
     std::string worker_id;  // 28 bytes, as the node knows the worker
     bool killed = false;    // killed to force-cancel one of its tasks
+    capnp::Capability::Client holder = nullptr;  // LeaseOutcome::holder, until returned
   };
   struct ShapeQueue {
     std::deque<PendingTask*> waiting;

@@ -53,9 +53,14 @@ interface Node {
   # `detached`: the lease outlives its job (a detached actor's worker): when the job finishes, the
   # node leaves this lease and its worker running, and keeps the job's objects in its store until
   # that worker has exited.
+  # `holder` (set when granted): the requester keeps it for as long as it holds the lease and
+  # drops it only after returnWorkerLease has answered. When the node sees it dropped (released,
+  # or the requester's connection broke: the process died) while the lease is still held, the
+  # node returns the lease with disconnectWorker (the worker may be mid-task for a dead owner).
+  # Detached leases are not returned that way: they outlive their creator.
   requestWorkerLease @0 (shape :ResourceShape, jobId :Data, language :Language,
                          codeSearchPath :Text, placed :Bool, detached :Bool)
-      -> (reply :LeaseReply);
+      -> (reply :LeaseReply, holder :LeaseHolder);
   # Gives the lease back. `disconnectWorker` true: the worker is unusable (its task crashed it,
   # or it was blocked too long); the node stops it instead of reusing it.
   returnWorkerLease @1 (leaseId :UInt64, disconnectWorker :Bool) -> ();
@@ -77,6 +82,10 @@ interface Node {
   # ones when their last pin goes, as StoreClient::Delete). Ids not here are ignored.
   freeObjects @6 (objectIds :List(Data)) -> ();
 }
+
+# One granted lease, tied to its requester's connection (requestWorkerLease). No methods: only
+# its lifetime matters.
+interface LeaseHolder {}
 
 # Where a node sends its workers' output (a driver prints it). Each line is one line a worker
 # wrote, without its newline, prefixed "(pid=<worker pid>, node=<first 8 hex of node id>) ".

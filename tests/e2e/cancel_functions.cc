@@ -1,5 +1,6 @@
-// Remote functions for the cancel tests (cancel_test.cc): each leaves a file behind when it runs,
-// so a test can tell that it started, which process ran it, or that it never ran.
+// Remote functions for the cancel tests (cancel_test.cc) and the lease owner test
+// (lease_owner_test.cc): each leaves a file behind when it runs, so a test can tell that it
+// started, which process ran it, or that it never ran.
 #include <unistd.h>
 
 #include <chrono>
@@ -36,4 +37,14 @@ int MarkRun(std::string marker, int value) {
   return value;
 }
 
-AIRT_REMOTE(MarkThenSleepMs, MarkRun);
+// Submits MarkThenSleepMs(child_marker, child_ms), a subtask on a lease this worker holds, then
+// writes its worker's pid to `marker` and keeps the worker busy for `ms` milliseconds: a parent to
+// kill while its subtask runs.
+int SubmitThenSleepMs(std::string child_marker, int child_ms, std::string marker, int ms) {
+  airt::ObjectRef<int> child = airt::Task(MarkThenSleepMs).Remote(child_marker, child_ms);
+  WritePid(marker);
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+
+AIRT_REMOTE(MarkThenSleepMs, MarkRun, SubmitThenSleepMs);

@@ -157,6 +157,7 @@ class LeaseProcess : public ::testing::Test {
         out.lease_id = granted.getLeaseId();
         out.worker = WorkerId::FromRaw(granted.getWorker().getWorkerId().begin());
         out.pid = granted.getWorker().getPid();
+        holders_.push_back(response.getHolder());  // held for the test, as a submitter does
         for (uint32_t gpu : granted.getGpuIds()) out.gpu_ids.push_back(gpu);
       } else if (reply.isSpillback()) {
         out.kind = "spillback";
@@ -203,6 +204,7 @@ class LeaseProcess : public ::testing::Test {
   // The clients go before the head's, which keeps this thread's EzRpc loop.
   std::unique_ptr<capnp::EzRpcClient> head_client_;
   std::map<std::string, std::unique_ptr<capnp::EzRpcClient>> clients_;
+  std::vector<proto::LeaseHolder::Client> holders_;  // of every grant; before clients_ go
 };
 
 TEST_F(LeaseProcess, SpillsBackFromABusyNodeToTheOther) {

@@ -70,6 +70,7 @@ LeaseFixture::~LeaseFixture() {
     }
   }
   target_->leases = nullptr;
+  holders_.clear();
   node_.reset();
   client_.reset();
   poller_.reset();
@@ -164,8 +165,12 @@ kj::Promise<LeaseReply> LeaseFixture::Request(const std::map<std::string, double
   request.setPlaced(flags.placed);
   request.setDetached(flags.detached);
   return request.send().then(
-      [](capnp::Response<proto::Node::RequestWorkerLeaseResults>&& response) {
-        return ToReply(response.getReply());
+      [this](capnp::Response<proto::Node::RequestWorkerLeaseResults>&& response) {
+        LeaseReply reply = ToReply(response.getReply());
+        if (reply.kind == LeaseReply::Kind::kGranted) {
+          holders_.insert_or_assign(reply.lease_id, response.getHolder());
+        }
+        return reply;
       },
       [](kj::Exception&& e) {
         LeaseReply failed;

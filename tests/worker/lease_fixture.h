@@ -82,6 +82,9 @@ class LeaseFixture : public ::testing::Test {
   LeaseReply Lease(const std::map<std::string, double>& shape, const JobId& job = JobId(),
                    LeaseFlags flags = {});
   Status Return(uint64_t lease_id, bool disconnect_worker = false);
+  // The fixture keeps each grant's LeaseHolder (as a submitter keeps it while it holds the lease);
+  // this drops it, as a requester that exits does.
+  void DropHolder(uint64_t lease_id) { holders_.erase(lease_id); }
   // Runs the event loop until `condition` holds or `timeout` passes.
   bool PumpUntil(const std::function<bool()>& condition,
                  std::chrono::milliseconds timeout = std::chrono::seconds(20));
@@ -124,6 +127,7 @@ class LeaseFixture : public ::testing::Test {
   std::unique_ptr<node::ClusterViewPoller> poller_;
   std::unique_ptr<capnp::EzRpcClient> client_;
   std::unique_ptr<proto::Node::Client> node_;
+  std::map<uint64_t, proto::LeaseHolder::Client> holders_;  // by lease id
 };
 
 }  // namespace airt::testing

@@ -1,7 +1,8 @@
 // The node ending workers on its own (LeaseFixture): Node.killWorker kills a worker at once and
 // gives its lease's resources back; a job the head's heartbeat answer lists as finished has every
 // worker stopped, idle or leased, its waiting requests failed and its objects deleted from the
-// node's store. Workers are real airt_fake_worker processes.
+// node's store; a lease whose holder capability is dropped (its requester died) is returned and
+// its worker stopped, unless it is detached. Workers are real airt_fake_worker processes.
 #include <signal.h>
 
 #include <cerrno>
@@ -158,6 +159,53 @@ TEST_F(NodeJobs, ADetachedActorsWorkerOutlivesItsJobAndTheJobsObjectsWaitForIt) 
   EXPECT_TRUE(Gone(detached.worker.pid));
   EXPECT_FALSE(store().Contains(put));
   EXPECT_EQ(Cpus(), "2");
+}
+
+TEST_F(NodeJobs, DroppingTheHolderOfAHeldLeaseReturnsItAndStopsItsWorker) {
+  ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 2}}, .stop_grace = 500 * kj::MILLISECONDS}));
+  LeaseReply lease = Lease({{"CPU", 2}});
+  ASSERT_EQ(lease.kind, Kind::kGranted) << lease.status.ToString();
+  EXPECT_EQ(Cpus(), "0");
+
+  DropHolder(lease.lease_id);  // as when the requester dies holding it
+  ASSERT_TRUE(PumpUntil([&] { return Snap().num_leases == 0 && Cpus() == "2"; }));
+  ASSERT_TRUE(PumpUntil([&] { return Gone(lease.worker.pid); })) << "its worker is stopped";
+  EXPECT_EQ(Return(lease.lease_id).code(), Code::kNotFound) << "returned already";
+  // The freed CPUs serve the next request, with a new worker.
+  LeaseReply next = Lease({{"CPU", 2}});
+  ASSERT_EQ(next.kind, Kind::kGranted) << next.status.ToString();
+  EXPECT_NE(next.worker.id, lease.worker.id);
+}
+
+TEST_F(NodeJobs, DroppingTheHolderAfterReturningTheLeaseChangesNothing) {
+  ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 2}}}));
+  LeaseReply first = Lease({{"CPU", 1}});
+  LeaseReply other = Lease({{"CPU", 1}});
+  for (const LeaseReply* r : {&first, &other}) {
+    ASSERT_EQ(r->kind, Kind::kGranted) << r->status.ToString();
+  }
+  ASSERT_TRUE(Return(first.lease_id).ok());
+  DropHolder(first.lease_id);
+  // Calls after the drop on the same connection see its effect: the idle worker is reused.
+  LeaseReply again = Lease({{"CPU", 1}});
+  ASSERT_EQ(again.kind, Kind::kGranted) << again.status.ToString();
+  EXPECT_EQ(again.worker.id, first.worker.id);
+  EXPECT_FALSE(Gone(first.worker.pid));
+  EXPECT_EQ(Snap().num_leases, 2u);
+  EXPECT_EQ(Cpus(), "0") << "the other lease is untouched";
+}
+
+TEST_F(NodeJobs, ADetachedLeaseOutlivesItsDroppedHolder) {
+  ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 2}}}));
+  LeaseReply detached = Lease({{"CPU", 1}}, JobId(), {.placed = true, .detached = true});
+  ASSERT_EQ(detached.kind, Kind::kGranted) << detached.status.ToString();
+  DropHolder(detached.lease_id);           // its creator exited; a detached actor lives on
+  LeaseReply after = Lease({{"CPU", 1}});  // sent after the drop: the node has seen it
+  ASSERT_EQ(after.kind, Kind::kGranted) << after.status.ToString();
+  EXPECT_EQ(Snap().num_leases, 2u);
+  EXPECT_EQ(Cpus(), "0");
+  EXPECT_FALSE(Gone(detached.worker.pid));
+  EXPECT_TRUE(Return(detached.lease_id).ok()) << "still held, so it can be returned";
 }
 
 TEST_F(NodeJobs, AFinishedJobsWaitingRequestsFail) {

@@ -198,6 +198,22 @@ Status LeaseManager::ReturnLease(uint64_t lease_id, bool disconnect_worker) {
   return Status::Ok();
 }
 
+void LeaseManager::AbandonLease(uint64_t lease_id) noexcept {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end() || it->second.detached) return;
+  AIRT_LOG(INFO) << "lease " << lease_id << " is returned: its holder dropped it without "
+                 << "returning it (the requester exited?); its worker is stopped";
+  Lease lease = std::move(it->second);
+  leases_.erase(it);
+  lease_of_worker_.erase(lease.worker);
+  Release(lease.allocation);
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { pool_.Release(lease.worker, true); })) {
+    AIRT_LOG(WARNING) << "stopping the worker of abandoned lease " << lease_id
+                      << " failed: " << e->getDescription().cStr();
+  }
+  ScheduleDispatch();
+}
+
 Status LeaseManager::RegisterWorker(const WorkerAddress& address) {
   return pool_.Register(address);
 }

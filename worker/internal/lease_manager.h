@@ -91,6 +91,11 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   // `disconnect_worker`; then dispatches the queue. Ok, doing nothing, for a lease this node ended
   // itself (KillWorker, EndJob). kNotFound: no such lease (returned already, or its worker died).
   Status ReturnLease(uint64_t lease_id, bool disconnect_worker);
+  // The lease's holder is gone (its requester dropped it or died) while the lease may still be
+  // held: a held lease that is not detached is returned with its worker stopped (it may be
+  // mid-task for a dead owner). A lease returned or ended already, or a detached one, is left as
+  // it is. Never throws; safe to call from a destructor on the loop.
+  void AbandonLease(uint64_t lease_id) noexcept;
   // See WorkerPool::Register.
   Status RegisterWorker(const WorkerAddress& address);
   // A new view from the head; dispatches the queue.

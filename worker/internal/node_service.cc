@@ -118,6 +118,26 @@ void FillLeaseReply(const LeaseOutcome& outcome, proto::LeaseReply::Builder repl
   }
 }
 
+namespace {
+
+// One granted lease's LeaseHolder (node.capnp): owned by the RPC system, destroyed on the loop
+// when the requester's last reference goes (dropped, or its connection broke); then the lease, if
+// still held, is returned (LeaseManager::AbandonLease).
+class LeaseHolderImpl final : public proto::LeaseHolder::Server {
+ public:
+  LeaseHolderImpl(std::shared_ptr<NodeServiceTarget> target, uint64_t lease_id)
+      : target_(std::move(target)), lease_id_(lease_id) {}
+  ~LeaseHolderImpl() noexcept {
+    if (target_->leases != nullptr) target_->leases->AbandonLease(lease_id_);
+  }
+
+ private:
+  std::shared_ptr<NodeServiceTarget> target_;
+  uint64_t lease_id_;
+};
+
+}  // namespace
+
 Result<LeaseManager*> NodeService::Leases() const {
   if (target_->leases == nullptr) return Unavailable("the node is not granting leases (stopping)");
   return target_->leases;
@@ -131,9 +151,15 @@ kj::Promise<void> NodeService::requestWorkerLease(RequestWorkerLeaseContext cont
   // Cap'n Proto 0.9 finishes a call the client dropped only when the server allows it: then the
   // promise below is dropped, which takes the request out of the queue (LeaseManager).
   context.allowCancellation();
-  return (*leases)->RequestLease(std::move(*ask)).then([context](LeaseOutcome&& outcome) mutable {
-    FillLeaseReply(outcome, context.getResults().initReply());
-  });
+  return (*leases)
+      ->RequestLease(std::move(*ask))
+      .then([context, target = target_](LeaseOutcome&& outcome) mutable {
+        auto results = context.getResults();
+        FillLeaseReply(outcome, results.initReply());
+        if (const auto* granted = std::get_if<LeaseGranted>(&outcome)) {
+          results.setHolder(kj::heap<LeaseHolderImpl>(std::move(target), granted->lease_id));
+        }
+      });
 }
 
 kj::Promise<void> NodeService::returnWorkerLease(ReturnWorkerLeaseContext context) {
