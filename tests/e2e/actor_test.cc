@@ -17,19 +17,13 @@ namespace airt {
 namespace {
 
 using airt::testing::ChildProcess;
+using airt::testing::ProcessRunning;
 using airt::testing::ReadFile;
 using airt::testing::TempDir;
 using airt::testing::WaitForLine;
 using airt::testing::WaitUntil;
 using namespace std::chrono_literals;
 
-bool ProcessAlive(pid_t pid) {
-  // A zombie (the node reaps its workers) counts as gone.
-  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  if (stat.empty()) return false;
-  size_t close = stat.rfind(')');
-  return close == std::string::npos || stat.size() < close + 3 || stat[close + 2] != 'Z';
-}
 
 // Calls Value until the actor answers (its restart may take a moment); nullopt after 20 s.
 std::optional<int> ValueOnceBack(ActorHandle<Counter>& counter) {
@@ -160,7 +154,7 @@ TEST_F(Actors, KilledActorsFailTheirCallsAndFreeTheirName) {
       Actor(Counter::Create).SetName("doomed").SetMaxRestarts(3).Remote(1);
   int pid = *Get(counter.Task(&Counter::Pid).Remote());
   counter.Kill();
-  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(pid); }, 10s)) << "the worker still runs";
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessRunning(pid); }, 10s)) << "the worker still runs";
   EXPECT_THROW(Get(counter.Task(&Counter::Value).Remote(), 20'000), ActorDiedError);
   EXPECT_FALSE(GetActor<Counter>("doomed").has_value());
   ActorHandle<Counter> again = Actor(Counter::Create).SetName("doomed").Remote(2);
@@ -213,7 +207,7 @@ TEST_F(Actors, AnotherDriversNamedActorIsReachableAndDiesWithItsDriver) {
 
   driver.Kill(SIGKILL);  // no Shutdown: the head sees its connection drop
   driver.Wait(10s);
-  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(std::stoi(pid)); }, 20s))
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessRunning(std::stoi(pid)); }, 20s))
       << "the killed driver's actor still runs";
   EXPECT_THROW(Get(shared->Task(&Counter::Value).Remote(), 20'000), ActorDiedError);
   EXPECT_FALSE(GetActor<Counter>("shared-counter", "shared").has_value());
@@ -226,7 +220,7 @@ TEST_F(Actors, ADriversCleanExitStopsItsActors) {
       WaitForLine(dir_->File("driver-exit.log"), "actor pid ", 30s, &driver).value_or("");
   ASSERT_FALSE(pid.empty()) << ReadFile(dir_->File("driver-exit.log"));
   EXPECT_EQ(driver.Wait(30s), 0) << ReadFile(dir_->File("driver-exit.log"));
-  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(std::stoi(pid)); }, 20s))
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessRunning(std::stoi(pid)); }, 20s))
       << "the driver's actor outlived it";
 }
 
@@ -243,7 +237,7 @@ TEST_F(Actors, ADetachedActorOutlivesItsDriverAndAnotherDriverFindsCallsAndKills
   ASSERT_TRUE(WaitUntil(
       [&] { return ReadFile(dir_->File("node.log")).find(kept) != std::string::npos; }, 20s))
       << ReadFile(dir_->File("node.log"));
-  EXPECT_TRUE(ProcessAlive(std::stoi(pid)));
+  EXPECT_TRUE(ProcessRunning(std::stoi(pid)));
 
   // This process is another driver, of another job.
   std::optional<ActorHandle<Counter>> keeper = GetActor<Counter>("keeper", "ns");
@@ -252,7 +246,7 @@ TEST_F(Actors, ADetachedActorOutlivesItsDriverAndAnotherDriverFindsCallsAndKills
   EXPECT_EQ(*Get(keeper->Task(&Counter::Pid).Remote()), std::stoi(pid));
 
   keeper->Kill();
-  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(std::stoi(pid)); }, 10s));
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessRunning(std::stoi(pid)); }, 10s));
   EXPECT_FALSE(GetActor<Counter>("keeper", "ns").has_value());
   EXPECT_THROW(Get(keeper->Task(&Counter::Value).Remote(), 20'000), ActorDiedError);
 }

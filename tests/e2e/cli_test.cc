@@ -57,13 +57,6 @@ class AirtCommand : public ::testing::Test {
   int runs_ = 0;
 };
 
-bool Alive(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string skip, state;
-  stat >> skip >> skip >> state;
-  return state != "Z";  // a zombie has exited
-}
 
 TEST_F(AirtCommand, StartStatusStopRunsATwoNodeClusterWithGpusAndLabels) {
   std::string out;
@@ -92,7 +85,7 @@ TEST_F(AirtCommand, StartStatusStopRunsATwoNodeClusterWithGpusAndLabels) {
   ASSERT_EQ(Airt({"stop"}, &out), 0) << out;
   EXPECT_NE(out.find("Stopped 3 airt processes"), std::string::npos) << out;
   for (pid_t pid : pids) {
-    EXPECT_TRUE(airt::testing::WaitUntil([&] { return !Alive(pid); }, 10s)) << "pid " << pid;
+    EXPECT_TRUE(airt::testing::WaitUntil([&] { return !airt::testing::ProcessRunning(pid); }, 10s)) << "pid " << pid;
   }
   EXPECT_NE(Airt({"status"}, &out), 0);  // nothing started here any more
   EXPECT_NE(out.find("no cluster started here"), std::string::npos) << out;

@@ -25,7 +25,6 @@ using namespace std::chrono_literals;
 using airt::testing::ReadFile;
 using airt::testing::WaitUntil;
 
-bool Gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 
 // The pid a marker holds, once it is there (0 if not within 30 s).
 pid_t PidIn(const std::string& marker) {
@@ -53,7 +52,7 @@ TEST(LeaseOwner, TheLeasesOfAKilledWorkerComeBackWhileItsJobGoesOn) {
 
   // Both CPUs are free again: the subtask's lease went back when its holder's process died.
   EXPECT_EQ(*Get(Task(Add).SetResource("CPU", 2).Remote(1, 2), 30000), 3) << cluster.NodeLog();
-  EXPECT_TRUE(WaitUntil([&] { return Gone(child_pid); }, 30s))
+  EXPECT_TRUE(WaitUntil([&] { return airt::testing::ProcessGone(child_pid); }, 30s))
       << "the subtask's worker, mid-task for a dead owner, is stopped";
 }
 

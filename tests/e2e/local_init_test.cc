@@ -28,16 +28,6 @@ using airt::testing::WaitForLine;
 using airt::testing::WaitUntil;
 using namespace std::chrono_literals;
 
-// The parent of `pid` from /proc/<pid>/stat; -1 when it is gone.
-pid_t ParentOf(pid_t pid) {
-  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
-  if (paren == std::string::npos) return -1;
-  char state;
-  pid_t parent = -1;
-  if (std::sscanf(stat.c_str() + paren + 1, " %c %d", &state, &parent) != 2) return -1;
-  return parent;
-}
 
 // The file name of the binary `pid` runs; "" when it is gone (or a zombie).
 std::string BinaryOf(pid_t pid) {
@@ -54,7 +44,7 @@ std::map<pid_t, std::string> Descendants(pid_t root) {
     std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     pid_t pid = std::stoi(name);
-    parents[pid] = ParentOf(pid);
+    parents[pid] = airt::testing::ParentPid(pid);
   }
   std::map<pid_t, std::string> below;
   for (bool grew = true; grew;) {

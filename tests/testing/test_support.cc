@@ -4,11 +4,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -93,6 +96,33 @@ std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+namespace {
+
+// The state letter and the parent of `pid`, from /proc/<pid>/stat; nullopt when it is gone.
+std::optional<std::pair<char, pid_t>> ProcStat(pid_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return std::nullopt;
+  char state = 0;
+  pid_t parent = -1;
+  if (std::sscanf(stat.c_str() + paren + 1, " %c %d", &state, &parent) != 2) return std::nullopt;
+  return std::make_pair(state, parent);
+}
+
+}  // namespace
+
+bool ProcessRunning(pid_t pid) {
+  std::optional<std::pair<char, pid_t>> stat = ProcStat(pid);
+  return stat && stat->first != 'Z';
+}
+
+bool ProcessGone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+pid_t ParentPid(pid_t pid) {
+  std::optional<std::pair<char, pid_t>> stat = ProcStat(pid);
+  return stat ? stat->second : -1;
 }
 
 std::optional<std::string> LineAfter(std::string_view text, std::string_view prefix) {

@@ -56,6 +56,13 @@ bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
 // The contents of a file, or "" when it cannot be read.
 std::string ReadFile(const std::string& path);
 
+// Whether process `pid` runs: it exists and is not a zombie (exited, not reaped yet).
+bool ProcessRunning(pid_t pid);
+// Whether process `pid` is gone: it exited and was reaped (no such process).
+bool ProcessGone(pid_t pid);
+// The parent of process `pid` (from /proc/<pid>/stat); -1 when it is gone.
+pid_t ParentPid(pid_t pid);
+
 // The rest of the first complete line of `text` that starts with `prefix`; nullopt when none.
 std::optional<std::string> LineAfter(std::string_view text, std::string_view prefix);
 

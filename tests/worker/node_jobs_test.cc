@@ -19,7 +19,6 @@ namespace {
 using testing::LeaseReply;
 using Kind = LeaseReply::Kind;
 
-bool Gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 
 std::span<const uint8_t> Bytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
@@ -54,7 +53,7 @@ TEST_F(NodeJobs, KillWorkerKillsAtOnceAndGivesItsLeaseBack) {
   EXPECT_TRUE(*killed);
   EXPECT_EQ(Cpus(), "2") << "the lease's resources come back with the answer";
   EXPECT_EQ(Snap().num_leases, 0u);
-  ASSERT_TRUE(PumpUntil([&] { return Gone(lease.worker.pid); })) << "SIGKILL, not a grace period";
+  ASSERT_TRUE(PumpUntil([&] { return airt::testing::ProcessGone(lease.worker.pid); })) << "SIGKILL, not a grace period";
   ASSERT_TRUE(PumpUntil([&] { return Snap().pool.workers.empty(); }));
   EXPECT_TRUE(Return(lease.lease_id).ok()) << "returning a killed worker's lease is a no-op";
   EXPECT_EQ(Return(lease.lease_id).code(), Code::kNotFound) << "but only once";
@@ -81,7 +80,7 @@ TEST_F(NodeJobs, KillWorkerKillsAnIdleWorker) {
   ASSERT_EQ(lease.kind, Kind::kGranted) << lease.status.ToString();
   ASSERT_TRUE(Return(lease.lease_id).ok());
   EXPECT_TRUE(*KillWorker(lease.worker.id));
-  ASSERT_TRUE(PumpUntil([&] { return Gone(lease.worker.pid); }));
+  ASSERT_TRUE(PumpUntil([&] { return airt::testing::ProcessGone(lease.worker.pid); }));
   EXPECT_EQ(Cpus(), "4");
 }
 
@@ -104,9 +103,9 @@ TEST_F(NodeJobs, AFinishedJobsWorkersStopItsLeasesEndAndItsObjectsGo) {
 
   head_state_->FinishJob(job_);
   ASSERT_TRUE(PumpUntil([&] { return Cleanup().jobs_ended == 1; }));
-  EXPECT_TRUE(Gone(leased.worker.pid));
-  EXPECT_TRUE(Gone(idle.worker.pid));
-  EXPECT_FALSE(Gone(kept.worker.pid)) << "another job's worker stays";
+  EXPECT_TRUE(airt::testing::ProcessGone(leased.worker.pid));
+  EXPECT_TRUE(airt::testing::ProcessGone(idle.worker.pid));
+  EXPECT_FALSE(airt::testing::ProcessGone(kept.worker.pid)) << "another job's worker stays";
   ASSERT_EQ(Snap().pool.workers.size(), 1u);
   EXPECT_EQ(Snap().pool.workers[0].id, kept.worker.id);
   EXPECT_EQ(Cpus(), "3");
@@ -125,7 +124,7 @@ TEST_F(NodeJobs, AFinishedJobsWorkersStopItsLeasesEndAndItsObjectsGo) {
   EXPECT_EQ(Session().finished_jobs, 1u);
   head_state_->FinishJob(other);
   ASSERT_TRUE(PumpUntil([&] { return Cleanup().jobs_ended == 2; }));
-  EXPECT_TRUE(Gone(kept.worker.pid));
+  EXPECT_TRUE(airt::testing::ProcessGone(kept.worker.pid));
   EXPECT_EQ(Cpus(), "4");
   EXPECT_EQ(Cleanup().objects_deleted, 3u);
 }
@@ -141,11 +140,11 @@ TEST_F(NodeJobs, ADetachedActorsWorkerOutlivesItsJobAndTheJobsObjectsWaitForIt) 
   ASSERT_TRUE(store().Put(put, Bytes("value")).ok());
 
   head_state_->FinishJob(job_);
-  ASSERT_TRUE(PumpUntil([&] { return Gone(plain.worker.pid); }));
+  ASSERT_TRUE(PumpUntil([&] { return airt::testing::ProcessGone(plain.worker.pid); }));
   ASSERT_TRUE(PumpUntil([&] { return Snap().pool.workers.size() == 1; }));
   EXPECT_EQ(Snap().pool.workers[0].id, detached.worker.id);
   EXPECT_EQ(Snap().pool.workers[0].state, node::WorkerSnapshot::State::kLeased);
-  EXPECT_FALSE(Gone(detached.worker.pid));
+  EXPECT_FALSE(airt::testing::ProcessGone(detached.worker.pid));
   EXPECT_EQ(Snap().num_leases, 1u);
   EXPECT_EQ(Cpus(), "1") << "the detached lease keeps its CPU";
   EXPECT_EQ(Cleanup().jobs_ending, 1u);
@@ -156,7 +155,7 @@ TEST_F(NodeJobs, ADetachedActorsWorkerOutlivesItsJobAndTheJobsObjectsWaitForIt) 
   Result<bool> killed = KillWorker(detached.worker.id);
   ASSERT_TRUE(killed.ok() && *killed);
   ASSERT_TRUE(PumpUntil([&] { return Cleanup().jobs_ended == 1; }));
-  EXPECT_TRUE(Gone(detached.worker.pid));
+  EXPECT_TRUE(airt::testing::ProcessGone(detached.worker.pid));
   EXPECT_FALSE(store().Contains(put));
   EXPECT_EQ(Cpus(), "2");
 }
@@ -169,7 +168,7 @@ TEST_F(NodeJobs, DroppingTheHolderOfAHeldLeaseReturnsItAndStopsItsWorker) {
 
   DropHolder(lease.lease_id);  // as when the requester dies holding it
   ASSERT_TRUE(PumpUntil([&] { return Snap().num_leases == 0 && Cpus() == "2"; }));
-  ASSERT_TRUE(PumpUntil([&] { return Gone(lease.worker.pid); })) << "its worker is stopped";
+  ASSERT_TRUE(PumpUntil([&] { return airt::testing::ProcessGone(lease.worker.pid); })) << "its worker is stopped";
   EXPECT_EQ(Return(lease.lease_id).code(), Code::kNotFound) << "returned already";
   // The freed CPUs serve the next request, with a new worker.
   LeaseReply next = Lease({{"CPU", 2}});
@@ -190,7 +189,7 @@ TEST_F(NodeJobs, DroppingTheHolderAfterReturningTheLeaseChangesNothing) {
   LeaseReply again = Lease({{"CPU", 1}});
   ASSERT_EQ(again.kind, Kind::kGranted) << again.status.ToString();
   EXPECT_EQ(again.worker.id, first.worker.id);
-  EXPECT_FALSE(Gone(first.worker.pid));
+  EXPECT_FALSE(airt::testing::ProcessGone(first.worker.pid));
   EXPECT_EQ(Snap().num_leases, 2u);
   EXPECT_EQ(Cpus(), "0") << "the other lease is untouched";
 }
@@ -204,7 +203,7 @@ TEST_F(NodeJobs, ADetachedLeaseOutlivesItsDroppedHolder) {
   ASSERT_EQ(after.kind, Kind::kGranted) << after.status.ToString();
   EXPECT_EQ(Snap().num_leases, 2u);
   EXPECT_EQ(Cpus(), "0");
-  EXPECT_FALSE(Gone(detached.worker.pid));
+  EXPECT_FALSE(airt::testing::ProcessGone(detached.worker.pid));
   EXPECT_TRUE(Return(detached.lease_id).ok()) << "still held, so it can be returned";
 }
 

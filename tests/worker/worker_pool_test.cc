@@ -27,7 +27,6 @@ bool Has(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
 }
 
-bool Gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 
 class WorkerPool : public testing::LeaseFixture {};
 
@@ -40,7 +39,7 @@ TEST_F(WorkerPool, AKilledWorkerGivesItsResourcesBack) {
   ASSERT_TRUE(PumpUntil([&] { return Snap().num_leases == 0; }));
   EXPECT_EQ(Snap().resources.available, Snap().resources.total);
   EXPECT_TRUE(Snap().pool.workers.empty());
-  EXPECT_TRUE(Gone(lease.worker.pid)) << "reaped by the node";
+  EXPECT_TRUE(airt::testing::ProcessGone(lease.worker.pid)) << "reaped by the node";
   EXPECT_EQ(Return(lease.lease_id).code(), Code::kNotFound);
   LeaseReply next = Lease({{"CPU", 2}, {"GPU", 1}});
   ASSERT_EQ(next.kind, Kind::kGranted) << next.status.ToString();
@@ -80,7 +79,7 @@ TEST_F(WorkerPool, AnIdleWorkerIsStoppedAfterTheIdleTimeout) {
   ASSERT_TRUE(Return(lease.lease_id).ok());
   ASSERT_TRUE(PumpUntil([&] { return Snap().pool.workers.empty(); }));
   EXPECT_TRUE(Has(WorkerLog(lease.worker.id), "stopping on SIGTERM"));
-  EXPECT_TRUE(Gone(lease.worker.pid));
+  EXPECT_TRUE(airt::testing::ProcessGone(lease.worker.pid));
 }
 
 TEST_F(WorkerPool, AReusedWorkerIsNotStoppedByItsEarlierIdleTimeout) {
@@ -92,7 +91,7 @@ TEST_F(WorkerPool, AReusedWorkerIsNotStoppedByItsEarlierIdleTimeout) {
   ASSERT_EQ(again.kind, Kind::kGranted) << again.status.ToString();
   ASSERT_EQ(again.worker.id, lease.worker.id);
   // An observation window of twice the idle timeout: the worker must stay up while leased.
-  EXPECT_FALSE(PumpUntil([&] { return Gone(lease.worker.pid); }, std::chrono::milliseconds(600)));
+  EXPECT_FALSE(PumpUntil([&] { return airt::testing::ProcessGone(lease.worker.pid); }, std::chrono::milliseconds(600)));
   EXPECT_EQ(Snap().pool.workers.size(), 1u);
 }
 
@@ -121,8 +120,8 @@ TEST_F(WorkerPool, StopAllKillsAWorkerThatIgnoresSigterm) {
   auto start = std::chrono::steady_clock::now();
   timer().timeoutAfter(10 * kj::SECONDS, pool().StopAll()).wait(wait());
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
-  EXPECT_TRUE(Gone(polite.worker.pid));
-  EXPECT_TRUE(Gone(stubborn.worker.pid));
+  EXPECT_TRUE(airt::testing::ProcessGone(polite.worker.pid));
+  EXPECT_TRUE(airt::testing::ProcessGone(stubborn.worker.pid));
   EXPECT_TRUE(Has(WorkerLog(polite.worker.id), "stopping on SIGTERM"));
   EXPECT_FALSE(Has(WorkerLog(stubborn.worker.id), "stopping on SIGTERM"));
   EXPECT_EQ(Snap().num_leases, 0u) << "the dead workers' leases end";
