@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 
 from airt import _airt
 from airt import exceptions
+from airt import _options
 from airt import cross_language
 from airt import runtime_env as _runtime_env
 from airt import util
@@ -106,6 +107,7 @@ def _address_of_local_session():
 def shutdown():
     """Disconnects (and stops the local cluster init() started)."""
     _runtime_env.set_parent({}, None)
+    _options.forget_nodes()
     _airt.shutdown()
 
 

@@ -2,6 +2,8 @@
 resource shape, the node constraint a scheduling strategy adds, and the per-call settings a
 Python worker reads (num_returns, retry_exceptions, runtime_env)."""
 
+import time
+
 import cloudpickle
 
 from airt import _airt
@@ -96,8 +98,20 @@ def _strategy_node(strategy, shape):
                      f"NodeAffinitySchedulingStrategy")
 
 
+_NODES_TTL_S = 1.0  # SPREAD and soft affinity read the node list at most once a second
+_nodes_cache = {"at": float("-inf"), "nodes": []}
+
+
+def forget_nodes():
+    """At shutdown: the next cluster's nodes are other ones."""
+    _nodes_cache["at"] = float("-inf")
+
+
 def _fitting_nodes(shape):
-    return [n for n in _airt.nodes()
+    now = time.monotonic()
+    if now - _nodes_cache["at"] > _NODES_TTL_S:
+        _nodes_cache.update(at=now, nodes=_airt.nodes())
+    return [n for n in _nodes_cache["nodes"]
             if n["Alive"] and all(n["Resources"].get(k, 0.0) >= v for k, v in shape.items())]
 
 

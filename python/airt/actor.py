@@ -112,6 +112,7 @@ class ActorClass:
         self._options = {**_options.ACTOR_DEFAULTS, **options}
         self._key = None
         self._method_returns = _method_returns(cls)
+        self._is_async = is_async_class(cls)
         self.__name__ = cls.__name__
 
     def __call__(self, *args, **kwargs):
@@ -140,7 +141,7 @@ class ActorClass:
             self._key = export(self._cls)
         concurrency = o["max_concurrency"]
         if concurrency is None:
-            concurrency = ASYNC_DEFAULT_CONCURRENCY if is_async_class(self._cls) else 1
+            concurrency = ASYNC_DEFAULT_CONCURRENCY if self._is_async else 1
         env_key = runtime_env.key_for(o["runtime_env"])
         encoded = encode_python_args(args, kwargs, _options.call_settings({}, env_key))
         try:

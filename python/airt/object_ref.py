@@ -132,15 +132,13 @@ class ObjectRef:
         return asyncio.get_running_loop().run_in_executor(None, airt.get, self).__await__()
 
     def __reduce__(self):
-        if self._filled is None:
+        filled = self._filled
+        if filled is None:
             try:
-                data = _airt.get([self._id], None)[0]
-                self_filled = ("value", bytes(data))
+                filled = ("value", bytes(_airt.get([self._id], None)[0]))
             except _airt.Error as error:
-                self_filled = ("error", type(error).__name__, str(error))
-        else:
-            self_filled = self._filled
-        return _filled_ref, (self._id, self._format, self_filled)
+                filled = ("error", type(error).__name__, str(error))
+        return _filled_ref, (self._id, self._format, filled)
 
     def __eq__(self, other):
         return isinstance(other, ObjectRef) and other.binary() == self.binary()

@@ -124,64 +124,45 @@ class ActorHandle {
 namespace internal {
 
 // The options every actor builder takes (a C++ class's ActorCreator, a Python class's
-// PyActorCreator), as Ray's C++ ActorCreator has them; `Self` is the builder, for chaining.
+// PyActorCreator), as Ray's C++ ActorCreator has them.
 template <typename Self>
-class ActorOptions {
+class ActorOptions : public SchedulingOptions<Self, ActorSettings> {
  public:
   // A name the actor can be found by with GetActor, in this job's namespace (or `ns`).
   Self& SetName(std::string name, std::string ns = "") {
-    settings_.name = std::move(name);
-    settings_.ns = std::move(ns);
-    return self();
-  }
-  Self& SetResource(const std::string& name, double amount) {
-    settings_.resources[name] = amount;
-    return self();
-  }
-  Self& SetResources(const std::map<std::string, double>& resources) {
-    for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
-    return self();
+    this->settings_.name = std::move(name);
+    this->settings_.ns = std::move(ns);
+    return this->self();
   }
   // How often the actor is restarted after its process dies; -1: without limit.
   Self& SetMaxRestarts(int max_restarts) {
-    settings_.max_restarts = max_restarts;
-    return self();
+    this->settings_.max_restarts = max_restarts;
+    return this->self();
   }
   // How often a call that was running when the actor's process died is sent again, to the
   // restarted actor, in the order the calls were made; -1: without limit. 0 (the default, as Ray's
   // max_task_retries): such a call fails with ActorDiedError. Resends need restarts
   // (SetMaxRestarts); the method may then run more than once.
   Self& SetMaxTaskRetries(int max_task_retries) {
-    settings_.max_task_retries = max_task_retries;
-    return self();
+    this->settings_.max_task_retries = max_task_retries;
+    return this->self();
   }
   // Ray's lifetime="detached": the actor outlives the driver that created it (its job), until
   // Kill; any driver finds it with GetActor(name, namespace). It must be named (SetName), else
   // Remote throws Exception. Only its creator restarts it (SetMaxRestarts): once that driver has
   // exited, its process dying ends it for good.
   Self& SetDetached(bool detached = true) {
-    settings_.detached = detached;
-    return self();
+    this->settings_.detached = detached;
+    return this->self();
   }
   // How many of its method calls may run at once (on as many threads).
   Self& SetMaxConcurrency(int max_concurrency) {
     if (max_concurrency < 1) {
       throw Exception("SetMaxConcurrency: " + std::to_string(max_concurrency) + " is below 1");
     }
-    settings_.max_concurrency = max_concurrency;
-    return self();
+    this->settings_.max_concurrency = max_concurrency;
+    return this->self();
   }
-  // Throws UnimplementedError: placement groups are not built yet.
-  Self& SetPlacementGroup(const PlacementGroup&, int bundle_index = -1) {
-    (void)bundle_index;
-    PlacementGroupsNotBuilt();
-  }
-
- protected:
-  ActorSettings settings_;
-
- private:
-  Self& self() { return static_cast<Self&>(*this); }
 };
 
 }  // namespace internal

@@ -258,25 +258,17 @@ Argument MakeArgument(A&& arg) {
 }
 
 
-// The options every task builder takes (a C++ function's TaskCaller, a Python function's
-// PyTaskCaller), as Ray's C++ TaskCaller has them; `Self` is the builder, for chaining.
-template <typename Self>
-class TaskOptions {
+// What every task and actor builder takes: where it may run (resources; placement groups are
+// not built yet). `Self` is the builder, for chaining; `Settings` what it fills.
+template <typename Self, typename Settings>
+class SchedulingOptions {
  public:
-  Self& SetName(std::string name) {
-    settings_.name = std::move(name);
-    return self();
-  }
   Self& SetResource(const std::string& name, double amount) {
     settings_.resources[name] = amount;
     return self();
   }
   Self& SetResources(const std::map<std::string, double>& resources) {
     for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
-    return self();
-  }
-  Self& SetMaxRetries(int max_retries) {
-    settings_.max_retries = max_retries;
     return self();
   }
   // Throws UnimplementedError: placement groups are not built yet.
@@ -286,10 +278,23 @@ class TaskOptions {
   }
 
  protected:
-  TaskSettings settings_;
-
- private:
   Self& self() { return static_cast<Self&>(*this); }
+  Settings settings_;
+};
+
+// The options every task builder takes (a C++ function's TaskCaller, a Python function's
+// PyTaskCaller), as Ray's C++ TaskCaller has them.
+template <typename Self>
+class TaskOptions : public SchedulingOptions<Self, TaskSettings> {
+ public:
+  Self& SetName(std::string name) {
+    this->settings_.name = std::move(name);
+    return this->self();
+  }
+  Self& SetMaxRetries(int max_retries) {
+    this->settings_.max_retries = max_retries;
+    return this->self();
+  }
 };
 
 }  // namespace internal
