@@ -1,5 +1,6 @@
-# CMake helpers for programs that use airt's C++ API. A user project includes airt's source tree
-# (add_subdirectory(path/to/airt)) and writes:
+# CMake helpers for programs that use airt's C++ API. A user project finds an installed airt
+# (find_package(airt CONFIG REQUIRED), which includes this file: docs/install.md) or includes
+# airt's source tree (add_subdirectory(path/to/airt)), and writes:
 #
 #   airt_remote_library(my_functions functions.cc)   # the AIRT_REMOTE code, a shared library
 #   airt_driver_executable(my_driver main.cc REMOTE my_functions)
@@ -13,7 +14,7 @@
 # Its functions may themselves submit tasks and call actors (it links the driver API too).
 function(airt_remote_library name)
   add_library(${name} SHARED ${ARGN})
-  target_link_libraries(${name} PRIVATE airt_api airt_driver)
+  target_link_libraries(${name} PRIVATE airt::api airt::driver)
   set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}")
 endfunction()
 
@@ -22,6 +23,6 @@ endfunction()
 function(airt_driver_executable name)
   cmake_parse_arguments(ARG "" "" "REMOTE" ${ARGN})
   add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
-  target_link_libraries(${name} PRIVATE airt_driver ${ARG_REMOTE})
+  target_link_libraries(${name} PRIVATE airt::driver ${ARG_REMOTE})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}")
 endfunction()

@@ -77,6 +77,8 @@ std::vector<std::string> DaemonSearchDirs(std::initializer_list<const void*> cod
       add(up / "worker");
     }
   }
+  // An install (cmake --install): libairt_driver.so in lib/ finds the daemons in bin/.
+  for (const fs::path& home : homes) add(home.parent_path() / "bin");
   if (const char* path = std::getenv("PATH")) {
     std::string_view rest = path;
     while (!rest.empty()) {

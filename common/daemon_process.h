@@ -17,8 +17,8 @@ namespace airt {
 
 // Where airt-head and airt-node are looked for, in order: $AIRT_BIN_DIR; the running executable's
 // folder; the folder of the executable or library holding each of `code` (addresses of functions,
-// found with dladdr); each of those folders' build-tree siblings ../head and ../worker; then the
-// folders of $PATH. Without duplicates.
+// found with dladdr); each of those folders' build-tree siblings ../head and ../worker; their
+// sibling ../bin (an install's lib/ -> bin/); then the folders of $PATH. Without duplicates.
 std::vector<std::string> DaemonSearchDirs(std::initializer_list<const void*> code);
 
 // The first `name` in `dirs` that is an executable file. kNotFound names every place looked.
