@@ -6,6 +6,9 @@
 // Node flags: --num-cpus N --num-gpus N --memory BYTES --resources '{"name": n}'
 //             --labels '{"accelerator_type": "A10"}' --object-store-memory BYTES
 //             --code-search-path DIRS (where workers load AIRT_REMOTE code from)
+//             --python-executable PY (runs Python tasks; default $AIRT_PYTHON, which the
+//             pip-installed `airt` sets to its own interpreter, else the python3 on PATH if it
+//             imports airt: docs/install.md)
 // Common: --temp-dir DIR (default /tmp/airt), --node-address ADDR (default 127.0.0.1).
 #include <cmath>
 #include <cstdio>
@@ -29,6 +32,7 @@ namespace {
 
 struct NodeFlags {
   std::string num_cpus, num_gpus, memory, resources, labels, object_store_memory, code_search_path;
+  std::string python_executable;
   std::string node_address = "127.0.0.1";
 
   void Register(FlagSet* flags) {
@@ -42,6 +46,16 @@ struct NodeFlags {
                      "folders (or .so files) with AIRT_REMOTE code, ':'-separated, for workers");
     flags->AddString("node-address", &node_address,
                      "address this node's services bind and announce");
+    flags->AddString("python-executable", &python_executable,
+                     "the python3 that runs Python tasks (default: $AIRT_PYTHON, else the python3 "
+                     "on PATH if it imports airt)");
+  }
+  // Which interpreter the node runs Python tasks with, for the user.
+  std::string PythonNote() const {
+    if (!python_executable.empty()) return python_executable;
+    if (const char* env = std::getenv("AIRT_PYTHON"); env && *env) return env;
+    return "the python3 on PATH, if it imports airt (else they are refused: see "
+           "--python-executable)";
   }
   std::vector<std::string> Args() const {
     std::vector<std::string> args;
@@ -56,6 +70,7 @@ struct NodeFlags {
     add("object-store-memory", object_store_memory);
     add("worker-code-search-path", code_search_path);
     add("node-address", node_address);
+    add("python-executable", python_executable);
     return args;
   }
 };
@@ -113,9 +128,11 @@ int StartCommand(int argc, char** argv) {
     std::cout << "Started the head at " << address << " and node " << *node_id << ".\n"
               << "  Add a node on another machine:  airt start --address " << address << "\n"
               << "  See the cluster:                airt status\n"
-              << "  Stop what was started here:     airt stop\n";
+              << "  Stop what was started here:     airt stop\n"
+              << "  Python tasks run with:          " << node.PythonNote() << "\n";
   } else {
-    std::cout << "Started node " << *node_id << ", joined " << address << ".\n";
+    std::cout << "Started node " << *node_id << ", joined " << address << ".\n"
+              << "  Python tasks run with: " << node.PythonNote() << "\n";
   }
   return 0;
 }

@@ -1,10 +1,12 @@
 #include "worker/internal/node_config.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
 #include <gtest/gtest.h>
 
+#include "tests/testing/test_support.h"
 #include "worker/internal/host.h"
 
 namespace airt::node {
@@ -226,6 +228,81 @@ TEST(NodeConfig, LeaseAndWorkerFlagsHaveDefaultsAndBounds) {
             "--infeasible-grace-ms: must be 0 to 3600000, got 3600001");
   EXPECT_EQ(ErrorOf({"--head-address", "h:1", "--cluster-view-interval-ms", "0"}),
             "--cluster-view-interval-ms: must be 1 to 3600000, got 0");
+}
+
+TEST(NodeConfig, PythonIsTheFlagThenAirtPythonThenTheHostsDefault) {
+  ::unsetenv("AIRT_PYTHON");
+  int asked = 0;
+  HostFacts host = Host();
+  host.default_python = [&]() -> Result<std::string> {
+    ++asked;
+    return std::string("/opt/py/bin/python3");
+  };
+  auto flag = Parse({"--head-address", "h:1", "--python-executable", "/flag/python3"}, host);
+  ASSERT_TRUE(flag.ok()) << flag.status().ToString();
+  EXPECT_EQ(flag->python_executable, "/flag/python3");
+  ::setenv("AIRT_PYTHON", "/env/python3", 1);
+  auto env = Parse({"--head-address", "h:1"}, host);
+  ::unsetenv("AIRT_PYTHON");
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->python_executable, "/env/python3");
+  EXPECT_EQ(asked, 0) << "the default is looked for only when neither names one";
+  auto fallback = Parse({"--head-address", "h:1"}, host);
+  ASSERT_TRUE(fallback.ok()) << fallback.status().ToString();
+  EXPECT_EQ(fallback->python_executable, "/opt/py/bin/python3");
+  EXPECT_EQ(asked, 1);
+
+  host.default_python = []() -> Result<std::string> { return NotFound("no python3 on PATH"); };
+  auto none = Parse({"--head-address", "h:1"}, host);
+  ASSERT_TRUE(none.ok()) << "a node without Python workers still starts";
+  EXPECT_EQ(none->python_executable, "");
+  EXPECT_EQ(Parse({"--head-address", "h:1"}, Host())->python_executable, "");
+}
+
+// Debian's python3 (behind a link in a folder of its own, the only one on PATH) imports no airt
+// unless PYTHONPATH names one; an empty folder has no python3.
+TEST(NodeHost, DefaultPythonIsThePython3OnPathOnlyWhenItImportsAirt) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "skipped: no /usr/bin/python3";
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.File("bin"));
+  std::filesystem::create_directories(dir.File("empty"));
+  std::filesystem::create_symlink("/usr/bin/python3", dir.File("bin/python3"));
+  const char* old_path = std::getenv("PATH");
+  std::string saved_path = old_path ? old_path : "";
+  const char* old_pythonpath = std::getenv("PYTHONPATH");
+  std::string saved_pythonpath = old_pythonpath ? old_pythonpath : "";
+  ::unsetenv("PYTHONPATH");
+
+  ::setenv("PATH", dir.File("empty").c_str(), 1);
+  Result<std::string> missing = FindDefaultPython();
+  EXPECT_EQ(missing.status().code(), Code::kNotFound) << missing.status().ToString();
+
+  ::setenv("PATH", (dir.File("empty") + ":" + dir.File("bin")).c_str(), 1);
+  Result<std::string> refused = FindDefaultPython();
+  if (refused.ok()) {
+    ::setenv("PATH", saved_path.c_str(), 1);
+    GTEST_SKIP() << "skipped: Debian's python3 imports an airt of its own here";
+  }
+  EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find(dir.File("bin/python3")), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("No module named 'airt'"), std::string::npos)
+      << refused.status().message();
+
+#if defined(AIRT_PYTHON_PACKAGE_DIR)
+  // With this build's package on PYTHONPATH it imports airt: the probe runs in this process's
+  // environment, the one workers inherit.
+  ::setenv("PYTHONPATH", AIRT_PYTHON_PACKAGE_DIR, 1);
+  Result<std::string> found = FindDefaultPython();
+  EXPECT_EQ(found.ok() ? *found : found.status().ToString(), dir.File("bin/python3"));
+#endif
+
+  ::setenv("PATH", saved_path.c_str(), 1);
+  if (old_pythonpath) {
+    ::setenv("PYTHONPATH", saved_pythonpath.c_str(), 1);
+  } else {
+    ::unsetenv("PYTHONPATH");
+  }
 }
 
 TEST(NodeHost, LooksForTheWorkerBesideTheBinaryNeverInACheckout) {

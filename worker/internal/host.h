@@ -26,8 +26,15 @@ std::string DefaultWorkerBinary();
 // 0, and a log line saying why, when no plugin is found, it cannot be loaded, or it finds none.
 int CountGpus(const std::string& path);
 
+// The default interpreter of Python workers, as `ray start` uses the python that runs it: the
+// first `python3` on $PATH (made absolute), if `python3 -c "import airt"` succeeds there within
+// 30 s in this process's environment (the one workers inherit). kNotFound when there is none on
+// PATH; kFailedPrecondition with its last line of output when it cannot import airt;
+// kDeadlineExceeded when it does not finish.
+Result<std::string> FindDefaultPython();
+
 // The machine's facts: CPUs this process may run on (its affinity mask), physical memory,
-// CountGpus, and CUDA_VISIBLE_DEVICES when set.
+// CountGpus, CUDA_VISIBLE_DEVICES when set, and FindDefaultPython.
 HostFacts DetectHost();
 
 }  // namespace airt::node

@@ -67,8 +67,9 @@ kj::Promise<LeaseOutcome> LeaseManager::RequestLease(LeaseAsk ask) {
   if (!pool_.CanStart(ask.language)) {
     return ToKjException(Unimplemented(
         "language " + std::string(LanguageName(ask.language)) +
-        ": this node has no worker for it (Python: start the node with --python-executable or "
-        "AIRT_PYTHON set to a python3 that imports airt)"));
+        ": this node has no worker for it (Python: no interpreter that imports airt; the node "
+        "takes --python-executable, else $AIRT_PYTHON, else the python3 on its PATH if that "
+        "imports airt, and its log says why that one was refused)"));
   }
   uint64_t id = next_request_id_++;
   TimePoint now = Now();

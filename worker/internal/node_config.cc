@@ -8,6 +8,7 @@
 
 #include "common/flags.h"
 #include "common/flat_json.h"
+#include "common/logging.h"
 
 namespace airt::node {
 namespace {
@@ -235,7 +236,8 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
                   "longest wait between retries while the head is unreachable");
   flags.AddString("python-executable", &raw.python_executable,
                   "the python3 that runs Python workers (python -m airt._worker); default: "
-                  "$AIRT_PYTHON; none: Python tasks are refused");
+                  "$AIRT_PYTHON, else the python3 on PATH if it imports airt; none: Python "
+                  "tasks are refused");
   flags.AddString("worker-binary", &raw.worker_binary,
                   "the C++ worker the node starts; empty: airt-worker beside airt-node's build or "
                   "install");
@@ -278,6 +280,7 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   if (config.python_executable.empty()) {
     if (const char* env = std::getenv("AIRT_PYTHON")) config.python_executable = env;
   }
+  bool default_python = config.python_executable.empty();
   config.worker_code_search_path = raw.worker_code_search_path;
   AIRT_ASSIGN_OR_RETURN(config.infeasible_grace_ms,
                         ParseMs("infeasible-grace-ms", raw.infeasible_grace_ms, 0));
@@ -331,6 +334,16 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   add(kNodeResourcePrefix + config.node_address, 1);
   AIRT_RETURN_IF_ERROR(AddCustomResources(raw.resources, &config.total));
   AIRT_ASSIGN_OR_RETURN(config.labels, ParseLabels(raw.labels));
+  // Last, once the flags are known good: finding the default may start an interpreter.
+  if (default_python && host.default_python) {
+    Result<std::string> python = host.default_python();
+    if (python.ok()) {
+      config.python_executable = *python;
+    } else {
+      AIRT_LOG(WARNING) << "no Python workers: " << python.status().message()
+                        << " (pass --python-executable or set AIRT_PYTHON)";
+    }
+  }
   return config;
 }
 

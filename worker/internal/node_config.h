@@ -39,6 +39,9 @@ struct HostFacts {
   std::function<int(const std::string& plugin_path)> count_gpus;
   // CUDA_VISIBLE_DEVICES when set. A list of indices makes the GPU ids those indices, as Ray.
   std::optional<std::string> cuda_visible_devices;
+  // The interpreter Python workers run when neither --python-executable nor $AIRT_PYTHON names
+  // one. Called only then. Null, or an error (logged as a warning): no Python workers.
+  std::function<Result<std::string>()> default_python;
 };
 
 // Everything airt-node runs with.
@@ -58,7 +61,9 @@ struct NodeConfig {
   uint32_t head_retry_max_ms = 5000;                        // the longest wait between retries
   // Leases and workers.
   std::string worker_binary;  // "": airt-worker found beside the node's binary (host.h)
-  std::string python_executable;  // runs `-m airt._worker`; "": no Python workers
+  // Runs `-m airt._worker`: --python-executable, else $AIRT_PYTHON, else host.default_python;
+  // "": no Python workers.
+  std::string python_executable;
   // Given to C++ workers as --code-search-path: where their remote functions' libraries are.
   std::string worker_code_search_path;
   uint32_t infeasible_grace_ms = 10000;  // how long a shape no node can run waits for one
