@@ -7,6 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <set>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "common/proto/cluster.capnp.h"
 #include "common/status.h"
 #include "head/clock.h"
+#include "head/internal/change.h"
 #include "head/metadata_store.h"
 
 namespace airt::head {
@@ -45,12 +49,20 @@ struct HeadOptions {
 
 // Each method validates its message (a bad field is kInvalidArgument naming it) and fails with a
 // Status carried by ToKjException (common/rpc_status.h): kNotFound for an unknown node, job or
-// actor, the store's error (context added) when the MetadataStore fails; a failed write changes
-// nothing. The actor directory's other errors are ActorTable's (head/internal/actor_table.h).
+// actor, the store's error (context added) when the MetadataStore fails. The actor directory's
+// other errors are ActorTable's (head/internal/actor_table.h).
+//
+// Every change to the tables is one MetadataStore write (one WriteBatch, however many rows it
+// touches), made one at a time in the order the calls arrived: a call that changes something
+// answers once the store confirmed its write, and its change shows in memory only then; a call
+// whose write failed answers the store's error (kUnavailable for a Redis that went away) and
+// changes nothing. Reads answer from memory at once; the loop never waits on the store.
 //
 // Finishing a job (finishJob, or its driver dropping the JobLease that registerJob returned)
-// marks the job's actors that are not detached DEAD and numbers the finish, and each heartbeat
-// answers with the jobs finished since the node's last one, so that nodes stop their workers.
+// marks the job's actors that are not detached DEAD and numbers the finish (one write), and each
+// heartbeat answers with the jobs finished since the node's last one, so that nodes stop their
+// workers. A job whose driver went away while the store failed is finished by the next liveness
+// check whose write succeeds.
 class HeadServer final : public proto::Head::Server {
   struct Token {};
   class JobLeaseServer;
@@ -63,9 +75,10 @@ class HeadServer final : public proto::Head::Server {
   HeadServer(Token, const HeadOptions& options, MetadataStore& store, Clock& clock);
   ~HeadServer();
 
-  // Declares dead the nodes whose last heartbeat is node_timeout_ms old; returns them. The calls
-  // that read liveness run it first, so a timer only makes deaths show promptly in the log.
-  std::vector<NodeId> CheckLiveness();
+  // Records dead the nodes whose last heartbeat is node_timeout_ms old (they show dead to every
+  // call at once) and finishes the jobs whose driver left while the store failed; resolves with
+  // the nodes recorded dead (none when the store failed: the next check retries).
+  kj::Promise<std::vector<NodeId>> CheckLiveness();
   // Runs CheckLiveness every `interval` until the promise is dropped.
   kj::Promise<void> WatchLiveness(kj::Timer& timer, kj::Duration interval);
 
@@ -89,8 +102,21 @@ class HeadServer final : public proto::Head::Server {
   kj::Promise<void> placeActor(PlaceActorContext context) override;
 
  private:
-  // Finishes the job and marks its actors that are not detached DEAD.
-  Status FinishJob(const JobId& id, bool driver_gone);
+  struct PendingCommit;
+  class TaskErrors final : public kj::TaskSet::ErrorHandler {
+    void taskFailed(kj::Exception&& exception) override;
+  };
+
+  // Queues `stage`; when every change queued before it is applied or failed, runs it, writes the
+  // rows of the change it returns and applies it once the store confirmed them. Resolves with
+  // stage's error, or the store's (with the change's context), or ok once applied. A call dropped
+  // before its turn is skipped; once written, a change is applied even if nobody waits.
+  kj::Promise<Status> Commit(std::function<Result<internal::Change>()> stage);
+  void RunCommits();
+  // Finishes the job and marks its actors that are not detached DEAD, in one write.
+  kj::Promise<Status> FinishJob(const JobId& id);
+  // FinishJob for a driver that went away: on a failed write, retried by CheckLiveness.
+  void FinishJobOfLostDriver(const JobId& id);
 
   HeadOptions options_;
   Clock& clock_;
@@ -101,8 +127,15 @@ class HeadServer final : public proto::Head::Server {
   // When each actor waiting for a node that can hold it first asked placeActor (Clock
   // MonotonicMs); forgotten once it is placed or found infeasible.
   std::unordered_map<ActorId, int64_t> placing_since_;
+  MetadataStore& store_;
+  // Jobs whose driver went away and whose finish could not be written yet.
+  std::set<JobId> lost_drivers_;
+  std::deque<PendingCommit> commits_;
+  bool writing_ = false;  // a change's rows are being written
   // Null once this is destroyed: the job leases it handed out (which may outlive it) check it.
   std::shared_ptr<HeadServer*> self_;
+  TaskErrors task_errors_;
+  kj::TaskSet tasks_{task_errors_};  // the writes in flight; last, so destroyed first
 };
 
 }  // namespace airt::head

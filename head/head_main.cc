@@ -6,6 +6,11 @@
 // --bind-address=0.0.0.0 (or the address of the host's cluster network) on a trusted network.
 // Once serving it prints one line, "head ready <bind address>:<port>" (the bound port when
 // --port=0), to stdout.
+//
+// Its tables live in memory unless it is given a Redis (--redis-address, or the environment's
+// AIRT_REDIS_ADDRESS, then RAY_REDIS_ADDRESS): then they are rows under --redis-key-prefix there,
+// and a head started again against the same Redis and prefix reloads them (docs/cluster.md
+// "Persistence").
 #include <signal.h>
 
 #include <algorithm>
@@ -13,6 +18,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <optional>
 
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
@@ -23,6 +29,8 @@
 #include "common/process.h"
 #include "common/rpc_status.h"
 #include "head/head.h"
+#include "head/internal/port_owner.h"
+#include "head/redis_metadata_store.h"
 
 namespace {
 
@@ -43,6 +51,7 @@ int main(int argc, char** argv) {
   uint64_t node_timeout_ms = 10000;
   uint64_t infeasible_grace_ms = 10000;
   std::string temp_dir = "/tmp/airt";
+  std::string redis_address, redis_password, redis_key_prefix;
   airt::FlagSet flags("airt-head");
   flags.AddUint64("port", &port, "TCP port of the Head service (0: any free port)");
   flags.AddString(
@@ -56,6 +65,13 @@ int main(int argc, char** argv) {
                   "how long an actor no node can hold waits for such a node to join before it "
                   "fails as infeasible");
   flags.AddString("temp-dir", &temp_dir, "the session's temp and log folder");
+  flags.AddString("redis-address", &redis_address,
+                  "HOST:PORT of a Redis that keeps the head's tables across head restarts "
+                  "(default: $AIRT_REDIS_ADDRESS, then $RAY_REDIS_ADDRESS; none: in memory)");
+  flags.AddString("redis-password", &redis_password, "password for Redis AUTH");
+  flags.AddString("redis-key-prefix", &redis_key_prefix,
+                  "prefix of every key the head keeps in Redis, one per cluster (default "
+                  "\"airt:<--port>:\")");
   if (airt::Status parsed = flags.Parse(argc, argv); !parsed.ok()) {
     if (parsed.code() == airt::Code::kCancelled) return std::cout << flags.Usage(), 0;
     return Usage(flags, parsed.message());
@@ -72,6 +88,21 @@ int main(int argc, char** argv) {
   if (infeasible_grace_ms > kMaxMs) {
     return Usage(flags, "--infeasible-grace-ms must be at most " + std::to_string(kMaxMs));
   }
+  for (const char* env : {"AIRT_REDIS_ADDRESS", "RAY_REDIS_ADDRESS"}) {
+    const char* value = std::getenv(env);
+    if (redis_address.empty() && value != nullptr) redis_address = value;
+  }
+  std::optional<airt::head::RedisOptions> redis;
+  if (!redis_address.empty()) {
+    auto parsed_redis = airt::head::ParseRedisAddress(redis_address, "--redis-address");
+    if (!parsed_redis.ok()) return Usage(flags, parsed_redis.status().message());
+    redis = *parsed_redis;
+    redis->password = redis_password;
+    redis->key_prefix =
+        redis_key_prefix.empty() ? "airt:" + std::to_string(port) + ":" : redis_key_prefix;
+  } else if (!redis_password.empty() || !redis_key_prefix.empty()) {
+    return Usage(flags, "--redis-password and --redis-key-prefix need --redis-address");
+  }
   std::error_code ec;
   std::filesystem::create_directories(temp_dir, ec);
   if (ec) AIRT_LOG(WARNING) << "cannot create --temp-dir " << temp_dir << ": " << ec.message();
@@ -80,7 +111,6 @@ int main(int argc, char** argv) {
   options.heartbeat_interval_ms = static_cast<uint32_t>(heartbeat_interval_ms);
   options.node_timeout_ms = static_cast<uint32_t>(node_timeout_ms);
   options.infeasible_grace_ms = static_cast<uint32_t>(infeasible_grace_ms);
-  airt::head::InMemoryMetadataStore store;
   std::unique_ptr<airt::head::Clock> clock = airt::head::NewSystemClock();
 
   // The stop signals are captured before the event loop exists and before any thread starts, so
@@ -89,15 +119,8 @@ int main(int argc, char** argv) {
   kj::UnixEventPort::captureSignal(SIGINT);
   kj::AsyncIoContext io = kj::setupAsyncIo();
 
-  auto opened = airt::head::HeadServer::Open(options, store, *clock);
-  if (!opened.ok()) {
-    std::cerr << "airt-head: " << opened.status().ToString() << "\n";
-    return 1;
-  }
-  airt::head::HeadServer& head = **opened;
-  airt::proto::Head::Client head_cap = kj::mv(*opened);  // keeps `head` alive until main returns
-  capnp::TwoPartyServer server(head_cap);
-
+  // Listening first: a port that is taken (6379 is Ray's default and redis-server's) fails at
+  // once, naming what holds it.
   kj::Own<kj::ConnectionReceiver> listener;
   airt::Status listening = airt::CatchKj([&] {
     listener = io.provider->getNetwork()
@@ -106,11 +129,42 @@ int main(int argc, char** argv) {
                    ->listen();
   });
   if (!listening.ok()) {
-    std::cerr << "airt-head: cannot listen on " << bind_address << ":" << port << ": "
-              << listening.message() << "\n";
+    std::string owner = port == 0 ? "" : airt::head::internal::DescribePortOwner(port);
+    if (!owner.empty()) {
+      std::cerr << "airt-head: port " << port << " is taken by " << owner
+                << "; choose another with --port\n";
+    } else {
+      std::cerr << "airt-head: cannot listen on " << bind_address << ":" << port << ": "
+                << listening.message() << "\n";
+    }
     return 1;
   }
   uint bound_port = listener->getPort();
+
+  // The store outlives the server below (declared after it is destroyed) and is destroyed before
+  // the event loop its writes answer on.
+  std::unique_ptr<airt::head::MetadataStore> store;
+  if (redis) {
+    auto connected = airt::head::RedisMetadataStore::Connect(*redis);
+    if (!connected.ok()) {
+      std::cerr << "airt-head: " << connected.status().message() << "\n";
+      return 1;
+    }
+    AIRT_LOG(INFO) << "keeping the tables in Redis at " << redis->host << ":" << redis->port
+                   << " under the key prefix '" << redis->key_prefix << "'";
+    store = std::move(*connected);
+  } else {
+    store = std::make_unique<airt::head::InMemoryMetadataStore>();
+  }
+
+  auto opened = airt::head::HeadServer::Open(options, *store, *clock);
+  if (!opened.ok()) {
+    std::cerr << "airt-head: " << opened.status().ToString() << "\n";
+    return 1;
+  }
+  airt::head::HeadServer& head = **opened;
+  airt::proto::Head::Client head_cap = kj::mv(*opened);  // keeps `head` alive until main returns
+  capnp::TwoPartyServer server(head_cap);
 
   // Liveness is also checked whenever a call reads it; the timer makes deaths show promptly.
   uint64_t check_ms = std::clamp<uint64_t>(node_timeout_ms / 10, 1, 1000);

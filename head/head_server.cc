@@ -25,6 +25,20 @@ using internal::ParseText;
 
 kj::Promise<void> Fail(const Status& status) { return ToKjException(status); }
 
+// Answers the call once `committed` resolved: the Status as an exception, or `fill` on ok.
+template <typename Fill>
+kj::Promise<void> Answer(kj::Promise<Status> committed, Fill fill) {
+  return committed.then([fill = kj::mv(fill)](Status s) mutable -> kj::Promise<void> {
+    if (!s.ok()) return Fail(s);
+    fill();
+    return kj::READY_NOW;
+  });
+}
+
+kj::Promise<void> Answer(kj::Promise<Status> committed) {
+  return Answer(kj::mv(committed), [] {});
+}
+
 capnp::Data::Reader AsData(const std::string& s) {
   return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(s.data()), s.size());
 }
@@ -57,9 +71,7 @@ class HeadServer::JobLeaseServer final : public proto::JobLease::Server {
     if (!job || !job->alive) return;
     AIRT_LOG(INFO) << "the driver of job " << job_.Hex() << " (pid " << job->driver_pid
                    << ") let go of its job lease or disconnected; finishing the job";
-    Status finished = head->FinishJob(job_, /*driver_gone=*/true);
-    if (!finished.ok())
-      AIRT_LOG(ERROR) << "finishing job " << job_.Hex() << ": " << finished.ToString();
+    head->FinishJobOfLostDriver(job_);
   }
 
  private:
@@ -71,6 +83,7 @@ Result<kj::Own<HeadServer>> HeadServer::Open(const HeadOptions& options, Metadat
                                              Clock& clock) {
   auto server = kj::heap<HeadServer>(Token{}, options, store, clock);
   AIRT_RETURN_IF_ERROR(server->nodes_->Load().WithContext("loading the node table"));
+  AIRT_RETURN_IF_ERROR(server->kv_->Load().WithContext("loading the KV"));
   AIRT_RETURN_IF_ERROR(server->jobs_->Load().WithContext("loading the job table"));
   AIRT_RETURN_IF_ERROR(server->actors_->Load().WithContext("loading the actor directory"));
   return kj::Own<HeadServer>(kj::mv(server));
@@ -86,17 +99,84 @@ HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, 
       jobs_(std::make_unique<internal::JobTable>(store, clock)),
       actors_(std::make_unique<internal::ActorTable>(
           internal::ActorTable::Options{options.max_dead_actors}, store, *jobs_)),
+      store_(store),
       self_(std::make_shared<HeadServer*>(this)) {}
 
 HeadServer::~HeadServer() { *self_ = nullptr; }
 
-std::vector<NodeId> HeadServer::CheckLiveness() { return nodes_->CheckLiveness(); }
+void HeadServer::TaskErrors::taskFailed(kj::Exception&& exception) {
+  AIRT_LOG(ERROR) << "a metadata write failed: " << exception.getDescription().cStr();
+}
+
+struct HeadServer::PendingCommit {
+  std::function<Result<internal::Change>()> stage;
+  kj::Own<kj::PromiseFulfiller<Status>> done;
+};
+
+kj::Promise<Status> HeadServer::Commit(std::function<Result<internal::Change>()> stage) {
+  auto paf = kj::newPromiseAndFulfiller<Status>();
+  commits_.push_back({std::move(stage), kj::mv(paf.fulfiller)});
+  RunCommits();
+  return kj::mv(paf.promise);
+}
+
+void HeadServer::RunCommits() {
+  while (!writing_ && !commits_.empty()) {
+    PendingCommit next = std::move(commits_.front());
+    commits_.pop_front();
+    if (!next.done->isWaiting()) continue;  // its caller went away before its turn
+    Result<internal::Change> change = next.stage();
+    if (!change.ok()) {
+      next.done->fulfill(change.status());
+      continue;
+    }
+    if (change->rows.empty()) {
+      change->Apply();
+      next.done->fulfill(Status::Ok());
+      continue;
+    }
+    writing_ = true;
+    WriteBatch rows = std::move(change->rows);
+    tasks_.add(store_.Write(std::move(rows))
+                   .catch_([](kj::Exception&& e) {
+                     return Status(Internal(e.getDescription().cStr()));
+                   })
+                   .then([this, change = std::move(*change),
+                          done = kj::mv(next.done)](Status written) mutable {
+                     if (written.ok()) {
+                       change.Apply();
+                     } else {
+                       written = written.WithContext(change.what);
+                       AIRT_LOG(WARNING) << written.ToString() << "; nothing changed";
+                     }
+                     done->fulfill(std::move(written));
+                     writing_ = false;
+                     RunCommits();
+                   }));
+  }
+}
+
+kj::Promise<std::vector<NodeId>> HeadServer::CheckLiveness() {
+  for (const JobId& job : std::vector<JobId>(lost_drivers_.begin(), lost_drivers_.end())) {
+    lost_drivers_.erase(job);
+    FinishJobOfLostDriver(job);
+  }
+  auto died = std::make_shared<std::vector<NodeId>>();
+  return Commit([this, died]() -> Result<internal::Change> {
+           internal::Staged<std::vector<NodeId>> staged = nodes_->CheckLiveness();
+           *died = std::move(staged.value);
+           return std::move(staged.change);
+         })
+      .then([died](Status s) {
+        if (!s.ok()) return std::vector<NodeId>();
+        return std::move(*died);
+      });
+}
 
 kj::Promise<void> HeadServer::WatchLiveness(kj::Timer& timer, kj::Duration interval) {
-  return timer.afterDelay(interval).then([this, &timer, interval] {
-    CheckLiveness();
-    return WatchLiveness(timer, interval);
-  });
+  return timer.afterDelay(interval)
+      .then([this] { return CheckLiveness(); })
+      .then([this, &timer, interval](std::vector<NodeId>) { return WatchLiveness(timer, interval); });
 }
 
 // ---- nodes ------------------------------------------------------------------------------------
@@ -104,11 +184,14 @@ kj::Promise<void> HeadServer::WatchLiveness(kj::Timer& timer, kj::Duration inter
 kj::Promise<void> HeadServer::registerNode(RegisterNodeContext context) {
   Result<internal::NodeInfo> info = internal::ParseNodeInfo(context.getParams().getInfo(), "info");
   if (!info.ok()) return Fail(info.status());
-  if (Status s = nodes_->Register(std::move(*info)); !s.ok()) return Fail(s);
-  auto results = context.getResults();
-  results.setHeartbeatIntervalMs(options_.heartbeat_interval_ms);
-  results.setNodeTimeoutMs(options_.node_timeout_ms);
-  return kj::READY_NOW;
+  return Answer(Commit([this, info = std::move(*info)]() -> Result<internal::Change> {
+                  return nodes_->Register(info);
+                }),
+                [this, context]() mutable {
+                  auto results = context.getResults();
+                  results.setHeartbeatIntervalMs(options_.heartbeat_interval_ms);
+                  results.setNodeTimeoutMs(options_.node_timeout_ms);
+                });
 }
 
 kj::Promise<void> HeadServer::heartbeat(HeartbeatContext context) {
@@ -133,12 +216,10 @@ kj::Promise<void> HeadServer::heartbeat(HeartbeatContext context) {
 kj::Promise<void> HeadServer::unregisterNode(UnregisterNodeContext context) {
   Result<NodeId> id = internal::ParseNodeId(context.getParams().getNodeId(), "nodeId");
   if (!id.ok()) return Fail(id.status());
-  if (Status s = nodes_->Unregister(*id); !s.ok()) return Fail(s);
-  return kj::READY_NOW;
+  return Answer(Commit([this, id = *id] { return nodes_->Unregister(id); }));
 }
 
 kj::Promise<void> HeadServer::clusterView(ClusterViewContext context) {
-  nodes_->CheckLiveness();
   std::vector<internal::NodeView> view = nodes_->View();
   auto nodes = context.getResults().initNodes(view.size());
   for (size_t i = 0; i < view.size(); ++i) internal::FillNodeStatus(view[i], nodes[i]);
@@ -159,12 +240,16 @@ kj::Promise<void> HeadServer::kvPut(KvPutContext context) {
                                 " bytes, more than the " + std::to_string(kMaxKvValueBytes) +
                                 " allowed"));
   }
-  Result<bool> added = kv_->Put(
-      *ns, *key, std::string_view(reinterpret_cast<const char*>(value.begin()), value.size()),
-      params.getOverwrite());
-  if (!added.ok()) return Fail(added.status());
-  context.getResults().setAdded(*added);
-  return kj::READY_NOW;
+  auto added = std::make_shared<bool>(false);
+  return Answer(
+      Commit([this, ns = std::move(*ns), key = std::move(*key),
+              bytes = std::string(reinterpret_cast<const char*>(value.begin()), value.size()),
+              overwrite = params.getOverwrite(), added]() -> Result<internal::Change> {
+        internal::Staged<bool> staged = kv_->Put(ns, key, bytes, overwrite);
+        *added = staged.value;
+        return std::move(staged.change);
+      }),
+      [context, added]() mutable { context.getResults().setAdded(*added); });
 }
 
 kj::Promise<void> HeadServer::kvGet(KvGetContext context) {
@@ -173,11 +258,10 @@ kj::Promise<void> HeadServer::kvGet(KvGetContext context) {
   if (!ns.ok()) return Fail(ns.status());
   Result<std::string> key = ParseKey(params.getKey());
   if (!key.ok()) return Fail(key.status());
-  Result<std::optional<std::string>> value = kv_->Get(*ns, *key);
-  if (!value.ok()) return Fail(value.status());
+  std::optional<std::string> value = kv_->Get(*ns, *key);
   auto results = context.getResults();
-  results.setFound(value->has_value());
-  if (value->has_value()) results.setValue(AsData(**value));
+  results.setFound(value.has_value());
+  if (value.has_value()) results.setValue(AsData(*value));
   return kj::READY_NOW;
 }
 
@@ -187,10 +271,14 @@ kj::Promise<void> HeadServer::kvDelete(KvDeleteContext context) {
   if (!ns.ok()) return Fail(ns.status());
   Result<std::string> key = ParseKey(params.getKey());
   if (!key.ok()) return Fail(key.status());
-  Result<bool> deleted = kv_->Delete(*ns, *key);
-  if (!deleted.ok()) return Fail(deleted.status());
-  context.getResults().setDeleted(*deleted);
-  return kj::READY_NOW;
+  auto deleted = std::make_shared<bool>(false);
+  return Answer(Commit([this, ns = std::move(*ns), key = std::move(*key),
+                        deleted]() -> Result<internal::Change> {
+                  internal::Staged<bool> staged = kv_->Delete(ns, key);
+                  *deleted = staged.value;
+                  return std::move(staged.change);
+                }),
+                [context, deleted]() mutable { context.getResults().setDeleted(*deleted); });
 }
 
 kj::Promise<void> HeadServer::kvKeys(KvKeysContext context) {
@@ -200,11 +288,10 @@ kj::Promise<void> HeadServer::kvKeys(KvKeysContext context) {
   Result<std::string> prefix =
       ParseText(params.getPrefix(), "prefix", kMaxKvKeyBytes, /*allow_empty=*/true);
   if (!prefix.ok()) return Fail(prefix.status());
-  Result<std::vector<std::string>> keys = kv_->Keys(*ns, *prefix);
-  if (!keys.ok()) return Fail(keys.status());
-  auto out = context.getResults().initKeys(keys->size());
-  for (size_t i = 0; i < keys->size(); ++i) {
-    out.set(i, capnp::Text::Reader((*keys)[i].data(), (*keys)[i].size()));
+  std::vector<std::string> keys = kv_->Keys(*ns, *prefix);
+  auto out = context.getResults().initKeys(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out.set(i, capnp::Text::Reader(keys[i].data(), keys[i].size()));
   }
   return kj::READY_NOW;
 }
@@ -219,27 +306,42 @@ kj::Promise<void> HeadServer::registerJob(RegisterJobContext context) {
   Result<std::string> code = ParseText(params.getCodeSearchPath(), "codeSearchPath",
                                        internal::kMaxCodeSearchPathBytes, /*allow_empty=*/true);
   if (!code.ok()) return Fail(code.status());
-  Result<JobId> id = jobs_->Register(params.getDriverPid(), std::move(*address), std::move(*code));
-  if (!id.ok()) return Fail(id.status());
-  auto results = context.getResults();
-  results.setJobId(capnp::Data::Reader(id->data(), JobId::kSize));
-  results.setLease(kj::heap<JobLeaseServer>(self_, *id));
-  return kj::READY_NOW;
+  auto id = std::make_shared<JobId>();
+  return Answer(Commit([this, pid = params.getDriverPid(), address = std::move(*address),
+                        code = std::move(*code), id]() -> Result<internal::Change> {
+                  AIRT_ASSIGN_OR_RETURN(internal::Staged<JobId> staged,
+                                        jobs_->Register(pid, address, code));
+                  *id = staged.value;
+                  return std::move(staged.change);
+                }),
+                [this, context, id]() mutable {
+                  auto results = context.getResults();
+                  results.setJobId(capnp::Data::Reader(id->data(), JobId::kSize));
+                  results.setLease(kj::heap<JobLeaseServer>(self_, *id));
+                });
 }
 
 kj::Promise<void> HeadServer::finishJob(FinishJobContext context) {
   Result<JobId> id = internal::ParseJobId(context.getParams().getJobId(), "jobId");
   if (!id.ok()) return Fail(id.status());
-  if (Status s = FinishJob(*id, /*driver_gone=*/false); !s.ok()) return Fail(s);
-  return kj::READY_NOW;
+  return Answer(FinishJob(*id));
 }
 
-Status HeadServer::FinishJob(const JobId& id, bool driver_gone) {
-  using OnWriteError = internal::JobTable::OnWriteError;
-  AIRT_RETURN_IF_ERROR(
-      jobs_->Finish(id, driver_gone ? OnWriteError::kLogAndFinish : OnWriteError::kFail));
-  actors_->OnJobFinished(id);
-  return Status::Ok();
+kj::Promise<Status> HeadServer::FinishJob(const JobId& id) {
+  return Commit([this, id]() -> Result<internal::Change> {
+    AIRT_ASSIGN_OR_RETURN(internal::Change change, jobs_->Finish(id));
+    if (change.rows.empty()) return change;  // finished already
+    change.Add(actors_->OnJobFinished(id).change);
+    return change;
+  });
+}
+
+void HeadServer::FinishJobOfLostDriver(const JobId& id) {
+  tasks_.add(FinishJob(id).then([this, id](Status s) {
+    if (s.ok() || s.code() == Code::kNotFound) return;
+    AIRT_LOG(WARNING) << s.ToString() << "; retried with the next liveness check";
+    lost_drivers_.insert(id);
+  }));
 }
 
 kj::Promise<void> HeadServer::listJobs(ListJobsContext context) {
@@ -255,16 +357,14 @@ kj::Promise<void> HeadServer::registerActor(RegisterActorContext context) {
   Result<internal::ActorRecord> actor =
       internal::ParseActorInfo(context.getParams().getInfo(), "info");
   if (!actor.ok()) return Fail(actor.status());
-  if (Status s = actors_->Register(std::move(*actor)); !s.ok()) return Fail(s);
-  return kj::READY_NOW;
+  return Answer(Commit([this, actor = std::move(*actor)] { return actors_->Register(actor); }));
 }
 
 kj::Promise<void> HeadServer::updateActor(UpdateActorContext context) {
   Result<internal::ActorRecord> news =
       internal::ParseActorUpdate(context.getParams().getInfo(), "info");
   if (!news.ok()) return Fail(news.status());
-  if (Status s = actors_->Update(*news); !s.ok()) return Fail(s);
-  return kj::READY_NOW;
+  return Answer(Commit([this, news = std::move(*news)] { return actors_->Update(news); }));
 }
 
 kj::Promise<void> HeadServer::getActor(GetActorContext context) {
@@ -307,10 +407,17 @@ kj::Promise<void> HeadServer::killActor(KillActorContext context) {
   Result<std::string> cause = ParseText(params.getCause(), "cause", kMaxDeathCauseBytes, true);
   if (!cause.ok()) return Fail(cause.status());
   if (cause->empty()) *cause = kDefaultKillCause;
-  Result<internal::ActorRecord> killed = actors_->Kill(*id, std::move(*cause));
-  if (!killed.ok()) return Fail(killed.status());
-  internal::FillActorInfo(*killed, context.getResults().initInfo());
-  return kj::READY_NOW;
+  auto killed = std::make_shared<internal::ActorRecord>();
+  return Answer(Commit([this, id = *id, cause = std::move(*cause),
+                        killed]() -> Result<internal::Change> {
+                  AIRT_ASSIGN_OR_RETURN(internal::Staged<internal::ActorRecord> staged,
+                                        actors_->Kill(id, cause));
+                  *killed = std::move(staged.value);
+                  return std::move(staged.change);
+                }),
+                [context, killed]() mutable {
+                  internal::FillActorInfo(*killed, context.getResults().initInfo());
+                });
 }
 
 kj::Promise<void> HeadServer::placeActor(PlaceActorContext context) {
@@ -345,7 +452,6 @@ kj::Promise<void> HeadServer::placeActor(PlaceActorContext context) {
       return !waiting || waiting->state == internal::ActorState::kDead;
     });
   }
-  nodes_->CheckLiveness();
   std::vector<internal::NodeView> view = nodes_->View();
   int64_t now = clock_.MonotonicMs();
   int64_t since = placing_since_.try_emplace(*id, now).first->second;
@@ -365,15 +471,16 @@ kj::Promise<void> HeadServer::placeActor(PlaceActorContext context) {
     return kj::READY_NOW;
   }
   const NodeId& node = std::get<internal::PlaceOn>(decision).node;
-  if (Status s = actors_->Place(*id, node); !s.ok()) return Fail(s);
-  auto placed = placement.initPlaced();
-  placed.setNodeId(capnp::Data::Reader(node.data(), NodeId::kSize));
+  std::string address;
   for (const internal::NodeView& v : view) {
-    if (v.info.id == node) {
-      placed.setNodeAddress(v.info.address + ":" + std::to_string(v.info.node_port));
-    }
+    if (v.info.id == node) address = v.info.address + ":" + std::to_string(v.info.node_port);
   }
-  return kj::READY_NOW;
+  return Answer(Commit([this, id = *id, node] { return actors_->Place(id, node); }),
+                [context, node, address]() mutable {
+                  auto placed = context.getResults().getPlacement().initPlaced();
+                  placed.setNodeId(capnp::Data::Reader(node.data(), NodeId::kSize));
+                  placed.setNodeAddress(address);
+                });
 }
 
 }  // namespace airt::head

@@ -2,36 +2,49 @@
 
 namespace airt::head {
 
-Result<std::optional<std::string>> InMemoryMetadataStore::Get(std::string_view key) {
-  auto it = rows_.find(key);
-  if (it == rows_.end()) return std::optional<std::string>();
-  return std::optional<std::string>(it->second);
-}
-
-Status InMemoryMetadataStore::Put(std::string_view key, std::string_view value) {
-  auto it = rows_.find(key);
-  if (it == rows_.end()) {
-    rows_.emplace(std::string(key), std::string(value));
-  } else {
-    it->second.assign(value);
+void WriteBatch::Append(WriteBatch other) {
+  if (mutations_.empty()) {
+    mutations_ = std::move(other.mutations_);
+    return;
   }
-  return Status::Ok();
+  for (Mutation& m : other.mutations_) mutations_.push_back(std::move(m));
 }
 
-Result<bool> InMemoryMetadataStore::Delete(std::string_view key) {
-  auto it = rows_.find(key);
-  if (it == rows_.end()) return false;
-  rows_.erase(it);
-  return true;
+Result<std::optional<std::string>> MetadataStore::Get(std::string_view key) {
+  AIRT_ASSIGN_OR_RETURN(std::vector<Row> rows, Scan(key));
+  for (Row& row : rows) {
+    if (row.key == key) return std::optional<std::string>(std::move(row.value));
+  }
+  return std::optional<std::string>();
 }
 
-Result<std::vector<std::string>> InMemoryMetadataStore::Keys(std::string_view prefix) {
-  std::vector<std::string> keys;
-  for (auto it = rows_.lower_bound(prefix); it != rows_.end(); ++it) {
+void ApplyBatch(const WriteBatch& batch, std::map<std::string, std::string, std::less<>>& rows) {
+  for (const WriteBatch::Mutation& m : batch.mutations()) {
+    if (m.value) {
+      rows.insert_or_assign(m.key, *m.value);
+    } else {
+      rows.erase(m.key);
+    }
+  }
+}
+
+std::vector<Row> ScanRows(const std::map<std::string, std::string, std::less<>>& rows,
+                          std::string_view prefix) {
+  std::vector<Row> out;
+  for (auto it = rows.lower_bound(prefix); it != rows.end(); ++it) {
     if (it->first.compare(0, prefix.size(), prefix) != 0) break;
-    keys.push_back(it->first);
+    out.push_back({it->first, it->second});
   }
-  return keys;
+  return out;
+}
+
+Result<std::vector<Row>> InMemoryMetadataStore::Scan(std::string_view prefix) {
+  return ScanRows(rows_, prefix);
+}
+
+kj::Promise<Status> InMemoryMetadataStore::Write(WriteBatch batch) {
+  ApplyBatch(batch, rows_);
+  return Status::Ok();
 }
 
 }  // namespace airt::head

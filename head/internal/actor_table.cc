@@ -27,12 +27,11 @@ ActorTable::ActorTable(Options options, MetadataStore& store, const JobTable& jo
 std::string ActorTable::RowKey(const ActorId& id) { return std::string(kActorPrefix) + id.Hex(); }
 
 Status ActorTable::Load() {
-  AIRT_ASSIGN_OR_RETURN(std::vector<std::string> keys, store_.Keys(kActorPrefix));
+  AIRT_ASSIGN_OR_RETURN(std::vector<Row> rows, store_.Scan(kActorPrefix));
   std::vector<ActorRecord> loaded;
-  for (const std::string& key : keys) {
-    AIRT_ASSIGN_OR_RETURN(std::optional<std::string> bytes, store_.Get(key));
-    if (!bytes) continue;  // deleted since Keys
-    Result<ActorRecord> actor = DecodeActorRow(*bytes);
+  for (const Row& row : rows) {
+    const std::string& key = row.key;
+    Result<ActorRecord> actor = DecodeActorRow(row.value);
     if (actor.ok() && key != RowKey(actor->id)) {
       actor = Internal("the row's actor id " + actor->id.Hex() + " does not match its key");
     }
@@ -53,7 +52,6 @@ Status ActorTable::Load() {
     }
     Insert(next_seq_++, std::move(actor));
   }
-  ForgetOldDead();
   if (!by_seq_.empty()) {
     AIRT_LOG(INFO) << "loaded " << by_seq_.size() << " actors (" << dead_
                    << " dead) from the metadata store";
@@ -80,7 +78,7 @@ void ActorTable::Replace(const ActorRecord& actor) {
   stored = actor;
 }
 
-Status ActorTable::Register(ActorRecord actor) {
+Result<Change> ActorTable::Register(ActorRecord actor) {
   std::optional<JobRecord> job = jobs_.Find(actor.job);
   if (!job) {
     return FailedPrecondition("actor " + actor.id.Hex() + " belongs to job " + actor.job.Hex() +
@@ -101,16 +99,19 @@ Status ActorTable::Register(ActorRecord actor) {
     }
   }
   actor.state = ActorState::kPending;
-  AIRT_RETURN_IF_ERROR(store_.Put(RowKey(actor.id), EncodeActorRow(actor))
-                           .WithContext("registering actor " + actor.id.Hex()));
-  AIRT_LOG(INFO) << "actor " << actor.id.Hex() << " (" << actor.class_name
-                 << (actor.name.empty() ? "" : ", " + NameInNamespace(actor)) << ") of job "
-                 << actor.job.Hex() << " registered";
-  Insert(next_seq_++, std::move(actor));
-  return Status::Ok();
+  Change change;
+  change.what = "registering actor " + actor.id.Hex();
+  change.rows.Put(RowKey(actor.id), EncodeActorRow(actor));
+  change.on_written.push_back([this, actor = std::move(actor)]() mutable {
+    AIRT_LOG(INFO) << "actor " << actor.id.Hex() << " (" << actor.class_name
+                   << (actor.name.empty() ? "" : ", " + NameInNamespace(actor)) << ") of job "
+                   << actor.job.Hex() << " registered";
+    Insert(next_seq_++, std::move(actor));
+  });
+  return change;
 }
 
-Status ActorTable::Update(const ActorRecord& news) {
+Result<Change> ActorTable::Update(const ActorRecord& news) {
   auto found = seq_of_.find(news.id);
   if (found == seq_of_.end()) return NotFound("actor " + news.id.Hex() + " is not registered");
   const ActorRecord& stored = by_seq_.at(found->second);
@@ -128,18 +129,24 @@ Status ActorTable::Update(const ActorRecord& news) {
   updated.max_restarts = news.max_restarts;
   updated.death_cause = news.death_cause;
   updated.language = news.language;
-  AIRT_RETURN_IF_ERROR(store_.Put(RowKey(updated.id), EncodeActorRow(updated))
-                           .WithContext("updating actor " + updated.id.Hex()));
+  Change change;
+  change.what = "updating actor " + updated.id.Hex();
   if (updated.state != stored.state) {
-    AIRT_LOG(INFO) << "actor " << Short(updated.id) << " is " << ActorStateName(updated.state)
-                   << (IsDead(updated) ? ": " + updated.death_cause : "");
+    change.on_written.push_back([id = updated.id, state = updated.state,
+                                 cause = IsDead(updated) ? ": " + updated.death_cause : ""] {
+      AIRT_LOG(INFO) << "actor " << Short(id) << " is " << ActorStateName(state) << cause;
+    });
   }
-  Replace(updated);
-  if (IsDead(updated)) ForgetOldDead();
-  return Status::Ok();
+  if (IsDead(updated)) {
+    StageDeaths({std::move(updated)}, change);
+  } else {
+    change.rows.Put(RowKey(updated.id), EncodeActorRow(updated));
+    change.on_written.push_back([this, updated = std::move(updated)] { Replace(updated); });
+  }
+  return change;
 }
 
-Status ActorTable::Place(const ActorId& id, const NodeId& node) {
+Result<Change> ActorTable::Place(const ActorId& id, const NodeId& node) {
   auto found = seq_of_.find(id);
   if (found == seq_of_.end()) return NotFound("actor " + id.Hex() + " is not registered");
   const ActorRecord& stored = by_seq_.at(found->second);
@@ -149,67 +156,79 @@ Status ActorTable::Place(const ActorId& id, const NodeId& node) {
   }
   ActorRecord placed = stored;
   placed.node = node;
-  AIRT_RETURN_IF_ERROR(store_.Put(RowKey(id), EncodeActorRow(placed))
-                           .WithContext("recording where actor " + id.Hex() + " is placed"));
-  AIRT_LOG(INFO) << "actor " << Short(id) << " placed on node " << node.Hex().substr(0, 8);
-  Replace(placed);
-  return Status::Ok();
+  Change change;
+  change.what = "recording where actor " + id.Hex() + " is placed";
+  change.rows.Put(RowKey(id), EncodeActorRow(placed));
+  change.on_written.push_back([this, placed = std::move(placed)] {
+    AIRT_LOG(INFO) << "actor " << Short(placed.id) << " placed on node "
+                   << placed.node->Hex().substr(0, 8);
+    Replace(placed);
+  });
+  return change;
 }
 
-Result<ActorRecord> ActorTable::Kill(const ActorId& id, std::string cause) {
+Result<Staged<ActorRecord>> ActorTable::Kill(const ActorId& id, std::string cause) {
   auto found = seq_of_.find(id);
   if (found == seq_of_.end()) return NotFound("actor " + id.Hex() + " is not registered");
   const ActorRecord& stored = by_seq_.at(found->second);
-  if (IsDead(stored)) return stored;
-  ActorRecord killed = stored;
-  killed.state = ActorState::kDead;
-  killed.death_cause = std::move(cause);
-  AIRT_RETURN_IF_ERROR(
-      store_.Put(RowKey(id), EncodeActorRow(killed)).WithContext("killing actor " + id.Hex()));
-  AIRT_LOG(INFO) << "actor " << Short(id) << " killed: " << killed.death_cause;
-  Replace(killed);
-  ForgetOldDead();  // may forget `killed` itself when max_dead_actors is 0
-  return killed;
+  Staged<ActorRecord> out{stored, {}};
+  if (IsDead(stored)) return out;
+  out.value.state = ActorState::kDead;
+  out.value.death_cause = std::move(cause);
+  out.change.what = "killing actor " + id.Hex();
+  out.change.on_written.push_back([id, cause = out.value.death_cause] {
+    AIRT_LOG(INFO) << "actor " << Short(id) << " killed: " << cause;
+  });
+  StageDeaths({out.value}, out.change);
+  return out;
 }
 
-size_t ActorTable::OnJobFinished(const JobId& job) {
+Staged<size_t> ActorTable::OnJobFinished(const JobId& job) {
   std::string cause = "the driver of job " + job.Hex() + " exited";
   std::vector<ActorRecord> dying;
   for (const auto& [seq, actor] : by_seq_) {
     if (actor.job == job && !actor.detached && !IsDead(actor)) dying.push_back(actor);
   }
+  Staged<size_t> out{dying.size(), {}};
+  if (dying.empty()) return out;
   for (ActorRecord& actor : dying) {
     actor.state = ActorState::kDead;
     actor.death_cause = cause;
-    Status written = store_.Put(RowKey(actor.id), EncodeActorRow(actor));
-    if (!written.ok()) {
-      AIRT_LOG(WARNING) << "could not record actor " << Short(actor.id)
-                        << " as dead in the metadata store: " << written.ToString();
-    }
-    Replace(actor);
   }
-  if (!dying.empty()) {
-    AIRT_LOG(INFO) << dying.size() << " actors of job " << job.Hex() << " are DEAD: " << cause;
-    ForgetOldDead();
-  }
-  return dying.size();
+  out.change.what = "marking the actors of job " + job.Hex() + " DEAD";
+  out.change.on_written.push_back([n = dying.size(), job, cause] {
+    AIRT_LOG(INFO) << n << " actors of job " << job.Hex() << " are DEAD: " << cause;
+  });
+  StageDeaths(std::move(dying), out.change);
+  return out;
 }
 
-void ActorTable::ForgetOldDead() {
-  for (auto it = by_seq_.begin(); dead_ > options_.max_dead_actors && it != by_seq_.end();) {
-    if (!IsDead(it->second)) {
-      ++it;
-      continue;
-    }
-    Result<bool> deleted = store_.Delete(RowKey(it->second.id));
-    if (!deleted.ok()) {
-      AIRT_LOG(WARNING) << "could not delete actor " << Short(it->second.id)
-                        << "'s row from the metadata store: " << deleted.status().ToString();
-    }
-    seq_of_.erase(it->second.id);
-    it = by_seq_.erase(it);
-    --dead_;
+void ActorTable::StageDeaths(std::vector<ActorRecord> dying, Change& change) {
+  std::vector<ActorId> forget;
+  size_t dead = dead_ + dying.size();
+  auto is_dying = [&dying](const ActorId& id) {
+    return std::any_of(dying.begin(), dying.end(),
+                       [&id](const ActorRecord& a) { return a.id == id; });
+  };
+  for (auto it = by_seq_.begin(); dead > options_.max_dead_actors && it != by_seq_.end(); ++it) {
+    if (!IsDead(it->second) && !is_dying(it->second.id)) continue;
+    forget.push_back(it->second.id);
+    --dead;
   }
+  for (const ActorRecord& actor : dying) {
+    if (std::find(forget.begin(), forget.end(), actor.id) == forget.end())
+      change.rows.Put(RowKey(actor.id), EncodeActorRow(actor));
+  }
+  for (const ActorId& id : forget) change.rows.Delete(RowKey(id));
+  change.on_written.push_back([this, dying = std::move(dying), forget = std::move(forget)] {
+    for (const ActorRecord& actor : dying) Replace(actor);
+    for (const ActorId& id : forget) {
+      auto seq = seq_of_.find(id);
+      by_seq_.erase(seq->second);
+      seq_of_.erase(seq);
+      --dead_;
+    }
+  });
 }
 
 std::optional<ActorRecord> ActorTable::Find(const ActorId& id) const {

@@ -16,6 +16,7 @@
 
 #include "common/ids.h"
 #include "common/status.h"
+#include "head/internal/change.h"
 #include "head/internal/job_table.h"
 #include "head/internal/records.h"
 #include "head/metadata_store.h"
@@ -23,8 +24,8 @@
 namespace airt::head::internal {
 
 // A name is unique within its namespace among the actors not DEAD; once its actor is DEAD the
-// name is free again. Unless a method says otherwise, a failed write returns the store's error
-// (with context) and changes nothing.
+// name is free again. A mutating method validates against memory and returns a staged Change
+// (change.h): nothing changes until the caller applies it once its rows are written.
 class ActorTable {
  public:
   struct Options {
@@ -37,29 +38,30 @@ class ActorTable {
 
   // Reads the rows an earlier head left. They are listed before any actor registered later,
   // ordered by job id, then actor id (a row does not record when it was registered). A corrupt
-  // row, or one whose name another loaded actor not DEAD holds, is logged and skipped. The
-  // store's error when it cannot be read.
+  // row, or one whose name another loaded actor not DEAD holds, is logged and skipped. DEAD
+  // actors beyond max_dead_actors are forgotten with the next death. The store's error when it
+  // cannot be read.
   Status Load();
 
   // Adds `actor`, PENDING whatever its state says. kFailedPrecondition: its job is not
   // registered or has finished. kAlreadyExists: its id is registered already, or its name is
   // taken in its namespace by an actor not DEAD (the message names both).
-  Status Register(ActorRecord actor);
+  Result<Change> Register(ActorRecord actor);
   // Takes from `news` what an owner's update may change (state, the worker's addresses, id and
   // pid, restarts, death cause, language) for the actor of its id; id, job, name, namespace,
   // class, detached, max_task_retries, resources, accelerator type and node stay. kNotFound: no
   // such actor. kFailedPrecondition: the actor is DEAD (killed, or its job ended); its owner
   // stops the worker.
-  Status Update(const ActorRecord& news);
+  Result<Change> Update(const ActorRecord& news);
   // Records that the head placed the actor on `node` (its next worker is leased there).
   // kNotFound: no such actor. kFailedPrecondition: it is DEAD.
-  Status Place(const ActorId& id, const NodeId& node);
-  // Marks the actor DEAD with `cause` and returns its entry; a DEAD actor is returned unchanged.
-  // kNotFound: no such actor.
-  Result<ActorRecord> Kill(const ActorId& id, std::string cause);
+  Result<Change> Place(const ActorId& id, const NodeId& node);
+  // Marks the actor DEAD with `cause` and returns its entry; a DEAD actor is returned unchanged
+  // (with an empty change). kNotFound: no such actor.
+  Result<Staged<ActorRecord>> Kill(const ActorId& id, std::string cause);
   // Marks DEAD every actor of `job` that is neither detached nor DEAD, with the cause "the driver
-  // of job <hex> exited"; returns how many. A failed write is logged and the death stands.
-  size_t OnJobFinished(const JobId& job);
+  // of job <hex> exited"; returns how many.
+  Staged<size_t> OnJobFinished(const JobId& job);
 
   std::optional<ActorRecord> Find(const ActorId& id) const;
   // The actor not DEAD named `name` in `ns`.
@@ -76,8 +78,9 @@ class ActorTable {
   void Insert(uint64_t seq, ActorRecord actor);
   // Replaces the stored entry of `actor.id` with `actor` (the name index follows the state).
   void Replace(const ActorRecord& actor);
-  // Forgets the earliest registered DEAD actors beyond max_dead_actors.
-  void ForgetOldDead();
+  // Stages the rows of `dying` (marked DEAD) and the forgetting of the earliest registered DEAD
+  // actors beyond max_dead_actors once they are dead.
+  void StageDeaths(std::vector<ActorRecord> dying, Change& change);
 
   Options options_;
   MetadataStore& store_;

@@ -34,11 +34,10 @@ std::string JobTable::RowKey(uint32_t value) {
 }
 
 Status JobTable::Load() {
-  AIRT_ASSIGN_OR_RETURN(std::vector<std::string> keys, store_.Keys(kJobPrefix));
-  for (const std::string& key : keys) {
-    AIRT_ASSIGN_OR_RETURN(std::optional<std::string> bytes, store_.Get(key));
-    if (!bytes) continue;  // deleted since Keys
-    Result<JobRecord> job = DecodeJobRow(*bytes);
+  AIRT_ASSIGN_OR_RETURN(std::vector<Row> rows, store_.Scan(kJobPrefix));
+  for (const Row& row : rows) {
+    const std::string& key = row.key;
+    Result<JobRecord> job = DecodeJobRow(row.value);
     if (job.ok() && key != RowKey(JobIdValue(job->id))) {
       job = Internal("the row's job id " + job->id.Hex() + " does not match its key");
     } else if (job.ok() && (JobIdValue(job->id) == 0 || JobIdValue(job->id) > kLastJob)) {
@@ -65,8 +64,8 @@ Status JobTable::Load() {
   return Status::Ok();
 }
 
-Result<JobId> JobTable::Register(int32_t driver_pid, std::string driver_address,
-                                 std::string code_search_path) {
+Result<Staged<JobId>> JobTable::Register(int32_t driver_pid, std::string driver_address,
+                                         std::string code_search_path) {
   if (next_ > kLastJob) return ResourceExhausted("every job id has been handed out");
   uint32_t value = next_++;
   JobRecord job;
@@ -76,31 +75,33 @@ Result<JobId> JobTable::Register(int32_t driver_pid, std::string driver_address,
   job.code_search_path = std::move(code_search_path);
   job.start_ms = static_cast<uint64_t>(clock_.WallMs());
   job.alive = true;
-  AIRT_RETURN_IF_ERROR(
-      store_.Put(RowKey(value), EncodeJobRow(job)).WithContext("registering job " + job.id.Hex()));
-  AIRT_LOG(INFO) << "job " << job.id.Hex() << " started by driver pid " << driver_pid << " at "
-                 << job.driver_address;
-  jobs_[value] = job;
-  return job.id;
+  Staged<JobId> out{job.id, {}};
+  out.change.what = "registering job " + job.id.Hex();
+  out.change.rows.Put(RowKey(value), EncodeJobRow(job));
+  out.change.on_written.push_back([this, value, job = std::move(job)] {
+    AIRT_LOG(INFO) << "job " << job.id.Hex() << " started by driver pid " << job.driver_pid
+                   << " at " << job.driver_address;
+    jobs_[value] = job;
+  });
+  return out;
 }
 
-Status JobTable::Finish(const JobId& id, OnWriteError on_write_error) {
+Result<Change> JobTable::Finish(const JobId& id) {
   auto found = jobs_.find(JobIdValue(id));
   if (found == jobs_.end()) return NotFound("job " + id.Hex() + " is not registered");
-  if (!found->second.alive) return Status::Ok();
+  Change change;
+  if (!found->second.alive) return change;
   JobRecord finished = found->second;
   finished.alive = false;
   finished.end_ms = static_cast<uint64_t>(clock_.WallMs());
-  Status written = store_.Put(RowKey(found->first), EncodeJobRow(finished))
-                       .WithContext("finishing job " + id.Hex());
-  if (!written.ok()) {
-    if (on_write_error == OnWriteError::kFail) return written;
-    AIRT_LOG(WARNING) << written.ToString() << "; it is finished in memory only";
-  }
-  AIRT_LOG(INFO) << "job " << id.Hex() << " finished";
-  found->second = std::move(finished);
-  RecordFinish(id);
-  return Status::Ok();
+  change.what = "finishing job " + id.Hex();
+  change.rows.Put(RowKey(found->first), EncodeJobRow(finished));
+  change.on_written.push_back([this, finished = std::move(finished)] {
+    AIRT_LOG(INFO) << "job " << finished.id.Hex() << " finished";
+    jobs_[JobIdValue(finished.id)] = finished;
+    RecordFinish(finished.id);
+  });
+  return change;
 }
 
 void JobTable::RecordFinish(const JobId& id) {

@@ -1,5 +1,5 @@
 // The job table: one job per driver, with ids handed out from a counter. Rows go through the
-// MetadataStore ("job:<8 hex digits of the counter>"). Each finish is numbered (1, 2, ...) so that
+// MetadataStore as staged Changes (change.h) ("job:<8 hex digits of the counter>"). Each finish is numbered (1, 2, ...) so that
 // nodes can ask which jobs finished since the number they saw last. Confined to the head's loop
 // thread.
 #pragma once
@@ -15,6 +15,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "head/clock.h"
+#include "head/internal/change.h"
 #include "head/internal/records.h"
 #include "head/metadata_store.h"
 
@@ -35,12 +36,6 @@ class JobTable {
   // Finishes remembered for FinishedSince.
   static constexpr size_t kFinishedWindow = 1024;
 
-  // What Finish does when the row cannot be written.
-  enum class OnWriteError {
-    kFail,          // return the store's error; nothing changes (the caller may retry)
-    kLogAndFinish,  // log it; the finish stands in memory (nobody would retry)
-  };
-
   // `store` and `clock` must outlive the table.
   JobTable(MetadataStore& store, Clock& clock) : store_(store), clock_(clock) {}
 
@@ -49,13 +44,13 @@ class JobTable {
   // skipped. The store's error when it cannot be read.
   Status Load();
 
-  // A new running job with an id never handed out before (1, 2, ...). The store's error when the
-  // row cannot be written (the id is not reused); kResourceExhausted after 2^32 - 2 jobs.
-  Result<JobId> Register(int32_t driver_pid, std::string driver_address,
-                         std::string code_search_path = "");
-  // Marks the job finished now and gives the finish the next number; ok (and no new number) when
-  // it finished already. kNotFound: no such job. A failed write: see OnWriteError.
-  Status Finish(const JobId& id, OnWriteError on_write_error = OnWriteError::kFail);
+  // A new running job with an id never handed out before (1, 2, ...), even when its change is
+  // never written. kResourceExhausted after 2^32 - 2 jobs.
+  Result<Staged<JobId>> Register(int32_t driver_pid, std::string driver_address,
+                                 std::string code_search_path = "");
+  // Marks the job finished now and gives the finish the next number; an empty change (and no new
+  // number) when it finished already. kNotFound: no such job.
+  Result<Change> Finish(const JobId& id);
   // The jobs finished after finish number `seen`, at most the last kFinishedWindow of them. A
   // `seen` beyond the last number (counted by an earlier head) gets the whole window.
   FinishedJobs FinishedSince(uint64_t seen) const;

@@ -1,7 +1,11 @@
 #include "head/internal/kv_table.h"
 
+#include "common/logging.h"
+
 namespace airt::head::internal {
 namespace {
+
+constexpr std::string_view kKvPrefix = "kv:";
 
 std::string Where(std::string_view ns, std::string_view key) {
   return "key '" + std::string(key) + "' in namespace '" + std::string(ns) + "'";
@@ -10,45 +14,55 @@ std::string Where(std::string_view ns, std::string_view key) {
 }  // namespace
 
 std::string KvTable::RowKey(std::string_view ns, std::string_view key) {
-  std::string row = "kv:" + std::to_string(ns.size()) + ":";
+  std::string row = std::string(kKvPrefix) + std::to_string(ns.size()) + ":";
   row.append(ns);
   row.append(key);
   return row;
 }
 
-Result<bool> KvTable::Put(std::string_view ns, std::string_view key, std::string_view value,
+Status KvTable::Load() {
+  AIRT_ASSIGN_OR_RETURN(std::vector<Row> rows, store_.Scan(kKvPrefix));
+  for (Row& row : rows) rows_.insert_or_assign(std::move(row.key), std::move(row.value));
+  if (!rows_.empty()) AIRT_LOG(INFO) << "loaded " << rows_.size() << " KV keys";
+  return Status::Ok();
+}
+
+Staged<bool> KvTable::Put(std::string_view ns, std::string_view key, std::string_view value,
                           bool overwrite) {
   std::string row = RowKey(ns, key);
-  Result<std::optional<std::string>> existing = store_.Get(row);
-  if (!existing.ok()) return existing.status().WithContext("putting " + Where(ns, key));
-  bool added = !existing->has_value();
-  if (!added && !overwrite) return false;
-  AIRT_RETURN_IF_ERROR(store_.Put(row, value).WithContext("putting " + Where(ns, key)));
-  return added;
+  Staged<bool> out{rows_.count(row) == 0, {}};
+  if (!out.value && !overwrite) return out;
+  out.change.what = "putting " + Where(ns, key);
+  out.change.rows.Put(row, std::string(value));
+  out.change.on_written.push_back(
+      [this, row, value = std::string(value)]() mutable { rows_[row] = std::move(value); });
+  return out;
 }
 
-Result<std::optional<std::string>> KvTable::Get(std::string_view ns, std::string_view key) {
-  Result<std::optional<std::string>> value = store_.Get(RowKey(ns, key));
-  if (!value.ok()) return value.status().WithContext("getting " + Where(ns, key));
-  return value;
+std::optional<std::string> KvTable::Get(std::string_view ns, std::string_view key) const {
+  auto it = rows_.find(RowKey(ns, key));
+  if (it == rows_.end()) return std::nullopt;
+  return it->second;
 }
 
-Result<bool> KvTable::Delete(std::string_view ns, std::string_view key) {
-  Result<bool> deleted = store_.Delete(RowKey(ns, key));
-  if (!deleted.ok()) return deleted.status().WithContext("deleting " + Where(ns, key));
-  return deleted;
+Staged<bool> KvTable::Delete(std::string_view ns, std::string_view key) {
+  std::string row = RowKey(ns, key);
+  Staged<bool> out{rows_.count(row) != 0, {}};
+  if (!out.value) return out;
+  out.change.what = "deleting " + Where(ns, key);
+  out.change.rows.Delete(row);
+  out.change.on_written.push_back([this, row] { rows_.erase(row); });
+  return out;
 }
 
-Result<std::vector<std::string>> KvTable::Keys(std::string_view ns, std::string_view prefix) {
+std::vector<std::string> KvTable::Keys(std::string_view ns, std::string_view prefix) const {
   std::string row_prefix = RowKey(ns, "");
-  Result<std::vector<std::string>> rows = store_.Keys(row_prefix + std::string(prefix));
-  if (!rows.ok()) {
-    return rows.status().WithContext("listing keys with prefix '" + std::string(prefix) +
-                                     "' in namespace '" + std::string(ns) + "'");
-  }
+  std::string start = row_prefix + std::string(prefix);
   std::vector<std::string> keys;
-  keys.reserve(rows->size());
-  for (std::string& row : *rows) keys.push_back(row.substr(row_prefix.size()));
+  for (auto it = rows_.lower_bound(start); it != rows_.end(); ++it) {
+    if (it->first.compare(0, start.size(), start) != 0) break;
+    keys.push_back(it->first.substr(row_prefix.size()));
+  }
   return keys;
 }
 

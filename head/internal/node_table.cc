@@ -40,13 +40,12 @@ std::string NodeTable::RowKey(uint64_t seq, const NodeId& id) {
 }
 
 Status NodeTable::Load() {
-  AIRT_ASSIGN_OR_RETURN(std::vector<std::string> keys, store_.Keys(kNodePrefix));
+  AIRT_ASSIGN_OR_RETURN(std::vector<Row> rows, store_.Scan(kNodePrefix));
   int64_t now = clock_.MonotonicMs();
-  for (const std::string& key : keys) {
+  for (const Row& stored : rows) {
+    const std::string& key = stored.key;
     std::optional<uint64_t> seq = SeqOfKey(key);
-    AIRT_ASSIGN_OR_RETURN(std::optional<std::string> bytes, store_.Get(key));
-    if (!bytes) continue;  // deleted since Keys
-    Result<NodeRow> row = seq ? DecodeNodeRow(*bytes) : Result<NodeRow>(Internal("bad key"));
+    Result<NodeRow> row = seq ? DecodeNodeRow(stored.value) : Result<NodeRow>(Internal("bad key"));
     if (!row.ok()) {
       AIRT_LOG(ERROR) << "skipping metadata row '" << key << "': " << row.status().message();
       continue;
@@ -73,41 +72,42 @@ Status NodeTable::Load() {
   return Status::Ok();
 }
 
-Status NodeTable::Register(NodeInfo info) {
+bool NodeTable::TimedOut(const Entry& e, int64_t now) const {
+  return now - e.last_heartbeat_ms >= options_.node_timeout_ms;
+}
+
+Change NodeTable::Register(NodeInfo info) {
   auto found = seq_of_.find(info.id);
   uint64_t seq = found != seq_of_.end() ? found->second : next_seq_;
-  AIRT_RETURN_IF_ERROR(store_.Put(RowKey(seq, info.id), EncodeNodeRow(info, /*alive=*/true))
-                           .WithContext("registering node " + info.id.Hex()));
-  if (found == seq_of_.end()) {
-    ++next_seq_;
-    seq_of_[info.id] = seq;
-  }
-  Entry& e = by_seq_[seq];
-  bool was_dead = e.seq != 0 && !e.alive;
-  if (was_dead) --dead_;
-  AIRT_LOG(INFO) << "node " << Short(info.id) << " "
-                 << (e.seq != 0 ? "re-registered" : "registered") << " at " << info.address << ":"
-                 << info.node_port << " with " << info.total.size() << " resources, "
-                 << info.gpu_ids.size() << " GPUs";
-  e.seq = seq;
-  e.alive = true;
-  e.load = NodeLoad{info.total, {}, {}};
-  e.last_heartbeat_ms = clock_.MonotonicMs();
-  e.info = std::move(info);
-  return Status::Ok();
+  Change change;
+  change.what = "registering node " + info.id.Hex();
+  change.rows.Put(RowKey(seq, info.id), EncodeNodeRow(info, /*alive=*/true));
+  change.on_written.push_back([this, seq, info = std::move(info)]() mutable {
+    if (seq_of_.count(info.id) == 0) {
+      next_seq_ = std::max(next_seq_, seq + 1);
+      seq_of_[info.id] = seq;
+    }
+    Entry& e = by_seq_[seq];
+    if (e.seq != 0 && !e.alive) --dead_;
+    AIRT_LOG(INFO) << "node " << Short(info.id) << " "
+                   << (e.seq != 0 ? "re-registered" : "registered") << " at " << info.address
+                   << ":" << info.node_port << " with " << info.total.size() << " resources, "
+                   << info.gpu_ids.size() << " GPUs";
+    e.seq = seq;
+    e.alive = true;
+    e.load = NodeLoad{info.total, {}, {}};
+    e.last_heartbeat_ms = clock_.MonotonicMs();
+    e.info = std::move(info);
+  });
+  return change;
 }
 
 Result<bool> NodeTable::Heartbeat(const NodeId& id, NodeLoad load) {
   auto found = seq_of_.find(id);
   if (found == seq_of_.end()) return false;
   Entry& e = by_seq_.at(found->second);
-  if (!e.alive) return false;
   int64_t now = clock_.MonotonicMs();
-  if (now - e.last_heartbeat_ms >= options_.node_timeout_ms) {
-    MarkDead(e, "no heartbeat for " + std::to_string(now - e.last_heartbeat_ms) + " ms");
-    ForgetOldDead();
-    return false;
-  }
+  if (!e.alive || TimedOut(e, now)) return false;
   for (const auto* list : {&load.gpu_ids_in_use, &load.quarantined_gpu_ids}) {
     for (uint32_t gpu : *list) {
       if (!Contains(e.info.gpu_ids, gpu)) {
@@ -122,67 +122,73 @@ Result<bool> NodeTable::Heartbeat(const NodeId& id, NodeLoad load) {
   return true;
 }
 
-Status NodeTable::Unregister(const NodeId& id) {
+Result<Change> NodeTable::Unregister(const NodeId& id) {
   auto found = seq_of_.find(id);
   if (found == seq_of_.end()) return NotFound("node " + id.Hex() + " is not registered");
-  Entry& e = by_seq_.at(found->second);
-  if (!e.alive) return Status::Ok();
-  AIRT_RETURN_IF_ERROR(store_.Put(RowKey(e.seq, id), EncodeNodeRow(e.info, /*alive=*/false))
-                           .WithContext("unregistering node " + id.Hex()));
-  e.alive = false;
-  ++dead_;
-  AIRT_LOG(INFO) << "node " << Short(id) << " unregistered";
-  ForgetOldDead();
-  return Status::Ok();
+  const Entry& e = by_seq_.at(found->second);
+  Change change;
+  if (!e.alive) return change;
+  uint64_t seq = e.seq;
+  change.what = "unregistering node " + id.Hex();
+  change.rows.Put(RowKey(seq, id), EncodeNodeRow(e.info, /*alive=*/false));
+  ForgetOldDead({seq}, change);
+  change.on_written.insert(change.on_written.begin(), [this, seq] {
+    Entry& dying = by_seq_.at(seq);
+    dying.alive = false;
+    ++dead_;
+    AIRT_LOG(INFO) << "node " << Short(dying.info.id) << " unregistered";
+  });
+  return change;
 }
 
-std::vector<NodeId> NodeTable::CheckLiveness() {
-  std::vector<NodeId> died;
+Staged<std::vector<NodeId>> NodeTable::CheckLiveness() {
+  Staged<std::vector<NodeId>> out;
+  std::vector<uint64_t> dying;
   int64_t now = clock_.MonotonicMs();
-  for (auto& [seq, e] : by_seq_) {
-    int64_t silent = now - e.last_heartbeat_ms;
-    if (e.alive && silent >= options_.node_timeout_ms) {
-      MarkDead(e, "no heartbeat for " + std::to_string(silent) + " ms");
-      died.push_back(e.info.id);
-    }
+  for (const auto& [seq, e] : by_seq_) {
+    if (!e.alive || !TimedOut(e, now)) continue;
+    dying.push_back(seq);
+    out.value.push_back(e.info.id);
+    out.change.rows.Put(RowKey(seq, e.info.id), EncodeNodeRow(e.info, /*alive=*/false));
+    out.change.on_written.push_back([this, seq, silent = now - e.last_heartbeat_ms] {
+      Entry& dead = by_seq_.at(seq);
+      dead.alive = false;
+      ++dead_;
+      AIRT_LOG(WARNING) << "node " << dead.info.id.Hex() << " at " << dead.info.address
+                        << " declared dead: no heartbeat for " << silent << " ms";
+    });
   }
-  if (!died.empty()) ForgetOldDead();
-  return died;
+  if (dying.empty()) return out;
+  out.change.what = "recording " + std::to_string(dying.size()) + " dead nodes";
+  ForgetOldDead(dying, out.change);
+  return out;
 }
 
-void NodeTable::MarkDead(Entry& e, const std::string& why) {
-  e.alive = false;
-  ++dead_;
-  AIRT_LOG(WARNING) << "node " << e.info.id.Hex() << " at " << e.info.address
-                    << " declared dead: " << why;
-  Status written = store_.Put(RowKey(e.seq, e.info.id), EncodeNodeRow(e.info, /*alive=*/false));
-  if (!written.ok()) {
-    AIRT_LOG(WARNING) << "could not record node " << Short(e.info.id)
-                      << " as dead in the metadata store: " << written.ToString();
+void NodeTable::ForgetOldDead(const std::vector<uint64_t>& dying, Change& change) {
+  size_t dead = dead_ + dying.size();
+  std::vector<uint64_t> forget;
+  for (auto it = by_seq_.begin(); dead > options_.max_dead_nodes && it != by_seq_.end(); ++it) {
+    bool is_dying = std::find(dying.begin(), dying.end(), it->first) != dying.end();
+    if (it->second.alive && !is_dying) continue;
+    change.rows.Delete(RowKey(it->first, it->second.info.id));
+    forget.push_back(it->first);
+    --dead;
   }
-}
-
-void NodeTable::ForgetOldDead() {
-  for (auto it = by_seq_.begin(); dead_ > options_.max_dead_nodes && it != by_seq_.end();) {
-    if (it->second.alive) {
-      ++it;
-      continue;
+  if (forget.empty()) return;
+  change.on_written.push_back([this, forget = std::move(forget)] {
+    for (uint64_t seq : forget) {
+      auto it = by_seq_.find(seq);
+      seq_of_.erase(it->second.info.id);
+      by_seq_.erase(it);
+      --dead_;
     }
-    Result<bool> deleted = store_.Delete(RowKey(it->first, it->second.info.id));
-    if (!deleted.ok()) {
-      AIRT_LOG(WARNING) << "could not delete node " << Short(it->second.info.id)
-                        << "'s row from the metadata store: " << deleted.status().ToString();
-    }
-    seq_of_.erase(it->second.info.id);
-    it = by_seq_.erase(it);
-    --dead_;
-  }
+  });
 }
 
 NodeView NodeTable::ViewOf(const Entry& e, int64_t now) const {
   NodeView view;
   view.info = e.info;
-  view.alive = e.alive;
+  view.alive = e.alive && !TimedOut(e, now);
   view.load = e.load;
   view.ms_since_heartbeat = static_cast<uint64_t>(std::max<int64_t>(0, now - e.last_heartbeat_ms));
   return view;

@@ -12,14 +12,17 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "head/clock.h"
+#include "head/internal/change.h"
 #include "head/internal/records.h"
 #include "head/metadata_store.h"
 
 namespace airt::head::internal {
 
 // A node is alive from its registration until no heartbeat arrived for `node_timeout_ms`, or it
-// unregisters; then it is dead until it registers again. Registrations and deaths are written to
-// the MetadataStore as rows ("node:<seq>:<id hex>"); heartbeat loads stay in memory.
+// unregisters; then it is dead until it registers again. Registrations and deaths are rows
+// ("node:<seq>:<id hex>"), staged as Changes (change.h); heartbeat loads stay in memory. A node
+// whose timeout passed shows dead (View, Find, Heartbeat) at once; its row is rewritten as dead
+// by the next CheckLiveness whose change is written.
 class NodeTable {
  public:
   struct Options {
@@ -37,21 +40,20 @@ class NodeTable {
   Status Load();
 
   // Adds the node, or replaces the entry with its id (keeping its place in the order): alive,
-  // available = total, heartbeat now. The store's error when the row cannot be written; then
-  // nothing changes.
-  Status Register(NodeInfo info);
-  // Records a heartbeat. false: the node is unknown or dead (it must register again); an alive
-  // node whose timeout passed is declared dead here. kInvalidArgument: a GPU id in use or
-  // quarantined that is not one of the node's own.
+  // available = total, heartbeat now.
+  Change Register(NodeInfo info);
+  // Records a heartbeat (in memory, at once). false: the node is unknown, dead, or its timeout
+  // passed (it must register again). kInvalidArgument: a GPU id in use or quarantined that is not
+  // one of the node's own.
   Result<bool> Heartbeat(const NodeId& id, NodeLoad load);
-  // Declares the node dead now; ok when it is dead already. kNotFound: not in the table. The
-  // store's error when the row cannot be written; then nothing changes.
-  Status Unregister(const NodeId& id);
-  // Declares dead every alive node whose last heartbeat is node_timeout_ms old or older; returns
-  // them. Their rows are rewritten as dead; a failed write is logged (the death stands).
-  std::vector<NodeId> CheckLiveness();
+  // Declares the node dead now (an empty change when it is dead already). kNotFound: not in the
+  // table.
+  Result<Change> Unregister(const NodeId& id);
+  // The alive nodes whose last heartbeat is node_timeout_ms old or older, and the change that
+  // records them dead (and forgets the oldest dead beyond max_dead_nodes).
+  Staged<std::vector<NodeId>> CheckLiveness();
 
-  // Every node in registration order. Call CheckLiveness first for up-to-date liveness.
+  // Every node in registration order.
   std::vector<NodeView> View() const;
   std::optional<NodeView> Find(const NodeId& id) const;
   size_t size() const { return by_seq_.size(); }
@@ -60,17 +62,17 @@ class NodeTable {
   struct Entry {
     uint64_t seq = 0;
     NodeInfo info;
-    bool alive = false;
+    bool alive = false;  // as its row says
     NodeLoad load;
     int64_t last_heartbeat_ms = 0;  // Clock::MonotonicMs
   };
 
   static std::string RowKey(uint64_t seq, const NodeId& id);
+  bool TimedOut(const Entry& e, int64_t now) const;
   NodeView ViewOf(const Entry& e, int64_t now) const;
-  // Marks `e` dead, rewrites its row (logging a failure), logs `why`.
-  void MarkDead(Entry& e, const std::string& why);
-  // Forgets the earliest registered dead nodes beyond max_dead_nodes.
-  void ForgetOldDead();
+  // Adds to `change` the deletes of the earliest registered dead nodes beyond max_dead_nodes once
+  // the nodes of `dying` are dead too.
+  void ForgetOldDead(const std::vector<uint64_t>& dying, Change& change);
 
   Options options_;
   MetadataStore& store_;

@@ -314,8 +314,11 @@ TEST_F(HeadProcessTest, ExitsWithStatus1WhenThePortIsTaken) {
   testing::ChildProcess second({AIRT_HEAD_BIN, "--port=" + std::to_string(port_)},
                                dir_.File("second.log"));
   EXPECT_EQ(second.Wait(20s), 1);
-  EXPECT_NE(testing::ReadFile(dir_.File("second.log")).find("cannot listen on 127.0.0.1"),
-            std::string::npos);
+  std::string out = testing::ReadFile(dir_.File("second.log"));
+  EXPECT_NE(out.find("port " + std::to_string(port_) + " is taken by airt-head (pid " +
+                     std::to_string(head_->pid()) + "); choose another with --port"),
+            std::string::npos)
+      << out;
   ExpectCleanStopOn(SIGTERM);
 }
 

@@ -14,7 +14,7 @@ namespace {
 
 class ActorTableTest : public ::testing::Test {
  protected:
-  ActorTableTest() { job_ = *jobs_.Register(100, "10.0.0.1"); }
+  ActorTableTest() { job_ = *commit_(jobs_.Register(100, "10.0.0.1")); }
 
   // A valid unnamed actor of `job` (job_ when nil).
   ActorRecord Actor(const std::string& name = "", const std::string& ns = "",
@@ -41,6 +41,7 @@ class ActorTableTest : public ::testing::Test {
 
   InMemoryMetadataStore backing_;
   testing::FaultInjectingMetadataStore store_{backing_};
+  testing::Committer commit_{store_};
   testing::ManualClock clock_;
   JobTable jobs_{store_, clock_};
   ActorTable actors_{{}, store_, jobs_};
@@ -49,7 +50,7 @@ class ActorTableTest : public ::testing::Test {
 
 TEST_F(ActorTableTest, RegisterAddsAPendingActorWhateverItsStateSays) {
   ActorRecord actor = Alive(Actor("counter", "ns"));
-  ASSERT_TRUE(actors_.Register(actor).ok());
+  ASSERT_TRUE(commit_(actors_.Register(actor)).ok());
   std::optional<ActorRecord> found = actors_.Find(actor.id);
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->state, ActorState::kPending);
@@ -62,12 +63,12 @@ TEST_F(ActorTableTest, RegisterAddsAPendingActorWhateverItsStateSays) {
 
 TEST_F(ActorTableTest, RegisterNeedsARunningJob) {
   JobId unknown = JobIdOf(77);
-  Status s = actors_.Register(Actor("", "", unknown));
+  Status s = commit_(actors_.Register(Actor("", "", unknown)));
   EXPECT_EQ(s.code(), Code::kFailedPrecondition);
   EXPECT_NE(s.message().find("job 4d000000, which is not registered"), std::string::npos)
       << s.message();
-  ASSERT_TRUE(jobs_.Finish(job_).ok());
-  s = actors_.Register(Actor());
+  ASSERT_TRUE(commit_(jobs_.Finish(job_)).ok());
+  s = commit_(actors_.Register(Actor()));
   EXPECT_EQ(s.code(), Code::kFailedPrecondition);
   EXPECT_NE(s.message().find("which has finished"), std::string::npos) << s.message();
   EXPECT_EQ(actors_.size(), 0u);
@@ -75,39 +76,39 @@ TEST_F(ActorTableTest, RegisterNeedsARunningJob) {
 
 TEST_F(ActorTableTest, RegisterRefusesAnIdTwiceAndANameTakenInItsNamespace) {
   ActorRecord first = Actor("trainer", "team");
-  ASSERT_TRUE(actors_.Register(first).ok());
-  EXPECT_EQ(actors_.Register(first).code(), Code::kAlreadyExists);
+  ASSERT_TRUE(commit_(actors_.Register(first)).ok());
+  EXPECT_EQ(commit_(actors_.Register(first)).code(), Code::kAlreadyExists);
   ActorRecord second = Actor("trainer", "team");
-  Status taken = actors_.Register(second);
+  Status taken = commit_(actors_.Register(second));
   EXPECT_EQ(taken.code(), Code::kAlreadyExists);
   EXPECT_EQ(taken.message(), "the actor name 'trainer' in namespace 'team' exists already (actor " +
                                  first.id.Hex() + ")");
-  EXPECT_TRUE(actors_.Register(Actor("trainer", "other-team")).ok()) << "another namespace";
-  EXPECT_TRUE(actors_.Register(Actor()).ok()) << "unnamed actors never clash";
-  EXPECT_TRUE(actors_.Register(Actor()).ok());
+  EXPECT_TRUE(commit_(actors_.Register(Actor("trainer", "other-team"))).ok()) << "another namespace";
+  EXPECT_TRUE(commit_(actors_.Register(Actor())).ok()) << "unnamed actors never clash";
+  EXPECT_TRUE(commit_(actors_.Register(Actor())).ok());
 }
 
 TEST_F(ActorTableTest, ANameIsFreeAgainOnceItsActorIsDead) {
   ActorRecord first = Actor("trainer", "team");
-  ASSERT_TRUE(actors_.Register(first).ok());
-  ASSERT_TRUE(actors_.Kill(first.id, "ray.kill").ok());
+  ASSERT_TRUE(commit_(actors_.Register(first)).ok());
+  ASSERT_TRUE(commit_(actors_.Kill(first.id, "ray.kill")).ok());
   EXPECT_FALSE(actors_.FindNamed("team", "trainer").has_value());
   ActorRecord second = Actor("trainer", "team");
-  ASSERT_TRUE(actors_.Register(second).ok());
+  ASSERT_TRUE(commit_(actors_.Register(second)).ok());
   EXPECT_EQ(actors_.FindNamed("team", "trainer")->id, second.id);
   // An update to DEAD frees it too.
   ActorRecord dead = Alive(second);
   dead.state = ActorState::kDead;
   dead.death_cause = "out of restarts";
-  ASSERT_TRUE(actors_.Update(dead).ok());
+  ASSERT_TRUE(commit_(actors_.Update(dead)).ok());
   EXPECT_FALSE(actors_.FindNamed("team", "trainer").has_value());
-  EXPECT_TRUE(actors_.Register(Actor("trainer", "team")).ok());
+  EXPECT_TRUE(commit_(actors_.Register(Actor("trainer", "team"))).ok());
 }
 
 TEST_F(ActorTableTest, UpdateChangesTheOwnersNewsAndKeepsIdJobNameClassAndDetached) {
   ActorRecord actor = Actor("counter", "ns");
   actor.detached = true;
-  ASSERT_TRUE(actors_.Register(actor).ok());
+  ASSERT_TRUE(commit_(actors_.Register(actor)).ok());
   ActorRecord news = Alive(actor);
   news.name = "renamed";
   news.ns = "elsewhere";
@@ -116,7 +117,7 @@ TEST_F(ActorTableTest, UpdateChangesTheOwnersNewsAndKeepsIdJobNameClassAndDetach
   news.num_restarts = 1;
   news.max_restarts = -1;
   news.language = 1;
-  ASSERT_TRUE(actors_.Update(news).ok());
+  ASSERT_TRUE(commit_(actors_.Update(news)).ok());
   ActorRecord stored = *actors_.Find(actor.id);
   EXPECT_EQ(stored.state, ActorState::kAlive);
   EXPECT_EQ(stored.worker_address, news.worker_address);
@@ -135,13 +136,13 @@ TEST_F(ActorTableTest, UpdateChangesTheOwnersNewsAndKeepsIdJobNameClassAndDetach
 
 TEST_F(ActorTableTest, UpdateRefusesAnUnknownOrDeadActor) {
   ActorRecord stranger = Actor();
-  Status unknown = actors_.Update(stranger);
+  Status unknown = commit_(actors_.Update(stranger));
   EXPECT_EQ(unknown.code(), Code::kNotFound);
   EXPECT_EQ(unknown.message(), "actor " + stranger.id.Hex() + " is not registered");
   ActorRecord actor = Actor();
-  ASSERT_TRUE(actors_.Register(actor).ok());
-  ASSERT_TRUE(actors_.Kill(actor.id, "ray.kill").ok());
-  Status dead = actors_.Update(Alive(actor));
+  ASSERT_TRUE(commit_(actors_.Register(actor)).ok());
+  ASSERT_TRUE(commit_(actors_.Kill(actor.id, "ray.kill")).ok());
+  Status dead = commit_(actors_.Update(Alive(actor)));
   EXPECT_EQ(dead.code(), Code::kFailedPrecondition);
   EXPECT_EQ(dead.message(), "actor " + actor.id.Hex() + " is DEAD (ray.kill); stop its worker");
   EXPECT_EQ(actors_.Find(actor.id)->state, ActorState::kDead);
@@ -149,32 +150,32 @@ TEST_F(ActorTableTest, UpdateRefusesAnUnknownOrDeadActor) {
 
 TEST_F(ActorTableTest, KillMarksDeadWithTheCauseAndReturnsTheEntryOnce) {
   ActorRecord actor = Alive(Actor());
-  ASSERT_TRUE(actors_.Register(actor).ok());
-  ASSERT_TRUE(actors_.Update(actor).ok());
-  Result<ActorRecord> killed = actors_.Kill(actor.id, "killed by the user");
+  ASSERT_TRUE(commit_(actors_.Register(actor)).ok());
+  ASSERT_TRUE(commit_(actors_.Update(actor)).ok());
+  Result<ActorRecord> killed = commit_(actors_.Kill(actor.id, "killed by the user"));
   ASSERT_TRUE(killed.ok()) << killed.status().ToString();
   EXPECT_EQ(killed->state, ActorState::kDead);
   EXPECT_EQ(killed->death_cause, "killed by the user");
   EXPECT_EQ(killed->worker_id, actor.worker_id) << "the caller stops this worker";
-  Result<ActorRecord> again = actors_.Kill(actor.id, "a second cause");
+  Result<ActorRecord> again = commit_(actors_.Kill(actor.id, "a second cause"));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *killed) << "killing a DEAD actor returns it unchanged";
-  Status unknown = actors_.Kill(ActorId::Of(job_), "x").status();
+  Status unknown = commit_(actors_.Kill(ActorId::Of(job_), "x")).status();
   EXPECT_EQ(unknown.code(), Code::kNotFound);
 }
 
 TEST_F(ActorTableTest, TheEndOfAJobKillsItsActorsButNotDetachedOnesNorOtherJobs) {
-  JobId other = *jobs_.Register(101, "10.0.0.3");
+  JobId other = *commit_(jobs_.Register(101, "10.0.0.3"));
   ActorRecord plain = Actor("a", "ns");
   ActorRecord detached = Actor("b", "ns");
   detached.detached = true;
   ActorRecord elsewhere = Actor("c", "ns", other);
   ActorRecord killed = Actor();
   for (const ActorRecord& a : {plain, detached, elsewhere, killed}) {
-    ASSERT_TRUE(actors_.Register(a).ok());
+    ASSERT_TRUE(commit_(actors_.Register(a)).ok());
   }
-  ASSERT_TRUE(actors_.Kill(killed.id, "ray.kill").ok());
-  EXPECT_EQ(actors_.OnJobFinished(job_), 1u);
+  ASSERT_TRUE(commit_(actors_.Kill(killed.id, "ray.kill")).ok());
+  EXPECT_EQ(*commit_(actors_.OnJobFinished(job_)), 1u);
   EXPECT_EQ(actors_.Find(plain.id)->state, ActorState::kDead);
   EXPECT_EQ(actors_.Find(plain.id)->death_cause, "the driver of job " + job_.Hex() + " exited");
   EXPECT_EQ(actors_.Find(killed.id)->death_cause, "ray.kill") << "the first cause stays";
@@ -184,26 +185,27 @@ TEST_F(ActorTableTest, TheEndOfAJobKillsItsActorsButNotDetachedOnesNorOtherJobs)
   EXPECT_TRUE(actors_.FindNamed("ns", "b").has_value());
 }
 
-TEST_F(ActorTableTest, TheEndOfAJobStandsWhenTheStoreFails) {
+TEST_F(ActorTableTest, TheEndOfAJobChangesNothingWhenTheStoreFails) {
   ActorRecord actor = Actor("a", "ns");
-  ASSERT_TRUE(actors_.Register(actor).ok());
-  store_.put_error = Unavailable("injected");
-  EXPECT_EQ(actors_.OnJobFinished(job_), 1u);
-  EXPECT_EQ(actors_.Find(actor.id)->state, ActorState::kDead);
+  ASSERT_TRUE(commit_(actors_.Register(actor)).ok());
+  store_.write_error = Unavailable("injected");
+  EXPECT_EQ(commit_(actors_.OnJobFinished(job_)).status().code(), Code::kUnavailable);
+  EXPECT_EQ(actors_.Find(actor.id)->state, ActorState::kPending);
+  EXPECT_TRUE(actors_.FindNamed("ns", "a").has_value());
 }
 
 TEST_F(ActorTableTest, FailedWritesChangeNothing) {
   ActorRecord actor = Actor("a", "ns");
-  store_.put_error = Unavailable("injected: redis went away");
-  Status s = actors_.Register(actor);
+  store_.write_error = Unavailable("injected: redis went away");
+  Status s = commit_(actors_.Register(actor));
   EXPECT_EQ(s.code(), Code::kUnavailable);
   EXPECT_EQ(s.message(), "registering actor " + actor.id.Hex() + ": injected: redis went away");
   EXPECT_EQ(actors_.size(), 0u);
-  store_.put_error = Status::Ok();
-  ASSERT_TRUE(actors_.Register(actor).ok());
-  store_.put_error = Unavailable("injected");
-  EXPECT_EQ(actors_.Update(Alive(actor)).code(), Code::kUnavailable);
-  EXPECT_EQ(actors_.Kill(actor.id, "x").status().code(), Code::kUnavailable);
+  store_.write_error = Status::Ok();
+  ASSERT_TRUE(commit_(actors_.Register(actor)).ok());
+  store_.write_error = Unavailable("injected");
+  EXPECT_EQ(commit_(actors_.Update(Alive(actor))).code(), Code::kUnavailable);
+  EXPECT_EQ(commit_(actors_.Kill(actor.id, "x")).status().code(), Code::kUnavailable);
   EXPECT_EQ(actors_.Find(actor.id)->state, ActorState::kPending);
   EXPECT_TRUE(actors_.FindNamed("ns", "a").has_value());
 }
@@ -213,7 +215,7 @@ TEST_F(ActorTableTest, ListsInRegistrationOrder) {
   for (int i = 0; i < 5; ++i) {
     ActorRecord actor = Actor();
     ids.push_back(actor.id);
-    ASSERT_TRUE(actors_.Register(actor).ok());
+    ASSERT_TRUE(commit_(actors_.Register(actor)).ok());
   }
   std::vector<ActorId> listed;
   for (const ActorRecord& a : actors_.List()) listed.push_back(a.id);
@@ -226,11 +228,11 @@ TEST_F(ActorTableTest, ForgetsTheEarliestDeadBeyondTheLimit) {
   for (int i = 0; i < 4; ++i) {
     ActorRecord actor = Actor();
     ids.push_back(actor.id);
-    ASSERT_TRUE(small.Register(actor).ok());
+    ASSERT_TRUE(commit_(small.Register(actor)).ok());
   }
   ActorRecord alive = Actor();
-  ASSERT_TRUE(small.Register(alive).ok());
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(small.Kill(ids[i], "x").ok());
+  ASSERT_TRUE(commit_(small.Register(alive)).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(commit_(small.Kill(ids[i], "x")).ok());
   EXPECT_FALSE(small.Find(ids[0]).has_value());
   EXPECT_TRUE(small.Find(ids[1]).has_value());
   EXPECT_FALSE(backing_.Get("actor:" + ids[0].Hex())->has_value()) << "its row is gone too";
@@ -241,9 +243,9 @@ TEST_F(ActorTableTest, LoadRestoresEveryActorAndItsNames) {
   ActorRecord named = Actor("trainer", "team");
   ActorRecord dead = Actor("old", "team");
   ActorRecord updated = Alive(Actor());
-  for (const ActorRecord& a : {named, dead, updated}) ASSERT_TRUE(actors_.Register(a).ok());
-  ASSERT_TRUE(actors_.Kill(dead.id, "ray.kill").ok());
-  ASSERT_TRUE(actors_.Update(updated).ok());
+  for (const ActorRecord& a : {named, dead, updated}) ASSERT_TRUE(commit_(actors_.Register(a)).ok());
+  ASSERT_TRUE(commit_(actors_.Kill(dead.id, "ray.kill")).ok());
+  ASSERT_TRUE(commit_(actors_.Update(updated)).ok());
 
   JobTable jobs(store_, clock_);
   ASSERT_TRUE(jobs.Load().ok());
@@ -253,25 +255,25 @@ TEST_F(ActorTableTest, LoadRestoresEveryActorAndItsNames) {
   for (const ActorRecord& a : actors_.List()) EXPECT_EQ(*restarted.Find(a.id), a);
   EXPECT_EQ(restarted.FindNamed("team", "trainer")->id, named.id);
   EXPECT_FALSE(restarted.FindNamed("team", "old").has_value());
-  EXPECT_EQ(restarted.Register(Actor("trainer", "team")).code(), Code::kAlreadyExists);
+  EXPECT_EQ(commit_(restarted.Register(Actor("trainer", "team"))).code(), Code::kAlreadyExists);
   // A new actor is listed after the loaded ones.
   ActorRecord later = Actor();
-  ASSERT_TRUE(restarted.Register(later).ok());
+  ASSERT_TRUE(commit_(restarted.Register(later)).ok());
   EXPECT_EQ(restarted.List().back().id, later.id);
 }
 
 TEST_F(ActorTableTest, LoadSkipsACorruptRowAndReturnsTheStoreError) {
   ActorRecord actor = Actor();
-  ASSERT_TRUE(actors_.Register(actor).ok());
-  ASSERT_TRUE(backing_.Put("actor:" + ActorId::Of(job_).Hex(), "not a message").ok());
+  ASSERT_TRUE(commit_(actors_.Register(actor)).ok());
+  testing::PutRow(backing_, "actor:" + ActorId::Of(job_).Hex(), "not a message");
   ActorRecord mismatched = Actor();
-  ASSERT_TRUE(backing_.Put("actor:" + ActorId::Of(job_).Hex(), EncodeActorRow(mismatched)).ok());
+  testing::PutRow(backing_, "actor:" + ActorId::Of(job_).Hex(), EncodeActorRow(mismatched));
   ActorTable restarted({}, store_, jobs_);
   ASSERT_TRUE(restarted.Load().ok());
   EXPECT_EQ(restarted.size(), 1u);
   EXPECT_TRUE(restarted.Find(actor.id).has_value());
 
-  store_.keys_error = Unavailable("injected");
+  store_.scan_error = Unavailable("injected");
   ActorTable unreachable({}, store_, jobs_);
   EXPECT_EQ(unreachable.Load().code(), Code::kUnavailable);
 }

@@ -53,15 +53,6 @@ class HeadActorsTest : public HeadRpcTest {
   }
 
   // Runs the loop (the head serves on this thread) until `condition` holds or 10 s pass.
-  bool PumpUntil(const std::function<bool()>& condition) {
-    kj::Timer& timer = server_->getIoProvider().getTimer();
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!condition()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      timer.afterDelay(2 * kj::MILLISECONDS).wait(server_->getWaitScope());
-    }
-    return true;
-  }
 
   static std::string Str(capnp::Text::Reader text) { return std::string(text.cStr()); }
 };

@@ -2,6 +2,7 @@
 // EzRpcClient talking to it, a manual clock and a fault-injecting store under it.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include <capnp/ez-rpc.h>
+#include <kj/async-io.h>
 #include <gtest/gtest.h>
 
 #include "common/ids.h"
@@ -44,11 +46,26 @@ class HeadRpcTest : public ::testing::Test {
     leases_.clear();
     cap_.reset();
     client_.reset();
+    // The server sees the client go and drops the job leases, whose drivers' jobs the head then
+    // finishes: let the loop run that before it is destroyed with the server.
+    kj::Timer& timer = server_->getIoProvider().getTimer();
+    for (int i = 0; i < 10; ++i) timer.afterDelay(kj::MILLISECONDS).wait(server_->getWaitScope());
     server_.reset();
     head_ = nullptr;
   }
 
   proto::Head::Client& head() { return *cap_; }
+
+  // Runs the loop until `condition` holds; false after 10 s.
+  bool PumpUntil(const std::function<bool()>& condition) {
+    kj::Timer& timer = server_->getIoProvider().getTimer();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!condition()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      timer.afterDelay(2 * kj::MILLISECONDS).wait(server_->getWaitScope());
+    }
+    return true;
+  }
 
   // Sends `request` (a request is sent once) and waits for the reply; a failure is the Status the
   // server threw.

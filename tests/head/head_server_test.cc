@@ -1,10 +1,13 @@
 // The Head service over EzRpc on loopback: nodes, liveness, KV, jobs, and a failing store.
 #include <gtest/gtest.h>
 
+#include "head/internal/job_table.h"
 #include "tests/head/head_rpc_fixture.h"
 
 namespace airt::head::testing {
 namespace {
+
+using internal::JobIdOf;
 
 NodeId IdOf(capnp::Data::Reader bytes) {
   return bytes.size() == NodeId::kSize ? NodeId::FromRaw(bytes.begin()) : NodeId::Nil();
@@ -76,7 +79,7 @@ TEST_F(HeadServerTest, CheckLivenessReportsDeathsForTheDaemonsTimer) {
   NodeId a = NodeId::FromRandom();
   ASSERT_TRUE(RegisterNode(a).ok());
   clock_.AdvanceMs(kTimeoutMs);
-  EXPECT_EQ(head_->CheckLiveness(), std::vector<NodeId>{a});
+  EXPECT_EQ(head_->CheckLiveness().wait(server_->getWaitScope()), std::vector<NodeId>{a});
   EXPECT_FALSE(View()->getNodes()[0].getAlive());
 }
 
@@ -171,7 +174,7 @@ TEST_F(HeadServerTest, FailingStorePutIsAClearErrorAndTheHeadStaysUpWithItsData)
   ASSERT_TRUE(RegisterNode(a).ok());
   ASSERT_TRUE(*KvPut("actors", "trainer", "v1"));
 
-  store_.put_error = Unavailable("injected: redis went away");
+  store_.write_error = Unavailable("injected: redis went away");
   NodeId b = NodeId::FromRandom();
   Status node = RegisterNode(b);
   EXPECT_EQ(node.code(), Code::kUnavailable);
@@ -190,26 +193,93 @@ TEST_F(HeadServerTest, FailingStorePutIsAClearErrorAndTheHeadStaysUpWithItsData)
   EXPECT_EQ(**KvGet("actors", "trainer"), "v1");
   EXPECT_EQ(Send(head().listJobsRequest())->getJobs().size(), 0u);
 
-  store_.put_error = Status::Ok();
+  store_.write_error = Status::Ok();
   EXPECT_TRUE(RegisterNode(b).ok()) << "the head recovers when the store does";
   EXPECT_FALSE(*KvPut("actors", "trainer", "v2"));
   EXPECT_EQ(**KvGet("actors", "trainer"), "v2");
 }
 
-TEST_F(HeadServerTest, FailingStoreGetIsAClearError) {
-  store_.get_error = Unavailable("injected: redis went away");
-  Status s = KvGet("actors", "trainer").status();
-  EXPECT_EQ(s.code(), Code::kUnavailable);
-  EXPECT_EQ(s.message(), "getting key 'trainer' in namespace 'actors': injected: redis went away");
+TEST_F(HeadServerTest, FailedRegisterJobListsNoJobAndLosesNothingStored) {
+  JobId kept = *RegisterJob();
+  ASSERT_TRUE(*KvPut("ns", "k", "v"));
+  store_.FailNextWrites(1, Unavailable("injected: redis went away"));
+  Result<JobId> failed = RegisterJob();
+  EXPECT_EQ(failed.status().code(), Code::kUnavailable);
+  EXPECT_EQ(failed.status().message(), "registering job 02000000: injected: redis went away");
+  auto jobs = Send(head().listJobsRequest());
+  ASSERT_EQ(jobs->getJobs().size(), 1u) << "the failed job is not listed";
+  StopHead();
+  StartHead();
+  ASSERT_TRUE(JobAliveAndEnd(kept).has_value()) << "what was stored before is still there";
+  EXPECT_FALSE(JobAliveAndEnd(JobIdOf(2)).has_value());
+  EXPECT_EQ(**KvGet("ns", "k"), "v");
+}
+
+TEST_F(HeadServerTest, FinishingAJobIsOneWriteWithItsActorsAndAFailedOneChangesNothing) {
+  JobId job = *RegisterJob();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(RegisterActor(ActorId::Of(job)).ok());
+  auto finish = [&] {
+    auto request = head().finishJobRequest();
+    request.setJobId(capnp::Data::Reader(job.data(), JobId::kSize));
+    return Send(kj::mv(request)).status();
+  };
+  store_.FailNextWrites(1, Unavailable("injected"));
+  EXPECT_EQ(finish().code(), Code::kUnavailable);
+  EXPECT_TRUE(JobAliveAndEnd(job)->first);
+  for (auto actor : Send(head().listActorsRequest())->getActors()) {
+    EXPECT_EQ(actor.getState(), proto::ActorState::PENDING);
+  }
+  int writes = store_.writes;
+  ASSERT_TRUE(finish().ok());
+  EXPECT_EQ(store_.writes, writes + 1) << "the job and its 3 actors in one batch";
+  EXPECT_FALSE(JobAliveAndEnd(job)->first);
+  for (auto actor : Send(head().listActorsRequest())->getActors()) {
+    EXPECT_EQ(actor.getState(), proto::ActorState::DEAD);
+  }
+}
+
+TEST_F(HeadServerTest, ConcurrentCallsApplyInOrderAndAnswerOnlyOnceWritten) {
+  store_.HoldWrites();
+  auto put = [&](const std::string& value) {
+    auto request = head().kvPutRequest();
+    request.setNamespace("ns");
+    request.setKey("k");
+    request.setValue(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(value.data()),
+                                         value.size()));
+    request.setOverwrite(false);
+    return request.send();
+  };
+  auto first = put("first");
+  auto second = put("second");
+  kj::WaitScope& wait = client_->getWaitScope();
+  ASSERT_TRUE(PumpUntil([&] { return store_.held() == 1; }));
+  EXPECT_FALSE(KvGet("ns", "k")->has_value()) << "not shown before the store confirmed it";
+  EXPECT_FALSE(second.poll(wait)) << "the second waits for the first";
+  store_.ReleaseWrites();
+  EXPECT_TRUE(first.wait(wait).getAdded());
+  EXPECT_FALSE(second.wait(wait).getAdded()) << "staged against the first one's result";
+  EXPECT_EQ(**KvGet("ns", "k"), "first");
+}
+
+TEST_F(HeadServerTest, AJobWhoseDriverLeftWhileTheStoreFailedIsFinishedByTheNextCheck) {
+  JobId job = *RegisterJob();
+  store_.write_error = Unavailable("injected");
+  leases_.erase(job);
+  kj::WaitScope& wait = server_->getWaitScope();
+  for (int i = 0; i < 3; ++i) kj::evalLater([] {}).wait(wait);
+  EXPECT_TRUE(JobAliveAndEnd(job)->first) << "not finished while the store fails";
+  store_.write_error = Status::Ok();
+  head_->CheckLiveness().wait(wait);
+  ASSERT_TRUE(PumpUntil([&] { return !JobAliveAndEnd(job)->first; }));
 }
 
 TEST_F(HeadServerTest, OpenReturnsTheStoreErrorWhenTheStoreIsUnreachable) {
   StopHead();
-  store_.keys_error = Unavailable("injected: redis went away");
+  store_.scan_error = Unavailable("injected: redis went away");
   auto opened = HeadServer::Open(HeadOptions(), store_, clock_);
   EXPECT_EQ(opened.status().code(), Code::kUnavailable);
   EXPECT_EQ(opened.status().message(), "loading the node table: injected: redis went away");
-  store_.keys_error = Status::Ok();
+  store_.scan_error = Status::Ok();
   StartHead();
 }
 

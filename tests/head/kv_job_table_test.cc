@@ -14,86 +14,103 @@ class KvTableTest : public ::testing::Test {
  protected:
   InMemoryMetadataStore backing_;
   testing::FaultInjectingMetadataStore store_{backing_};
+  testing::Committer commit_{store_};
   KvTable kv_{store_};
 };
 
 TEST_F(KvTableTest, PutReportsAddedOnlyForANewKey) {
-  EXPECT_TRUE(*kv_.Put("fn", "f1", "v1", /*overwrite=*/false));
-  EXPECT_FALSE(*kv_.Put("fn", "f1", "v2", /*overwrite=*/true));
-  EXPECT_EQ(**kv_.Get("fn", "f1"), "v2");
+  EXPECT_TRUE(*commit_(kv_.Put("fn", "f1", "v1", /*overwrite=*/false)));
+  EXPECT_FALSE(*commit_(kv_.Put("fn", "f1", "v2", /*overwrite=*/true)));
+  EXPECT_EQ(*kv_.Get("fn", "f1"), "v2");
 }
 
 TEST_F(KvTableTest, PutKeepsTheValueWhenNotOverwriting) {
-  ASSERT_TRUE(kv_.Put("actors", "a", "first", false).ok());
-  EXPECT_FALSE(*kv_.Put("actors", "a", "second", false));
-  EXPECT_EQ(**kv_.Get("actors", "a"), "first");
+  ASSERT_TRUE(commit_(kv_.Put("actors", "a", "first", false)).ok());
+  EXPECT_FALSE(*commit_(kv_.Put("actors", "a", "second", false)));
+  EXPECT_EQ(*kv_.Get("actors", "a"), "first");
 }
 
 TEST_F(KvTableTest, GetReturnsNothingWhenKeyMissing) {
-  auto value = kv_.Get("actors", "nobody");
-  ASSERT_TRUE(value.ok());
-  EXPECT_FALSE(value->has_value());
+  EXPECT_FALSE(kv_.Get("actors", "nobody").has_value());
 }
 
 TEST_F(KvTableTest, NamespacesNeverCollide) {
-  ASSERT_TRUE(*kv_.Put("a", "bc", "1", false));
-  ASSERT_TRUE(*kv_.Put("ab", "c", "2", false));
-  ASSERT_TRUE(*kv_.Put("", "abc", "3", false));
-  EXPECT_EQ(**kv_.Get("a", "bc"), "1");
-  EXPECT_EQ(**kv_.Get("ab", "c"), "2");
-  EXPECT_EQ(**kv_.Get("", "abc"), "3");
-  EXPECT_EQ(*kv_.Keys("a", ""), Keys{"bc"});
-  EXPECT_EQ(*kv_.Keys("", ""), Keys{"abc"});
+  ASSERT_TRUE(*commit_(kv_.Put("a", "bc", "1", false)));
+  ASSERT_TRUE(*commit_(kv_.Put("ab", "c", "2", false)));
+  ASSERT_TRUE(*commit_(kv_.Put("", "abc", "3", false)));
+  EXPECT_EQ(*kv_.Get("a", "bc"), "1");
+  EXPECT_EQ(*kv_.Get("ab", "c"), "2");
+  EXPECT_EQ(*kv_.Get("", "abc"), "3");
+  EXPECT_EQ(kv_.Keys("a", ""), Keys{"bc"});
+  EXPECT_EQ(kv_.Keys("", ""), Keys{"abc"});
 }
 
 TEST_F(KvTableTest, KeysListsThePrefixWithinTheNamespaceInOrder) {
   for (const char* k : {"nccl/group1/rank1", "nccl/group1/rank0", "nccl/group2/rank0", "other"}) {
-    ASSERT_TRUE(kv_.Put("collective", k, std::string(128, 'x'), false).ok());
+    ASSERT_TRUE(commit_(kv_.Put("collective", k, std::string(128, 'x'), false)).ok());
   }
-  ASSERT_TRUE(kv_.Put("elsewhere", "nccl/group1/rank9", "", false).ok());
-  EXPECT_EQ(*kv_.Keys("collective", "nccl/group1/"),
+  ASSERT_TRUE(commit_(kv_.Put("elsewhere", "nccl/group1/rank9", "", false)).ok());
+  EXPECT_EQ(kv_.Keys("collective", "nccl/group1/"),
             (Keys{"nccl/group1/rank0", "nccl/group1/rank1"}));
-  EXPECT_EQ(kv_.Keys("collective", "")->size(), 4u);
-  EXPECT_EQ(*kv_.Keys("collective", "zzz"), Keys{});
+  EXPECT_EQ(kv_.Keys("collective", "").size(), 4u);
+  EXPECT_EQ(kv_.Keys("collective", "zzz"), Keys{});
 }
 
 TEST_F(KvTableTest, DeleteReportsWhetherTheKeyWasThere) {
-  ASSERT_TRUE(kv_.Put("ns", "k", "v", false).ok());
-  EXPECT_TRUE(*kv_.Delete("ns", "k"));
-  EXPECT_FALSE(*kv_.Delete("ns", "k"));
-  EXPECT_FALSE(kv_.Get("ns", "k")->has_value());
+  ASSERT_TRUE(commit_(kv_.Put("ns", "k", "v", false)).ok());
+  EXPECT_TRUE(*commit_(kv_.Delete("ns", "k")));
+  EXPECT_FALSE(*commit_(kv_.Delete("ns", "k")));
+  EXPECT_FALSE(kv_.Get("ns", "k").has_value());
 }
 
 TEST_F(KvTableTest, FailedPutNamesTheKeyAndKeepsTheEarlierValue) {
-  ASSERT_TRUE(kv_.Put("actors", "a", "first", false).ok());
-  store_.put_error = Unavailable("injected: redis went away");
-  auto put = kv_.Put("actors", "a", "second", true);
+  ASSERT_TRUE(commit_(kv_.Put("actors", "a", "first", false)).ok());
+  store_.write_error = Unavailable("injected: redis went away");
+  auto put = commit_(kv_.Put("actors", "a", "second", true));
   EXPECT_EQ(put.status().code(), Code::kUnavailable);
   EXPECT_EQ(put.status().message(),
             "putting key 'a' in namespace 'actors': injected: redis went away");
-  store_.put_error = Status::Ok();
-  EXPECT_EQ(**kv_.Get("actors", "a"), "first");
+  store_.write_error = Status::Ok();
+  EXPECT_EQ(*kv_.Get("actors", "a"), "first");
 }
 
-TEST_F(KvTableTest, EveryCallReturnsTheStoreErrorWhenTheStoreFails) {
-  store_.FailAll(Unavailable("injected"));
-  EXPECT_EQ(kv_.Get("n", "k").status().code(), Code::kUnavailable);
-  EXPECT_EQ(kv_.Put("n", "k", "v", true).status().code(), Code::kUnavailable);
-  EXPECT_EQ(kv_.Delete("n", "k").status().code(), Code::kUnavailable);
-  EXPECT_EQ(kv_.Keys("n", "").status().code(), Code::kUnavailable);
+TEST_F(KvTableTest, FailedWritesChangeNothingAndLoseNothing) {
+  ASSERT_TRUE(commit_(kv_.Put("n", "kept", "v", false)).ok());
+  store_.FailNextWrites(2, Unavailable("injected"));
+  EXPECT_EQ(commit_(kv_.Put("n", "k", "v", true)).status().code(), Code::kUnavailable);
+  EXPECT_EQ(commit_(kv_.Delete("n", "kept")).status().code(), Code::kUnavailable);
+  EXPECT_FALSE(kv_.Get("n", "k").has_value());
+  EXPECT_EQ(*kv_.Get("n", "kept"), "v");
+  KvTable restarted(store_);
+  ASSERT_TRUE(restarted.Load().ok());
+  EXPECT_EQ(restarted.Keys("n", ""), Keys{"kept"}) << "the store holds what memory does";
+}
+
+TEST_F(KvTableTest, LoadReturnsTheStoreErrorAndRestoresEveryKey) {
+  ASSERT_TRUE(commit_(kv_.Put("a", "1", std::string("\0bin", 4), false)).ok());
+  ASSERT_TRUE(commit_(kv_.Put("b", "2", "two", false)).ok());
+  store_.scan_error = Unavailable("injected");
+  KvTable unreachable(store_);
+  EXPECT_EQ(unreachable.Load().code(), Code::kUnavailable);
+  store_.scan_error = Status::Ok();
+  KvTable restarted(store_);
+  ASSERT_TRUE(restarted.Load().ok());
+  EXPECT_EQ(*restarted.Get("a", "1"), std::string("\0bin", 4));
+  EXPECT_EQ(*restarted.Get("b", "2"), "two");
 }
 
 class JobTableTest : public ::testing::Test {
  protected:
   InMemoryMetadataStore backing_;
   testing::FaultInjectingMetadataStore store_{backing_};
+  testing::Committer commit_{store_};
   testing::ManualClock clock_;
   JobTable jobs_{store_, clock_};
 };
 
 TEST_F(JobTableTest, RegisterHandsOutIncreasingIdsAsRayDoes) {
-  auto first = jobs_.Register(100, "10.0.0.1");
-  auto second = jobs_.Register(101, "10.0.0.2");
+  auto first = commit_(jobs_.Register(100, "10.0.0.1"));
+  auto second = commit_(jobs_.Register(101, "10.0.0.2"));
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->Hex(), "01000000");
   EXPECT_EQ(second->Hex(), "02000000");
@@ -109,12 +126,12 @@ TEST_F(JobTableTest, RegisterHandsOutIncreasingIdsAsRayDoes) {
 }
 
 TEST_F(JobTableTest, FinishRecordsTheEndTimeOnce) {
-  JobId id = *jobs_.Register(100, "10.0.0.1");
+  JobId id = *commit_(jobs_.Register(100, "10.0.0.1"));
   clock_.AdvanceMs(5000);
-  ASSERT_TRUE(jobs_.Finish(id).ok());
+  ASSERT_TRUE(commit_(jobs_.Finish(id)).ok());
   uint64_t end = static_cast<uint64_t>(clock_.WallMs());
   clock_.AdvanceMs(5000);
-  ASSERT_TRUE(jobs_.Finish(id).ok()) << "finishing twice is harmless";
+  ASSERT_TRUE(commit_(jobs_.Finish(id)).ok()) << "finishing twice is harmless";
   auto job = jobs_.List().at(0);
   EXPECT_FALSE(job.alive);
   EXPECT_EQ(job.end_ms, end);
@@ -122,58 +139,50 @@ TEST_F(JobTableTest, FinishRecordsTheEndTimeOnce) {
 }
 
 TEST_F(JobTableTest, FinishReturnsNotFoundForAnUnknownJob) {
-  Status s = jobs_.Finish(JobIdOf(7));
+  Status s = commit_(jobs_.Finish(JobIdOf(7)));
   EXPECT_EQ(s.code(), Code::kNotFound);
   EXPECT_EQ(s.message(), "job 07000000 is not registered");
 }
 
 TEST_F(JobTableTest, LoadRestoresJobsAndContinuesIdsAfterTheHighest) {
-  JobId a = *jobs_.Register(1, "a");
-  JobId b = *jobs_.Register(2, "b");
-  ASSERT_TRUE(jobs_.Finish(a).ok());
+  JobId a = *commit_(jobs_.Register(1, "a"));
+  JobId b = *commit_(jobs_.Register(2, "b"));
+  ASSERT_TRUE(commit_(jobs_.Finish(a)).ok());
   JobTable restarted(store_, clock_);
   ASSERT_TRUE(restarted.Load().ok());
   EXPECT_EQ(restarted.List(), jobs_.List());
-  JobId c = *restarted.Register(3, "c");
+  JobId c = *commit_(restarted.Register(3, "c"));
   EXPECT_EQ(JobIdValue(c), JobIdValue(b) + 1);
 }
 
 TEST_F(JobTableTest, FailedRegisterListsNoJobAndNeverReusesTheId) {
-  store_.put_error = Unavailable("injected: redis went away");
-  auto failed = jobs_.Register(1, "a");
+  store_.write_error = Unavailable("injected: redis went away");
+  auto failed = commit_(jobs_.Register(1, "a"));
   EXPECT_EQ(failed.status().code(), Code::kUnavailable);
   EXPECT_TRUE(jobs_.List().empty());
-  store_.put_error = Status::Ok();
-  EXPECT_EQ(JobIdValue(*jobs_.Register(1, "a")), 2u);
+  store_.write_error = Status::Ok();
+  EXPECT_EQ(JobIdValue(*commit_(jobs_.Register(1, "a"))), 2u);
 }
 
 TEST_F(JobTableTest, FailedFinishLeavesTheJobRunning) {
-  JobId id = *jobs_.Register(1, "a");
-  store_.put_error = Unavailable("injected");
-  EXPECT_EQ(jobs_.Finish(id).code(), Code::kUnavailable);
+  JobId id = *commit_(jobs_.Register(1, "a"));
+  store_.write_error = Unavailable("injected");
+  EXPECT_EQ(commit_(jobs_.Finish(id)).code(), Code::kUnavailable);
   EXPECT_TRUE(jobs_.List().at(0).alive);
   EXPECT_EQ(jobs_.FinishedSince(0).seq, 0u);
 }
 
-TEST_F(JobTableTest, FinishOfALostDriverStandsWhenTheStoreFails) {
-  JobId id = *jobs_.Register(1, "a");
-  store_.put_error = Unavailable("injected");
-  EXPECT_TRUE(jobs_.Finish(id, JobTable::OnWriteError::kLogAndFinish).ok());
-  EXPECT_FALSE(jobs_.Find(id)->alive);
-  EXPECT_EQ(jobs_.FinishedSince(0).jobs, std::vector<JobId>{id});
-}
-
 TEST_F(JobTableTest, FinishesAreNumberedAndFinishedSinceAnswersTheNewOnes) {
-  JobId a = *jobs_.Register(1, "a"), b = *jobs_.Register(2, "b"), c = *jobs_.Register(3, "c");
+  JobId a = *commit_(jobs_.Register(1, "a")), b = *commit_(jobs_.Register(2, "b")), c = *commit_(jobs_.Register(3, "c"));
   EXPECT_EQ(jobs_.FinishedSince(0).seq, 0u);
   EXPECT_TRUE(jobs_.FinishedSince(0).jobs.empty());
-  ASSERT_TRUE(jobs_.Finish(b).ok());
-  ASSERT_TRUE(jobs_.Finish(b).ok()) << "a second finish gets no number";
-  ASSERT_TRUE(jobs_.Finish(a).ok());
+  ASSERT_TRUE(commit_(jobs_.Finish(b)).ok());
+  ASSERT_TRUE(commit_(jobs_.Finish(b)).ok()) << "a second finish gets no number";
+  ASSERT_TRUE(commit_(jobs_.Finish(a)).ok());
   FinishedJobs all = jobs_.FinishedSince(0);
   EXPECT_EQ(all.seq, 2u);
   EXPECT_EQ(all.jobs, (std::vector<JobId>{b, a}));
-  ASSERT_TRUE(jobs_.Finish(c).ok());
+  ASSERT_TRUE(commit_(jobs_.Finish(c)).ok());
   FinishedJobs news = jobs_.FinishedSince(2);
   EXPECT_EQ(news.seq, 3u);
   EXPECT_EQ(news.jobs, std::vector<JobId>{c});
@@ -187,8 +196,8 @@ TEST_F(JobTableTest, FinishesAreNumberedAndFinishedSinceAnswersTheNewOnes) {
 TEST_F(JobTableTest, FinishedSinceAnswersAtMostTheLastWindow) {
   std::vector<JobId> ids;
   for (size_t i = 0; i < JobTable::kFinishedWindow + 5; ++i) {
-    ids.push_back(*jobs_.Register(1, "a"));
-    ASSERT_TRUE(jobs_.Finish(ids.back()).ok());
+    ids.push_back(*commit_(jobs_.Register(1, "a")));
+    ASSERT_TRUE(commit_(jobs_.Finish(ids.back())).ok());
   }
   FinishedJobs all = jobs_.FinishedSince(0);
   EXPECT_EQ(all.seq, JobTable::kFinishedWindow + 5);
@@ -199,11 +208,11 @@ TEST_F(JobTableTest, FinishedSinceAnswersAtMostTheLastWindow) {
 }
 
 TEST_F(JobTableTest, LoadNumbersTheFinishedJobsByTheirEndTimes) {
-  JobId a = *jobs_.Register(1, "a"), b = *jobs_.Register(2, "b");
-  ASSERT_TRUE(jobs_.Register(3, "c").ok());
-  ASSERT_TRUE(jobs_.Finish(b).ok());
+  JobId a = *commit_(jobs_.Register(1, "a")), b = *commit_(jobs_.Register(2, "b"));
+  ASSERT_TRUE(commit_(jobs_.Register(3, "c")).ok());
+  ASSERT_TRUE(commit_(jobs_.Finish(b)).ok());
   clock_.AdvanceMs(10);
-  ASSERT_TRUE(jobs_.Finish(a).ok());
+  ASSERT_TRUE(commit_(jobs_.Finish(a)).ok());
   JobTable restarted(store_, clock_);
   ASSERT_TRUE(restarted.Load().ok());
   FinishedJobs finished = restarted.FinishedSince(0);

@@ -9,50 +9,85 @@ namespace {
 
 using Keys = std::vector<std::string>;
 
-TEST(InMemoryMetadataStore, GetReturnsNothingWhenKeyMissing) {
-  InMemoryMetadataStore store;
-  auto value = store.Get("absent");
+Keys KeysOf(const std::vector<Row>& rows) {
+  Keys keys;
+  for (const Row& row : rows) keys.push_back(row.key);
+  return keys;
+}
+
+class MetadataStoreTest : public ::testing::Test {
+ protected:
+  Status Write(MetadataStore& store, WriteBatch batch) {
+    return store.Write(std::move(batch)).wait(commit_.scope());
+  }
+
+  InMemoryMetadataStore inner_;
+  testing::FaultInjectingMetadataStore faulty_{inner_};
+  testing::Committer commit_{inner_};  // for its event loop
+};
+
+TEST_F(MetadataStoreTest, GetReturnsNothingWhenKeyMissing) {
+  auto value = inner_.Get("absent");
   ASSERT_TRUE(value.ok());
   EXPECT_FALSE(value->has_value());
 }
 
-TEST(InMemoryMetadataStore, PutReplacesEarlierValue) {
-  InMemoryMetadataStore store;
-  ASSERT_TRUE(store.Put("k", "one").ok());
-  ASSERT_TRUE(store.Put("k", std::string("two\0bytes", 9)).ok());
-  EXPECT_EQ(**store.Get("k"), std::string("two\0bytes", 9));
-  EXPECT_EQ(store.size(), 1u);
+TEST_F(MetadataStoreTest, ABatchAppliesItsMutationsInOrder) {
+  WriteBatch batch;
+  batch.Put("k", "one");
+  batch.Put("gone", "x");
+  batch.Put("k", std::string("two\0bytes", 9));
+  batch.Delete("gone");
+  batch.Delete("never there");
+  ASSERT_TRUE(Write(inner_, std::move(batch)).ok());
+  EXPECT_EQ(**inner_.Get("k"), std::string("two\0bytes", 9));
+  EXPECT_FALSE(inner_.Get("gone")->has_value());
+  EXPECT_EQ(inner_.size(), 1u);
 }
 
-TEST(InMemoryMetadataStore, DeleteReportsWhetherKeyWasThere) {
-  InMemoryMetadataStore store;
-  ASSERT_TRUE(store.Put("k", "v").ok());
-  EXPECT_TRUE(*store.Delete("k"));
-  EXPECT_FALSE(*store.Delete("k"));
-  EXPECT_FALSE(store.Get("k")->has_value());
+TEST_F(MetadataStoreTest, ScanListsOnlyThePrefixInByteOrder) {
+  WriteBatch batch;
+  for (const char* k : {"kv:b", "kv:a", "kv", "kw:a", "job:1", "kv:\xff"}) batch.Put(k, k);
+  ASSERT_TRUE(Write(inner_, std::move(batch)).ok());
+  EXPECT_EQ(KeysOf(*inner_.Scan("kv:")), (Keys{"kv:a", "kv:b", "kv:\xff"}));
+  EXPECT_EQ(inner_.Scan("kv:a")->at(0).value, "kv:a");
+  EXPECT_EQ(KeysOf(*inner_.Scan("nothing")), Keys{});
+  EXPECT_EQ(inner_.Scan("")->size(), 6u);
 }
 
-TEST(InMemoryMetadataStore, KeysListsOnlyThePrefixInByteOrder) {
-  InMemoryMetadataStore store;
-  for (const char* k : {"kv:b", "kv:a", "kv", "kw:a", "job:1", "kv:\xff"}) {
-    ASSERT_TRUE(store.Put(k, "").ok());
+TEST_F(MetadataStoreTest, FailedWritesLeaveTheInnerStoreUnchanged) {
+  WriteBatch before;
+  before.Put("k", "before");
+  ASSERT_TRUE(Write(faulty_, std::move(before)).ok());
+  faulty_.FailNextWrites(2, Unavailable("injected: redis went away"));
+  for (int i = 0; i < 2; ++i) {
+    WriteBatch batch;
+    batch.Put("k", "after");
+    batch.Put("new", "row");
+    EXPECT_EQ(Write(faulty_, std::move(batch)).code(), Code::kUnavailable);
   }
-  EXPECT_EQ(*store.Keys("kv:"), (Keys{"kv:a", "kv:b", "kv:\xff"}));
-  EXPECT_EQ(*store.Keys("nothing"), Keys{});
-  EXPECT_EQ(store.Keys("")->size(), 6u);
+  EXPECT_EQ(**inner_.Get("k"), "before");
+  EXPECT_FALSE(inner_.Get("new")->has_value());
+  WriteBatch third;
+  third.Delete("k");
+  EXPECT_TRUE(Write(faulty_, std::move(third)).ok()) << "only the next two fail";
+  faulty_.FailAll(Unavailable("injected"));
+  EXPECT_EQ(faulty_.Scan("").status().code(), Code::kUnavailable);
 }
 
-TEST(FaultInjectingMetadataStore, FailedCallsLeaveInnerStoreUnchanged) {
-  InMemoryMetadataStore inner;
-  testing::FaultInjectingMetadataStore store(inner);
-  ASSERT_TRUE(store.Put("k", "before").ok());
-  store.FailAll(Unavailable("injected: redis went away"));
-  EXPECT_EQ(store.Put("k", "after").code(), Code::kUnavailable);
-  EXPECT_EQ(store.Delete("k").status().code(), Code::kUnavailable);
-  EXPECT_EQ(store.Get("k").status().code(), Code::kUnavailable);
-  EXPECT_EQ(store.Keys("").status().code(), Code::kUnavailable);
-  store.FailAll(Status::Ok());
-  EXPECT_EQ(**store.Get("k"), "before");
+TEST_F(MetadataStoreTest, HeldWritesApplyInOrderWhenReleased) {
+  faulty_.HoldWrites();
+  WriteBatch first, second;
+  first.Put("k", "first");
+  second.Put("k", "second");
+  kj::Promise<Status> a = faulty_.Write(std::move(first));
+  kj::Promise<Status> b = faulty_.Write(std::move(second));
+  EXPECT_FALSE(b.poll(commit_.scope()));
+  EXPECT_FALSE(inner_.Get("k")->has_value()) << "nothing is applied while held";
+  faulty_.ReleaseWrites();
+  EXPECT_TRUE(b.wait(commit_.scope()).ok());
+  EXPECT_TRUE(a.wait(commit_.scope()).ok());
+  EXPECT_EQ(**inner_.Get("k"), "second");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The node table with a manual clock: registration, heartbeats, liveness, persistence.
 #include "head/internal/node_table.h"
+#include "head/internal/wire.h"
 
 #include <gtest/gtest.h>
 
@@ -27,13 +28,14 @@ class NodeTableTest : public ::testing::Test {
 
   InMemoryMetadataStore backing_;
   testing::FaultInjectingMetadataStore store_{backing_};
+  testing::Committer commit_{store_};
   testing::ManualClock clock_;
   NodeTable table_{Options(), store_, clock_};
 };
 
 TEST_F(NodeTableTest, RegisteredNodeIsAliveWithAvailableEqualToTotal) {
   NodeInfo a = Node("10.0.0.1", {0, 1});
-  ASSERT_TRUE(table_.Register(a).ok());
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
   auto view = table_.Find(a.id);
   ASSERT_TRUE(view.has_value());
   EXPECT_TRUE(view->alive);
@@ -45,20 +47,20 @@ TEST_F(NodeTableTest, RegisteredNodeIsAliveWithAvailableEqualToTotal) {
 
 TEST_F(NodeTableTest, NodeIsDeadWhenNoHeartbeatForTheTimeout) {
   NodeInfo a = Node("10.0.0.1");
-  ASSERT_TRUE(table_.Register(a).ok());
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
   clock_.AdvanceMs(kTimeoutMs - 1);
-  EXPECT_TRUE(table_.CheckLiveness().empty());
+  EXPECT_TRUE(commit_(table_.CheckLiveness())->empty());
   EXPECT_TRUE(table_.Find(a.id)->alive);
   clock_.AdvanceMs(1);
-  EXPECT_EQ(table_.CheckLiveness(), std::vector<NodeId>{a.id});
+  EXPECT_EQ(*commit_(table_.CheckLiveness()), std::vector<NodeId>{a.id});
   EXPECT_FALSE(table_.Find(a.id)->alive);
   EXPECT_EQ(table_.Find(a.id)->ms_since_heartbeat, kTimeoutMs);
-  EXPECT_TRUE(table_.CheckLiveness().empty()) << "a death is reported once";
+  EXPECT_TRUE(commit_(table_.CheckLiveness())->empty()) << "a death is reported once";
 }
 
 TEST_F(NodeTableTest, HeartbeatsKeepNodeAlivePastTheTimeout) {
   NodeInfo a = Node("10.0.0.1", {0, 1});
-  ASSERT_TRUE(table_.Register(a).ok());
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
   for (int i = 0; i < 5; ++i) {
     clock_.AdvanceMs(kTimeoutMs / 2);
     NodeLoad load{{{"CPU", 6}}, {1}, {0}};
@@ -66,7 +68,7 @@ TEST_F(NodeTableTest, HeartbeatsKeepNodeAlivePastTheTimeout) {
     ASSERT_TRUE(known.ok()) << known.status().ToString();
     EXPECT_TRUE(*known);
   }
-  EXPECT_TRUE(table_.CheckLiveness().empty());
+  EXPECT_TRUE(commit_(table_.CheckLiveness())->empty());
   auto view = table_.Find(a.id);
   EXPECT_TRUE(view->alive);
   EXPECT_EQ(view->load, (NodeLoad{{{"CPU", 6}}, {1}, {0}}));
@@ -83,7 +85,7 @@ TEST_F(NodeTableTest, HeartbeatAnswersUnknownWhenNodeNeverRegistered) {
 
 TEST_F(NodeTableTest, LateHeartbeatAnswersUnknownAndDeclaresNodeDead) {
   NodeInfo a = Node("10.0.0.1");
-  ASSERT_TRUE(table_.Register(a).ok());
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
   clock_.AdvanceMs(kTimeoutMs);
   EXPECT_FALSE(*table_.Heartbeat(a.id, {}));  // overdue: dead even before CheckLiveness ran
   EXPECT_FALSE(table_.Find(a.id)->alive);
@@ -93,14 +95,14 @@ TEST_F(NodeTableTest, LateHeartbeatAnswersUnknownAndDeclaresNodeDead) {
 TEST_F(NodeTableTest, NodeIsAliveAgainAfterReRegisterInItsOldPlace) {
   NodeInfo a = Node("10.0.0.1");
   NodeInfo b = Node("10.0.0.2");
-  ASSERT_TRUE(table_.Register(a).ok());
-  ASSERT_TRUE(table_.Register(b).ok());
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
+  ASSERT_TRUE(commit_(table_.Register(b)).ok());
   clock_.AdvanceMs(kTimeoutMs);
-  ASSERT_EQ(table_.CheckLiveness().size(), 2u);
+  ASSERT_EQ(commit_(table_.CheckLiveness())->size(), 2u);
   NodeInfo a2 = a;
   a2.node_port = 7001;
   a2.total = {{"CPU", 2}};
-  ASSERT_TRUE(table_.Register(a2).ok());
+  ASSERT_TRUE(commit_(table_.Register(a2)).ok());
   EXPECT_TRUE(*table_.Heartbeat(a.id, {}));
   auto view = table_.View();
   ASSERT_EQ(view.size(), 2u);
@@ -113,7 +115,7 @@ TEST_F(NodeTableTest, ViewListsNodesInRegistrationOrderWithMsSinceHeartbeat) {
   std::vector<NodeInfo> nodes;
   for (int i = 0; i < 5; ++i) {
     nodes.push_back(Node("10.0.0." + std::to_string(i)));
-    ASSERT_TRUE(table_.Register(nodes.back()).ok());
+    ASSERT_TRUE(commit_(table_.Register(nodes.back())).ok());
     clock_.AdvanceMs(10);
   }
   auto view = table_.View();
@@ -126,17 +128,17 @@ TEST_F(NodeTableTest, ViewListsNodesInRegistrationOrderWithMsSinceHeartbeat) {
 
 TEST_F(NodeTableTest, UnregisteredNodeIsDeadAtOnce) {
   NodeInfo a = Node("10.0.0.1");
-  ASSERT_TRUE(table_.Register(a).ok());
-  ASSERT_TRUE(table_.Unregister(a.id).ok());
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
+  ASSERT_TRUE(commit_(table_.Unregister(a.id)).ok());
   EXPECT_FALSE(table_.Find(a.id)->alive);
   EXPECT_FALSE(*table_.Heartbeat(a.id, {}));
-  EXPECT_TRUE(table_.Unregister(a.id).ok()) << "unregistering twice is harmless";
-  EXPECT_EQ(table_.Unregister(NodeId::FromRandom()).code(), Code::kNotFound);
+  EXPECT_TRUE(commit_(table_.Unregister(a.id)).ok()) << "unregistering twice is harmless";
+  EXPECT_EQ(commit_(table_.Unregister(NodeId::FromRandom())).code(), Code::kNotFound);
 }
 
 TEST_F(NodeTableTest, HeartbeatRejectsGpuIdsTheNodeDoesNotOwn) {
   NodeInfo a = Node("10.0.0.1", {0, 1});
-  ASSERT_TRUE(table_.Register(a).ok());
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
   auto in_use = table_.Heartbeat(a.id, NodeLoad{{}, {2}, {}});
   EXPECT_EQ(in_use.status().code(), Code::kInvalidArgument);
   EXPECT_NE(in_use.status().message().find("gpuIdsInUse: GPU 2"), std::string::npos)
@@ -151,25 +153,25 @@ TEST_F(NodeTableTest, ForgetsEarliestRegisteredDeadNodesBeyondTheLimit) {
   std::vector<NodeInfo> nodes;
   for (int i = 0; i < 4; ++i) {
     nodes.push_back(Node("10.0.0." + std::to_string(i)));
-    ASSERT_TRUE(table.Register(nodes.back()).ok());
+    ASSERT_TRUE(commit_(table.Register(nodes.back())).ok());
   }
-  ASSERT_TRUE(table.Unregister(nodes[2].id).ok());
-  ASSERT_TRUE(table.Unregister(nodes[0].id).ok());
-  ASSERT_TRUE(table.Unregister(nodes[3].id).ok());
+  ASSERT_TRUE(commit_(table.Unregister(nodes[2].id)).ok());
+  ASSERT_TRUE(commit_(table.Unregister(nodes[0].id)).ok());
+  ASSERT_TRUE(commit_(table.Unregister(nodes[3].id)).ok());
   auto view = table.View();
   ASSERT_EQ(view.size(), 3u);
   EXPECT_EQ(view[0].info.id, nodes[1].id);
   EXPECT_EQ(view[1].info.id, nodes[2].id);
   EXPECT_EQ(view[2].info.id, nodes[3].id);
-  EXPECT_EQ(backing_.Keys("node:")->size(), 3u) << "the forgotten node's row is deleted";
+  EXPECT_EQ(backing_.Scan("node:")->size(), 3u) << "the forgotten node's row is deleted";
 }
 
 TEST_F(NodeTableTest, LoadRestoresNodesInOrderAndGivesAliveOnesAFreshTimeout) {
   NodeInfo a = Node("10.0.0.1", {0});
   NodeInfo b = Node("10.0.0.2");
   NodeInfo c = Node("10.0.0.3");
-  for (const NodeInfo& n : {c, a, b}) ASSERT_TRUE(table_.Register(n).ok());
-  ASSERT_TRUE(table_.Unregister(a.id).ok());
+  for (const NodeInfo& n : {c, a, b}) ASSERT_TRUE(commit_(table_.Register(n)).ok());
+  ASSERT_TRUE(commit_(table_.Unregister(a.id)).ok());
   clock_.AdvanceMs(kTimeoutMs - 1);
 
   NodeTable restarted(Options(), store_, clock_);
@@ -182,18 +184,18 @@ TEST_F(NodeTableTest, LoadRestoresNodesInOrderAndGivesAliveOnesAFreshTimeout) {
   EXPECT_EQ(view[2].info, b);
   EXPECT_TRUE(view[2].alive);
   clock_.AdvanceMs(kTimeoutMs - 1);
-  EXPECT_TRUE(restarted.CheckLiveness().empty());
+  EXPECT_TRUE(commit_(restarted.CheckLiveness())->empty());
   EXPECT_TRUE(*restarted.Heartbeat(b.id, {}));
   NodeInfo d = Node("10.0.0.4");
-  ASSERT_TRUE(restarted.Register(d).ok());
+  ASSERT_TRUE(commit_(restarted.Register(d)).ok());
   EXPECT_EQ(restarted.View().back().info.id, d.id) << "new nodes go after the loaded ones";
 }
 
 TEST_F(NodeTableTest, LoadSkipsACorruptRow) {
   NodeInfo a = Node("10.0.0.1");
-  ASSERT_TRUE(table_.Register(a).ok());
-  ASSERT_TRUE(backing_.Put("node:0000000000000009:" + NodeId::FromRandom().Hex(), "garbage!").ok());
-  ASSERT_TRUE(backing_.Put("node:junk", "").ok());
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
+  testing::PutRow(backing_, "node:0000000000000009:" + NodeId::FromRandom().Hex(), "garbage!");
+  testing::PutRow(backing_, "node:junk", "");
   NodeTable restarted(Options(), store_, clock_);
   ASSERT_TRUE(restarted.Load().ok());
   ASSERT_EQ(restarted.size(), 1u);
@@ -201,36 +203,42 @@ TEST_F(NodeTableTest, LoadSkipsACorruptRow) {
 }
 
 TEST_F(NodeTableTest, LoadReturnsStoreErrorWhenStoreUnreachable) {
-  store_.keys_error = Unavailable("injected: redis went away");
+  store_.scan_error = Unavailable("injected: redis went away");
   NodeTable restarted(Options(), store_, clock_);
   EXPECT_EQ(restarted.Load().code(), Code::kUnavailable);
 }
 
 TEST_F(NodeTableTest, RegisterFailsAndChangesNothingWhenStorePutFails) {
   NodeInfo a = Node("10.0.0.1");
-  ASSERT_TRUE(table_.Register(a).ok());
-  store_.put_error = Unavailable("injected: redis went away");
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
+  store_.write_error = Unavailable("injected: redis went away");
   NodeInfo b = Node("10.0.0.2");
-  Status s = table_.Register(b);
+  Status s = commit_(table_.Register(b));
   EXPECT_EQ(s.code(), Code::kUnavailable);
   EXPECT_EQ(s.message(), "registering node " + b.id.Hex() + ": injected: redis went away");
   NodeInfo a2 = a;
   a2.address = "10.9.9.9";
-  EXPECT_EQ(table_.Register(a2).code(), Code::kUnavailable);
-  EXPECT_EQ(table_.Unregister(a.id).code(), Code::kUnavailable);
+  EXPECT_EQ(commit_(table_.Register(a2)).code(), Code::kUnavailable);
+  EXPECT_EQ(commit_(table_.Unregister(a.id)).code(), Code::kUnavailable);
   ASSERT_EQ(table_.size(), 1u);
   EXPECT_EQ(table_.View()[0].info, a);
   EXPECT_TRUE(table_.View()[0].alive);
   EXPECT_FALSE(*table_.Heartbeat(b.id, {}));
 }
 
-TEST_F(NodeTableTest, DeathStandsWhenStoreCannotRecordIt) {
+TEST_F(NodeTableTest, ATimedOutNodeShowsDeadAndItsRowIsRecordedOnceTheStoreAnswers) {
   NodeInfo a = Node("10.0.0.1");
-  ASSERT_TRUE(table_.Register(a).ok());
-  store_.put_error = Unavailable("injected: redis went away");
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
+  store_.write_error = Unavailable("injected: redis went away");
   clock_.AdvanceMs(kTimeoutMs);
-  EXPECT_EQ(table_.CheckLiveness().size(), 1u);
-  EXPECT_FALSE(table_.Find(a.id)->alive);
+  EXPECT_EQ(commit_(table_.CheckLiveness()).status().code(), Code::kUnavailable);
+  EXPECT_FALSE(table_.Find(a.id)->alive) << "dead to every caller at once";
+  EXPECT_FALSE(*table_.Heartbeat(a.id, {}));
+  EXPECT_TRUE(DecodeNodeRow(backing_.Scan("node:")->at(0).value)->alive);
+  store_.write_error = Status::Ok();
+  EXPECT_EQ(*commit_(table_.CheckLiveness()), std::vector<NodeId>{a.id}) << "retried";
+  EXPECT_FALSE(DecodeNodeRow(backing_.Scan("node:")->at(0).value)->alive);
+  EXPECT_TRUE(commit_(table_.CheckLiveness())->empty());
 }
 
 }  // namespace
