@@ -3,6 +3,8 @@
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -94,16 +96,37 @@ def test_actor_context_has_the_actors_resources_name_and_restart_state(cluster):
     airt.kill(other)
 
 
-def test_accelerator_ids_come_from_the_workers_visible_devices(cluster):
-    @airt.remote(num_gpus=1)
-    def gpu_ids():
-        return airt.get_runtime_context().get_accelerator_ids(), os.environ.get(
-            "CUDA_VISIBLE_DEVICES")
+_GPU_DRIVER = """
+import os, airt
+airt.init(num_cpus=1, num_gpus=2)  # a node told it has 2 GPUs (no device needed)
 
-    if airt.cluster_resources().get("GPU", 0) < 1:
-        pytest.skip("skipped: the session cluster has no GPU")
-    ids, visible = airt.get(gpu_ids.remote())
-    assert ids == {"GPU": visible.split(",")}
+@airt.remote(num_gpus=1)
+def gpu_ids():
+    context = airt.get_runtime_context()
+    return (context.get_accelerator_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"),
+            context.get_assigned_resources())
+
+@airt.remote(num_gpus=0)
+def no_gpu():
+    return airt.get_runtime_context().get_accelerator_ids()
+
+ids, visible, resources = airt.get(gpu_ids.remote(), timeout=120)
+assert visible and ids == {"GPU": visible.split(",")} and len(ids["GPU"]) == 1, (ids, visible)
+assert resources == {"CPU": 1.0, "GPU": 1.0}, resources
+assert airt.get(no_gpu.remote(), timeout=120) == {"GPU": []}
+airt.shutdown()
+print("ok")
+"""
+
+
+def test_accelerator_ids_come_from_the_workers_visible_devices():
+    # A driver of its own: its local cluster's node has GPUs, the session cluster's none.
+    env = dict(os.environ)
+    env.pop("AIRT_ADDRESS", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    result = subprocess.run([sys.executable, "-c", _GPU_DRIVER], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stdout + result.stderr
 
 
 def test_runtime_env_string_is_the_calls_environment(cluster):
