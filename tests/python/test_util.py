@@ -10,7 +10,7 @@ import cloudpickle
 import pytest
 
 import airt
-from airt.util import ActorPool, get_node_ip_address
+from airt.util import ActorPool, as_completed, get_node_ip_address, map_unordered
 from airt.util.queue import Empty, Full, Queue
 
 # Workers cannot import this test module: its functions and classes travel by value.
@@ -184,3 +184,22 @@ def test_get_node_ip_address_is_the_local_nodes(cluster):
     local = [n for n in airt.nodes() if n["Local"]][0]
     assert local["NodeManagerAddress"].startswith(ip + ":")
     assert airt.get(remote_ip.remote()) == ip
+
+
+def test_as_completed_and_map_unordered_yield_every_result(cluster):
+    @airt.remote(num_cpus=0)
+    def slow_square(x):
+        time.sleep(x / 10)
+        return x * x
+
+    refs = [slow_square.remote(x) for x in (5, 1, 3)]
+    assert sorted(as_completed(refs, chunk_size=1)) == [1, 9, 25]
+    assert set(as_completed(refs, yield_obj_refs=True)) == set(refs)
+    got = list(map_unordered(slow_square, range(6), backpressure_size=2, chunk_size=1))
+    assert sorted(got) == [x * x for x in range(6)]
+    with pytest.raises(ValueError):
+        list(as_completed(refs, chunk_size=0))
+    with pytest.raises(ValueError):
+        list(map_unordered(slow_square, [1], backpressure_size=0))
+    with pytest.raises(ValueError, match="chunk_size"):
+        list(as_completed(refs, num_returns=2))

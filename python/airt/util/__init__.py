@@ -5,8 +5,10 @@ import socket
 from airt.util import queue
 from airt.util import scheduling_strategies
 from airt.util.actor_pool import ActorPool
+from airt.util.helpers import as_completed, map_unordered
 
-__all__ = ["ActorPool", "get_node_ip_address", "queue", "scheduling_strategies"]
+__all__ = ["ActorPool", "as_completed", "get_node_ip_address", "map_unordered", "queue",
+           "scheduling_strategies"]
 
 
 def get_node_ip_address(address="8.8.8.8:53"):
