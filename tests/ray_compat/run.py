@@ -19,8 +19,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TIMEOUT_S = 300
 
-_IMPORT_RAY = re.compile(r"^(\s*)import ray\s*$", re.MULTILINE)
-_FROM_RAY = re.compile(r"^(\s*)from ray(\.| )", re.MULTILINE)
+_IMPORT_RAY = re.compile(r"^([ \t]*)import ray[ \t]*$", re.MULTILINE)
+_FROM_RAY = re.compile(r"^([ \t]*)from ray(\.| )", re.MULTILINE)
 
 
 def programs():
