@@ -124,6 +124,7 @@ void Init(const Config& config) {
   options.node_address = config.node_address;
   options.code_search_path = JobCodeSearchPath(config);
   options.ns = config.ray_namespace;
+  options.worker = WorkerId::FromRandom();  // a driver is a worker too (Ray's get_worker_id)
   Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(options);
   if (!core.ok()) throw UnavailableError(core.status().ToString());
   g_core = std::move(*core);
@@ -238,7 +239,7 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
   options.accelerator_type = settings.accelerator_type;
   options.name = settings.name;
   options.num_returns = static_cast<uint32_t>(std::max(settings.num_returns, 1));
-  options.max_retries = static_cast<uint32_t>(settings.max_retries < 0 ? 0 : settings.max_retries);
+  options.max_retries = settings.max_retries < 0 ? -1 : settings.max_retries;
   options.python = settings.python;
   return Binaries(Core().SubmitTask(function, CoreArguments(std::move(args)), options));
 }
@@ -286,6 +287,8 @@ std::vector<NodeInfo> ClusterNodes() {
 }
 
 std::string JobIdHex() { return Core().job_id().Hex(); }
+std::string WorkerIdHex() { return Core().worker_id().Hex(); }
+std::string HeadAddress() { return Core().head_address(); }
 
 bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
            bool overwrite) {

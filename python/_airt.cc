@@ -404,6 +404,14 @@ PYBIND11_MODULE(_airt, m) {
     return out;
   });
   m.def("job_id", [] { return airt::internal::JobIdHex(); });
+  m.def("worker_id", [] { return airt::internal::WorkerIdHex(); });
+  m.def("head_address", [] { return airt::internal::HeadAddress(); });
+  // The running task's (name, resources it holds, actor restarts before it): an actor creation's
+  // are the actor's own. Empty outside a task.
+  m.def("current_task_info", [] {
+    const airt::internal::RunningTask& running = airt::internal::ThisThreadsTask();
+    return py::make_tuple(running.name, running.resources, running.actor_restarts);
+  });
 
   // The head's KV: the function table of Python functions.
   m.def("kv_put", [](const std::string& ns, const std::string& key, py::bytes value,

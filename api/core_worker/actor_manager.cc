@@ -135,7 +135,11 @@ void ActorManager::Lease(const ActorId& id, uint64_t incarnation, const std::str
                 actor.holder = kj::mv(lease.holder);
                 actor.pid = lease.pid;
                 auto push = connect_(actor.worker).castAs<proto::Worker>().pushTaskRequest();
-                FillTaskSpec(*actor.creation, job_, push.initTask());
+                auto spec = push.initTask();
+                FillTaskSpec(*actor.creation, job_, spec);
+                SetAmounts(spec.initResources(static_cast<uint>(actor.options.resources.size())),
+                           actor.options.resources);
+                spec.setActorRestarts(actor.restarts);
                 return push.send().then(
                     [this, id, incarnation](auto reply) { OnCreated(id, incarnation, reply); },
                     [this, id, incarnation](kj::Exception&& e) {

@@ -388,6 +388,8 @@ void CoreWorker::AddLocalReference(const ObjectId& id) { impl_->AddLocalReferenc
 void CoreWorker::RemoveLocalReference(const ObjectId& id) { impl_->RemoveLocalReference(id); }
 Result<std::vector<CoreWorker::NodeView>> CoreWorker::ClusterView() { return impl_->ClusterView(); }
 const std::string& CoreWorker::node_address() const { return impl_->node_address(); }
+const WorkerId& CoreWorker::worker_id() const { return impl_->options().worker; }
+const std::string& CoreWorker::head_address() const { return impl_->options().head_address; }
 Result<bool> CoreWorker::KvPut(const std::string& ns, const std::string& key,
                                const std::string& value, bool overwrite) {
   return impl_->KvPut(ns, key, value, overwrite);

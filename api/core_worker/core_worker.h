@@ -44,7 +44,7 @@ struct TaskOptions {
   std::map<std::string, double> resources = {{"CPU", 1}};
   std::string accelerator_type;
   uint32_t num_returns = 1;
-  uint32_t max_retries = 3;  // re-runs when the worker dies
+  int32_t max_retries = 3;  // re-runs when the worker dies; -1: without limit (Ray's -1)
   std::string name;
   bool python = false;  // runs on a Python worker (the function is a pickled Python one)
 };
@@ -173,6 +173,9 @@ class CoreWorker {
   const std::string& node_address() const;
 
   const JobId& job_id() const;
+  // This process's worker id (a driver's is made at Connect) and the head it joined, host:port.
+  const WorkerId& worker_id() const;
+  const std::string& head_address() const;
 
   class Impl;
 

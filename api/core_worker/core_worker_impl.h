@@ -76,6 +76,7 @@ class CoreWorker::Impl {
   Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
   Result<std::vector<CoreWorker::NodeView>> ClusterView();
   const std::string& node_address() const { return node_address_; }
+  const CoreWorkerOptions& options() const { return options_; }
 
  private:
   // State confined to the loop thread.

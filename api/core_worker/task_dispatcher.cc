@@ -132,7 +132,8 @@ void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* tas
           }
           // A worker killed to cancel another task did not fail this one: a free re-run.
           if (!l.killed) ++task->attempts;
-          if (task->attempts <= task->options.max_retries) {
+          int32_t max = task->options.max_retries;  // < 0: retried for as long as it dies
+          if (max < 0 || task->attempts <= static_cast<uint32_t>(max)) {
             queues_[key].waiting.push_front(task);
           } else {
             Fail(*task, ObjectErrorKind::kWorkerCrashed,

@@ -68,6 +68,10 @@ void FillTaskSpec(const PendingTask& task, const JobId& job, proto::TaskSpec::Bu
   spec.setKind(task.kind);
   if (task.kind != proto::TaskKind::NORMAL) spec.setActorId(AsData(task.actor_id.Binary()));
   spec.setMaxConcurrency(task.max_concurrency);
+  if (task.kind == proto::TaskKind::NORMAL) {
+    SetAmounts(spec.initResources(static_cast<uint>(task.options.resources.size())),
+               task.options.resources);
+  }
   auto args = spec.initArgs(static_cast<uint>(task.args.size()));
   // A resolved reference: its value inline when the owner has it, else where it lies.
   auto set_resolved = [](const ObjectEntry& dep, proto::TaskArg::Builder out) {

@@ -27,7 +27,8 @@ class RunningTaskScope {
  public:
   explicit RunningTaskScope(const TaskToRun& task) : saved_(internal::ThisThreadsTask()) {
     internal::ThisThreadsTask() = {task.task_id.Binary(),
-                                   task.actor_id.IsNil() ? std::string() : task.actor_id.Binary()};
+                                   task.actor_id.IsNil() ? std::string() : task.actor_id.Binary(),
+                                   task.name, task.resources, task.actor_restarts};
   }
   ~RunningTaskScope() { internal::ThisThreadsTask() = std::move(saved_); }
   RunningTaskScope(const RunningTaskScope&) = delete;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -61,6 +62,10 @@ struct TaskToRun {
   std::string name;  // the user's name for the task, for logs
   std::vector<TaskArgument> args;
   uint32_t num_returns = 0;
+  // What it holds while it runs: a normal task's request; an actor creation's, what the actor
+  // holds for its life (its methods carry none).
+  std::map<std::string, double> resources;
+  uint32_t actor_restarts = 0;  // kActorCreation: restarts of the actor before this one
 };
 
 struct TaskFailure {

@@ -1,6 +1,7 @@
 #include "api/internal/worker_service.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -103,6 +104,20 @@ Result<TaskToRun> ParseTaskSpec(proto::TaskSpec::Reader spec, const JobId& job) 
                            std::to_string(spec.getMaxConcurrency()));
   }
   task.max_concurrency = std::max<uint32_t>(spec.getMaxConcurrency(), 1);
+  auto resources = spec.getResources();
+  if (resources.size() > kMaxTaskResources) {
+    return InvalidArgument("resources names " + std::to_string(resources.size()) +
+                           " resources, at most " + std::to_string(kMaxTaskResources));
+  }
+  for (auto r : resources) {
+    double amount = r.getAmount();
+    if (r.getName().size() == 0 || !std::isfinite(amount) || amount < 0) {
+      return InvalidArgument("resources: '" + std::string(r.getName().cStr()) + "' = " +
+                             std::to_string(amount) + " (a name and a finite amount >= 0)");
+    }
+    task.resources[r.getName().cStr()] = amount;
+  }
+  task.actor_restarts = spec.getActorRestarts();
   task.args.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     std::string field = "args[" + std::to_string(i) + "]";

@@ -23,6 +23,7 @@ inline constexpr size_t kMaxFunctionNameBytes = 4096;
 inline constexpr size_t kMaxTaskArgs = 1 << 16;
 inline constexpr uint32_t kMaxTaskReturns = 1 << 10;
 inline constexpr uint32_t kMaxActorConcurrency = 1000;
+inline constexpr size_t kMaxTaskResources = 1 << 10;  // names in a TaskSpec's resources
 
 // A TaskSpec off the wire as a TaskToRun. kInvalidArgument naming the field for a malformed one
 // (id sizes, an empty or overlong function name, too many arguments or returns).

@@ -120,6 +120,9 @@ struct TaskSpec {
   kind @6 :TaskKind;
   actorId @7 :Data;            # 16 bytes for actor creation and actor methods; empty otherwise
   maxConcurrency @8 :UInt32;   # actor creation: methods run on this many threads (0 means 1)
+  resources @9 :List(Cluster.Resource);  # what the task holds while it runs (a normal task's
+                               # request; an actor creation: what the actor holds for its life)
+  actorRestarts @10 :UInt32;   # actor creation: how often the actor was restarted before this
 }
 
 enum TaskKind {

@@ -23,12 +23,14 @@ from airt import _airt
 from airt import exceptions
 from airt import _options
 from airt import cross_language
+from airt import runtime_context as _runtime_context
 from airt import runtime_env as _runtime_env
 from airt import util
 from airt.cross_language import cpp_actor_class, cpp_function
 from airt.object_ref import ObjectRef
 from airt.remote_function import RemoteFunction
 from airt.actor import ActorClass, ActorHandle, get_actor, kill, method
+from airt.runtime_context import RuntimeContext, get_runtime_context
 
 __all__ = [
     "init", "shutdown", "is_initialized", "put", "get", "wait", "remote", "method", "cancel",
@@ -80,12 +82,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
                    namespace or "")
     except _airt.Error as error:
         raise exceptions.translate(error) from None
-    _namespace[0] = namespace or ""
+    _runtime_context._namespace[0] = namespace or ""
     key = _runtime_env.store(job_env)
     _runtime_env.set_parent(_runtime_env.fetch(key) if key else {}, key)
-
-
-_namespace = [""]
 
 
 def _address_of_local_session():
@@ -203,63 +202,6 @@ def _sum_resources(field):
             for name, amount in node[field].items():
                 total[name] = total.get(name, 0.0) + amount
     return total
-
-
-class RuntimeContext:
-    """get_runtime_context(): the job, node, task and actor this code runs in (ids in hex)."""
-
-    def __init__(self):
-        from airt.actor import running_call
-        self._job_id = _airt.job_id()
-        local = [n for n in _airt.nodes() if n["Local"]]
-        self._node_id = local[0]["NodeID"] if local else None
-        # An async actor's coroutine runs on the actor's loop thread: its ids travel with it.
-        task, actor = running_call.get() or _airt.current_task()
-        self._task_id = task.hex() or None
-        self._actor_id = actor.hex() or None
-
-    def get_job_id(self):
-        return self._job_id
-
-    def get_node_id(self):
-        return self._node_id
-
-    def get_task_id(self):
-        """The running task's id; None in a driver."""
-        return self._task_id
-
-    def get_actor_id(self):
-        """The actor this runs in; None outside an actor."""
-        return self._actor_id
-
-    @property
-    def job_id(self):
-        return self._job_id
-
-    @property
-    def node_id(self):
-        return self._node_id
-
-    @property
-    def task_id(self):
-        return self._task_id
-
-    @property
-    def actor_id(self):
-        return self._actor_id
-
-    @property
-    def namespace(self):
-        """The job's namespace (a driver's: init(namespace=...), else its anonymous one)."""
-        return _namespace[0] or f"anonymous-job-{self._job_id}"
-
-    def get(self):
-        return {"job_id": self._job_id, "node_id": self._node_id, "task_id": self._task_id,
-                "actor_id": self._actor_id, "namespace": self.namespace}
-
-
-def get_runtime_context():
-    return RuntimeContext()
 
 
 def get_gpu_ids():

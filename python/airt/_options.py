@@ -44,6 +44,12 @@ def check(options, allowed, what):
     num_gpus = options.get("num_gpus") or 0
     if num_gpus > 1 and num_gpus != int(num_gpus):
         raise ValueError(f"num_gpus={num_gpus}: a request above 1 GPU must be whole")
+    for counting in ("max_retries", "max_restarts", "max_task_retries"):
+        count = options.get(counting)
+        if count is not None and (not isinstance(count, int) or isinstance(count, bool)
+                                  or count < -1):
+            raise ValueError(f"The keyword '{counting}' only accepts None, 0, -1 or a positive "
+                             f"integer, where -1 represents infinity, got {count!r}.")
     num_returns = options.get("num_returns", 1)
     if num_returns in ("dynamic", "streaming"):
         raise exceptions.UnimplementedError(

@@ -21,6 +21,7 @@ import traceback
 import cloudpickle
 
 from airt import _airt
+from airt import runtime_context
 from airt import runtime_env
 from airt.actor import METHOD_PREFIX, is_async_class, running_call
 from airt.exceptions import encode_cause
@@ -111,15 +112,18 @@ def _run_task(target, positional, keywords, settings):
     if key:
         runtime_env.set_parent(runtime_env.fetch(key), key)
     try:
-        attempts = 1 + max(int(settings.get("max_retries", 0)), 0)
-        for attempt in range(attempts):
+        retries = int(settings.get("max_retries", 0))  # -1: for as long as it raises
+        attempt = 0
+        while True:
             try:
                 return target(*positional, **keywords)
             except Exception as error:  # retry_exceptions: run it again while it may
-                if attempt + 1 >= attempts or not _retryable(error, settings):
+                attempt += 1
+                if (0 <= retries < attempt) or not _retryable(error, settings):
                     raise
                 print(f"airt: {getattr(target, '__name__', 'task')} raised {error!r}; retrying "
-                      f"({attempt + 1}/{attempts - 1})", file=sys.stderr)
+                      f"({attempt}/{retries if retries >= 0 else 'unlimited'})",
+                      file=sys.stderr)
     finally:
         applied.restore()
         runtime_env.set_parent(*saved_parent)
@@ -141,6 +145,7 @@ def _call(kind, name, actor, args, interrupter=None):
             return False, f"{name} is not a Python function of airt (a C++ one on a Python worker?)"
         target = _function(name)
         if kind == "create":
+            runtime_context.record_actor_creation()
             key = settings.get("env")
             environment = runtime_env.Applied(key)  # never restored: the process is the actor's
             if key:
@@ -165,6 +170,7 @@ def main():
     # Tasks from C++ name modules on the job's code search path (airt._pymodule); tasks run on
     # the main thread, where cancel can interrupt them (airt._cancellable).
     from airt import _cancellable, _pymodule
+    runtime_context.enter_worker_mode()
     argv = sys.argv[1:]
     socket = _flag(argv, "--store-socket")
     if socket:  # the node's folder: runtime_env packages are unpacked under it

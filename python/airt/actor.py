@@ -84,6 +84,14 @@ class ActorHandle:
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id.hex()})"
 
+    def __eq__(self, other):  # handles to one actor are equal, as Ray's
+        if not isinstance(other, ActorHandle):
+            return NotImplemented
+        return self._actor_id == other._actor_id
+
+    def __hash__(self):
+        return hash(self._actor_id)
+
     def __reduce__(self):
         # A handle travels as the actor's id: the receiving worker asks the head where it lives.
         return ActorHandle, (self._actor_id, self._class_name, self._method_returns)
@@ -212,7 +220,11 @@ def get_actor(name, namespace=None):
 
 
 def kill(actor, *, no_restart=True):
-    """Stops the actor's process now; with no_restart it is dead for good."""
+    """Stops the actor's process now, as ray.kill. no_restart=True: the actor is dead for good
+    (its calls raise ActorDiedError). no_restart=False: it restarts as after a crash when it
+    has restarts left (max_restarts; the kill counts as one), running its constructor again on
+    a new process; calls in flight are resent up to max_task_retries, later calls wait for the
+    restart. Without restarts left it is dead."""
     if not isinstance(actor, (ActorHandle, CppActorHandle)):
         raise TypeError(f"kill() takes an actor handle, got {type(actor).__name__}")
     try:

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <fstream>
 #include <future>
+#include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -119,6 +121,27 @@ TEST(ParseTaskSpec, ReadsInlineAndObjectArguments) {
   EXPECT_TRUE(parsed->args[1].is_object);
   EXPECT_EQ(parsed->args[1].object_id, object);
   EXPECT_EQ(parsed->args[1].transfer_address, "10.0.0.1:9");
+}
+
+TEST(ParseTaskSpec, ReadsTheResourcesTheTaskHoldsAndTheActorsRestarts) {
+  TaskId task = TaskId::Of(ActorId::NilFor(JobId::FromRandom()));
+  SpecBuilder b(task, "add");
+  auto resources = b.spec.initResources(2);
+  resources[0].setName("CPU");
+  resources[0].setAmount(0.5);
+  resources[1].setName("GPU");
+  resources[1].setAmount(1);
+  b.spec.setActorRestarts(3);
+  Result<TaskToRun> parsed = ParseTaskSpec(b.spec.asReader(), task.Job());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->resources, (std::map<std::string, double>{{"CPU", 0.5}, {"GPU", 1}}));
+  EXPECT_EQ(parsed->actor_restarts, 3u);
+  for (double bad : {-1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    resources[1].setAmount(bad);
+    Status s = ParseTaskSpec(b.spec.asReader(), task.Job()).status();
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("resources"), std::string::npos) << s.message();
+  }
 }
 
 TEST(ParseTaskSpec, RejectsMalformedSpecNamingTheField) {

@@ -55,6 +55,22 @@ int DieOnce(std::string marker) {
 
 int AlwaysDie() { std::_Exit(1); }
 
+// Kills its own worker process until it has died `times` times (a byte appended to `marker` per
+// death); then answers how often it died.
+int DieTimes(std::string marker, int times) {
+  int died = 0;
+  if (FILE* f = std::fopen(marker.c_str(), "r")) {
+    while (std::fgetc(f) != EOF) ++died;
+    std::fclose(f);
+  }
+  if (died >= times) return died;
+  if (FILE* f = std::fopen(marker.c_str(), "a")) {
+    std::fputc('x', f);
+    std::fclose(f);
+  }
+  std::_Exit(1);
+}
+
 // The pid of the node that started this worker: tells a test which node ran the task.
 int NodePid() { return static_cast<int>(::getppid()); }
 
@@ -84,4 +100,4 @@ int SleepMs(int ms) {
 }
 
 AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie, NodePid,
-            PrintHello, SleepMs, PatternBytes, ChecksumOf, SumAll);
+            PrintHello, SleepMs, PatternBytes, ChecksumOf, SumAll, DieTimes);

@@ -16,6 +16,7 @@ int Fail(int code);
 std::string VisibleDevices();
 int DieOnce(std::string marker);
 int AlwaysDie();
+int DieTimes(std::string marker, int times);
 std::vector<uint8_t> PatternBytes(int64_t size, int64_t seed);
 
 // Registered in this driver only: the workers' library does not have it.
@@ -179,6 +180,11 @@ TEST_F(Tasks, TaskFailsWithWorkerCrashedWhenItsRetriesAreSpent) {
     EXPECT_NE(std::string(e.what()).find("AlwaysDie"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("2 times"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(Tasks, TaskWithMaxRetriesMinusOneSurvivesMoreDeathsThanTheDefault) {
+  std::string marker = cluster_->dir().File("dies-five-times");
+  EXPECT_EQ(*Get(Task(DieTimes).SetMaxRetries(-1).Remote(marker, 5), 120000), 5);
 }
 
 TEST_F(Tasks, WaitSplitsRefsIntoReadyAndUnready) {

@@ -186,6 +186,9 @@ struct NodeInfo {
 std::vector<NodeInfo> ClusterNodes();
 // This process's job id (hex).
 std::string JobIdHex();
+// This process's worker id (hex; a driver has one too) and the head it joined (host:port).
+std::string WorkerIdHex();
+std::string HeadAddress();
 
 // The head's internal KV (the Python client keeps its function table there).
 bool KvPut(const std::string& ns, const std::string& key, const std::string& value, bool overwrite);

@@ -39,6 +39,10 @@ struct InvokeOutcome {
 struct RunningTask {
   std::string task_id;
   std::string actor_id;
+  std::string name;  // the task's name; an actor creation's: the actor's name ("" if unnamed)
+  // What the task holds (an actor creation: what the actor holds for its life; a method: none).
+  std::map<std::string, double> resources;
+  uint32_t actor_restarts = 0;  // an actor creation: restarts of the actor before this one
 };
 RunningTask& ThisThreadsTask();
 
