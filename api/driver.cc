@@ -276,31 +276,6 @@ void EnterWorkerMode(core::CoreWorkerOptions options) {
   g_worker_options = std::move(options);
 }
 
-std::map<std::string, std::string> RuntimeEnvVars(const RuntimeEnv& env) {
-  for (const auto& [field, value] : env.fields().items()) {
-    if (field != "env_vars") {
-      throw UnimplementedError("runtime_env field '" + field +
-                               "': airt's C++ workers honour env_vars only (no working_dir, "
-                               "package installs or containers for C++ code)");
-    }
-  }
-  std::map<std::string, std::string> out;
-  if (!env.Contains("env_vars")) return out;
-  const nlohmann::json& vars = env.fields().at("env_vars");
-  if (!vars.is_object()) {
-    throw RuntimeEnvError("runtime_env env_vars must be a JSON object of strings, not " +
-                          vars.dump());
-  }
-  for (const auto& [name, value] : vars.items()) {
-    if (!value.is_string()) {
-      throw RuntimeEnvError("runtime_env env_vars['" + name + "'] must be a string, not " +
-                            value.dump());
-    }
-    out[name] = value.get<std::string>();
-  }
-  return out;
-}
-
 namespace {
 
 // The env_vars a call runs under: the job's, then those of the task or actor submitting it, then

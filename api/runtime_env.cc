@@ -1,5 +1,6 @@
-// The worker's half of runtime_env env_vars (airt/internal/runtime_env_call.h): the built-in
-// wrappers that apply them around a task or for an actor's life.
+// runtime_env env_vars: the check of a RuntimeEnv's fields (RuntimeEnvVars, airt/driver.h), and
+// the worker's half (airt/internal/runtime_env_call.h): the built-in wrappers that apply them
+// around a task or for an actor's life.
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -106,5 +107,30 @@ EnvVars InheritedEnvVars() {
 }
 
 void ThrowRuntimeEnvError(const std::string& what) { throw RuntimeEnvError(what); }
+
+std::map<std::string, std::string> RuntimeEnvVars(const RuntimeEnv& env) {
+  for (const auto& [field, value] : env.fields().items()) {
+    if (field != "env_vars") {
+      throw UnimplementedError("runtime_env field '" + field +
+                               "': airt's C++ workers honour env_vars only (no working_dir, "
+                               "package installs or containers for C++ code)");
+    }
+  }
+  std::map<std::string, std::string> out;
+  if (!env.Contains("env_vars")) return out;
+  const nlohmann::json& vars = env.fields().at("env_vars");
+  if (!vars.is_object()) {
+    throw RuntimeEnvError("runtime_env env_vars must be a JSON object of strings, not " +
+                          vars.dump());
+  }
+  for (const auto& [name, value] : vars.items()) {
+    if (!value.is_string()) {
+      throw RuntimeEnvError("runtime_env env_vars['" + name + "'] must be a string, not " +
+                            value.dump());
+    }
+    out[name] = value.get<std::string>();
+  }
+  return out;
+}
 
 }  // namespace airt::internal

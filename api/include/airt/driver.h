@@ -300,9 +300,9 @@ Argument MakeArgument(A&& arg) {
     return list;
   } else if constexpr (requires { typename Given::ObjectRefTag; } ||
                        std::is_same_v<Given, ObjectRef<std::remove_cvref_t<P>>>) {
-    return Argument{"", arg.ID()};
+    return Argument{"", arg.ID(), {}, false};
   } else {
-    return Argument{Serialize<std::remove_cvref_t<P>>(std::forward<A>(arg)), ""};
+    return Argument{Serialize<std::remove_cvref_t<P>>(std::forward<A>(arg)), "", {}, false};
   }
 }
 
