@@ -193,6 +193,27 @@ void Init(Config config, int argc, char** argv) {
         if (end > start) config.code_search_path.push_back(list.substr(start, end - start));
       }
     }
+    // Ray's other driver flags.
+    auto value = [&arg](const std::string& prefix) -> std::optional<std::string> {
+      if (arg.rfind(prefix, 0) != 0) return std::nullopt;
+      return arg.substr(prefix.size());
+    };
+    if (auto ns = value("--ray_job_namespace=")) config.ray_namespace = *ns;
+    if (auto password = value("--ray_redis_password=")) config.redis_password_ = *password;
+    if (auto args = value("--ray_head_args=")) {
+      for (size_t start = 0, end; start < args->size(); start = end + 1) {
+        end = std::min(args->find(' ', start), args->size());
+        if (end > start) config.head_args.push_back(args->substr(start, end - start));
+      }
+    }
+    if (auto lifetime = value("--ray_default_actor_lifetime=")) {
+      if (*lifetime != "detached" && *lifetime != "non_detached") {
+        throw Exception("--ray_default_actor_lifetime=" + *lifetime +
+                        ": must be detached or non_detached");
+      }
+      config.default_actor_lifetime =
+          *lifetime == "detached" ? ActorLifetime::DETACHED : ActorLifetime::NON_DETACHED;
+    }
   }
   Init(config);
 }

@@ -170,4 +170,19 @@ TEST(RayLocalModeInit, ShutdownThenInitAgain) {
   ray::Shutdown();
 }
 
+TEST(RayLocalModeInit, CommandLineFlagsOverrideTheConfig) {
+  ray::RayConfig config;
+  config.local_mode = true;
+  config.ray_namespace = "from_config";
+  std::string program = "driver", ns = "--ray_job_namespace=from_argv",
+              lifetime = "--ray_default_actor_lifetime=sometimes";
+  char* bad[] = {program.data(), lifetime.data()};
+  EXPECT_THROW(ray::Init(config, 2, bad), ray::internal::RayException);
+  EXPECT_FALSE(ray::IsInitialized());
+  char* argv[] = {program.data(), ns.data()};
+  ray::Init(config, 2, argv);
+  EXPECT_EQ(ray::GetNamespace(), "from_argv");
+  ray::Shutdown();
+}
+
 }  // namespace

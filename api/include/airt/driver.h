@@ -34,8 +34,7 @@ enum class ActorLifetime { NON_DETACHED, DETACHED };
 
 // Ray's RayConfig, with every one of its fields, and a few of ray.init()'s.
 struct Config {
-  // The head, host:port. Empty: AIRT_ADDRESS (or Ray's RAY_ADDRESS); when that is unset too, Init
-  // starts a local cluster.
+  // The head, host:port. Empty: AIRT_ADDRESS; when that is unset too, Init starts a local cluster.
   std::string address;
   // Ray's local mode, for debugging: no cluster is started or joined; tasks and actors run on
   // threads of this process (each task on a thread of its own, each actor on its own threads),
@@ -87,7 +86,10 @@ struct Config {
 void Init(const Config& config = {});
 // As Init(config), with flags read from the command line: --airt_address=HOST:PORT (or Ray's
 // --ray_address=...) overrides config.address, --airt_code_search_path=DIR[:DIR...] (or
-// --ray_code_search_path=...) config.code_search_path. Other arguments are left alone.
+// --ray_code_search_path=...) config.code_search_path; Ray's --ray_job_namespace=NS,
+// --ray_redis_password=P, --ray_head_args="--num-cpus=2 ..." (appended to head_args) and
+// --ray_default_actor_lifetime=detached|non_detached (anything else throws Exception) set theirs.
+// Other arguments are left alone.
 void Init(Config config, int argc, char** argv);
 bool IsInitialized();
 // Finishes the job and disconnects, then stops the local cluster Init started, if any. Refs
