@@ -11,9 +11,11 @@
 
 #include "airt/actor.h"
 #include "airt/cancel.h"
+#include "airt/internal/runtime_env_call.h"
 #include "api/core_worker/core_worker.h"
 #include "api/internal/worker_context.h"
 #include "api/local_cluster.h"
+#include "api/local_mode.h"
 #include "objectstore/object_store.h"
 
 namespace airt {
@@ -28,6 +30,21 @@ std::optional<core::CoreWorkerOptions> g_worker_options;  // guarded by g_mu
 // Objects GetPinned handed out, released at Shutdown if still held (a pin must not outlive the
 // store connection it came from).
 std::vector<std::weak_ptr<core::GotObject>> g_pinned;  // guarded by g_mu
+// Config::local_mode's runtime, instead of a core worker; guarded by g_mu for Init/Shutdown.
+std::unique_ptr<local::LocalRuntime> g_local;
+std::map<std::string, std::string> g_job_env;  // guarded by g_mu: Config::runtime_env's env_vars
+bool g_default_detached = false;  // guarded by g_mu: Config::default_actor_lifetime is DETACHED
+
+// The local-mode runtime, or null when the job runs on a cluster (or before Init). It stays valid
+// while a task or call it runs uses it: Shutdown waits for those before destroying it.
+local::LocalRuntime* Local() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_local.get();
+}
+
+[[noreturn]] void LocalModeLacks(const std::string& what) {
+  throw UnimplementedError(what + " is not available in local mode (Config::local_mode)");
+}
 
 core::CoreWorker& Core() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -74,6 +91,14 @@ ObjectId IdOf(const std::string& binary) {
   throw Exception(what);
 }
 
+// The local-mode objects `ids` once all exist; TimeoutError after timeout_ms.
+std::vector<local::LocalObject> GetLocal(local::LocalRuntime& local,
+                                         const std::vector<ObjectId>& ids, int64_t timeout_ms) {
+  Result<std::vector<local::LocalObject>> got = local.Get(ids, timeout_ms);
+  if (!got.ok()) throw TimeoutError(got.status().message());
+  return std::move(*got);
+}
+
 // The job's own code: Config::code_search_path, else the running executable's folder.
 std::string JobCodeSearchPath(const Config& config) {
   std::string code;
@@ -87,12 +112,20 @@ std::string JobCodeSearchPath(const Config& config) {
   return code;
 }
 
-std::unique_ptr<LocalCluster> StartLocalCluster(const Config& config) {
+// The local cluster's shape: the Config fields, then head_args over them. Throws Exception for a
+// bad flag.
+LocalClusterOptions ClusterOptionsOf(const Config& config) {
   LocalClusterOptions options{config.num_cpus, config.num_gpus, config.resources, "",
                               config.object_store_memory};
   for (const std::string& dir : config.code_search_path) {
     options.code_search_path += (options.code_search_path.empty() ? "" : ":") + dir;
   }
+  Status applied = ApplyHeadArgs(config.head_args, &options);
+  if (!applied.ok()) throw Exception("airt::Config: " + applied.message());
+  return options;
+}
+
+std::unique_ptr<LocalCluster> StartLocalCluster(const LocalClusterOptions& options) {
   Result<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) {
     Status why = cluster.status();
@@ -109,8 +142,22 @@ std::unique_ptr<LocalCluster> StartLocalCluster(const Config& config) {
 }  // namespace
 
 void Init(const Config& config) {
+  // Checked whichever way the job runs, before anything starts.
+  LocalClusterOptions cluster_options = ClusterOptionsOf(config);
+  std::map<std::string, std::string> job_env;
+  if (config.runtime_env) job_env = internal::RuntimeEnvVars(*config.runtime_env);
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_core) return;
+  if (g_core || g_local) return;
+  g_job_env = job_env;
+  g_default_detached = config.default_actor_lifetime == ActorLifetime::DETACHED;
+  if (config.local_mode) {
+    if (!job_env.empty()) {
+      throw UnimplementedError(
+          "Config::runtime_env env_vars in local mode: its tasks share the driver's environment");
+    }
+    g_local = std::make_unique<local::LocalRuntime>(config.ray_namespace);
+    return;
+  }
   core::CoreWorkerOptions options;
   options.head_address = config.address;
   if (options.head_address.empty()) {
@@ -118,7 +165,7 @@ void Init(const Config& config) {
   }
   std::unique_ptr<LocalCluster> cluster;
   if (options.head_address.empty()) {
-    cluster = StartLocalCluster(config);
+    cluster = StartLocalCluster(cluster_options);
     options.head_address = cluster->head_address();
   }
   options.node_address = config.node_address;
@@ -147,28 +194,84 @@ void Init(Config config, int argc, char** argv) {
         if (end > start) config.code_search_path.push_back(list.substr(start, end - start));
       }
     }
+    // Ray's other driver flags.
+    auto value = [&arg](const std::string& prefix) -> std::optional<std::string> {
+      if (arg.rfind(prefix, 0) != 0) return std::nullopt;
+      return arg.substr(prefix.size());
+    };
+    if (auto ns = value("--ray_job_namespace=")) config.ray_namespace = *ns;
+    if (auto password = value("--ray_redis_password=")) config.redis_password_ = *password;
+    if (auto args = value("--ray_head_args=")) {
+      for (size_t start = 0, end; start < args->size(); start = end + 1) {
+        end = std::min(args->find(' ', start), args->size());
+        if (end > start) config.head_args.push_back(args->substr(start, end - start));
+      }
+    }
+    if (auto lifetime = value("--ray_default_actor_lifetime=")) {
+      if (*lifetime != "detached" && *lifetime != "non_detached") {
+        throw Exception("--ray_default_actor_lifetime=" + *lifetime +
+                        ": must be detached or non_detached");
+      }
+      config.default_actor_lifetime =
+          *lifetime == "detached" ? ActorLifetime::DETACHED : ActorLifetime::NON_DETACHED;
+    }
   }
   Init(config);
 }
 
 bool IsInitialized() {
   std::lock_guard<std::mutex> lock(g_mu);
-  return g_core != nullptr || g_worker_options.has_value();
+  return g_core != nullptr || g_local != nullptr || g_worker_options.has_value();
 }
 
 void Shutdown() {
   std::unique_ptr<core::CoreWorker> core;
   std::unique_ptr<LocalCluster> cluster;
+  std::unique_ptr<local::LocalRuntime> local_runtime;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     core = std::move(g_core);
     cluster = std::move(g_cluster);
+    local_runtime = std::move(g_local);
+    g_job_env.clear();
+    g_default_detached = false;
     for (const std::weak_ptr<core::GotObject>& held : g_pinned) {
       if (std::shared_ptr<core::GotObject> object = held.lock()) object->pin.Release();
     }
     g_pinned.clear();
   }
   core.reset();  // the driver leaves before its cluster stops
+  local_runtime.reset();  // waits for its running tasks
+}
+
+std::string GetNamespace() {
+  if (local::LocalRuntime* local = Local()) return local->ns();
+  return Core().ns();
+}
+
+void ExitActor() {
+  static const char* kOutside = "ExitActor: called outside an actor's method (a driver or a task)";
+  if (local::LocalRuntime* local = Local()) {
+    if (!local->RequestExit()) throw Exception(kOutside);
+    // Skips the rest of the method; the runtime ends the actor when the call returns.
+    throw Exception("ExitActor: the actor exits");
+  }
+  std::string actor = internal::CurrentActorId();
+  if (actor.empty()) throw Exception(kOutside);
+  Status marked = Core().MarkActorDead(ActorIdOf(actor), "the actor called ExitActor (ray::ExitActor)");
+  if (!marked.ok()) throw UnavailableError("ExitActor: " + marked.ToString());
+  // Dead for good in the directory: the owner finds the connection gone and fails the calls.
+  std::fflush(nullptr);
+  std::_Exit(0);
+}
+
+bool WasCurrentActorRestarted() {
+  if (local::LocalRuntime* local = Local()) return local->CurrentActorRestarted();
+  std::string actor = internal::CurrentActorId();
+  if (actor.empty()) return false;
+  Result<uint32_t> restarts = Core().ActorRestarts(ActorIdOf(actor));
+  if (!restarts.ok()) throw UnavailableError("WasCurrentActorRestarted: " + restarts.status().ToString());
+  return *restarts > 0;
 }
 
 namespace internal {
@@ -194,6 +297,41 @@ void EnterWorkerMode(core::CoreWorkerOptions options) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_worker_options = std::move(options);
 }
+
+namespace {
+
+// The env_vars a call runs under: the job's, then those of the task or actor submitting it, then
+// its own, each name taking the last value.
+std::map<std::string, std::string> CallEnv(
+    const std::optional<std::map<std::string, std::string>>& own) {
+  std::map<std::string, std::string> env;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    env = g_job_env;
+  }
+  for (auto& [name, value] : InheritedEnvVars()) env[name] = value;
+  if (own) {
+    for (const auto& [name, value] : *own) env[name] = value;
+  }
+  return env;
+}
+
+// Sends the call to `function` through the worker's env wrapper (runtime_env_call.h) when it has
+// env_vars to apply.
+void WrapWithEnv(const char* wrapper, const std::map<std::string, std::string>& env, bool python,
+                 std::string* function, std::vector<Argument>* args) {
+  if (env.empty()) return;
+  if (python) {
+    throw UnimplementedError("runtime_env env_vars for a Python function or class called from C++");
+  }
+  Argument vars, name;
+  vars.value = Serialize(env);
+  name.value = Serialize(*function);
+  args->insert(args->begin(), {std::move(vars), std::move(name)});
+  *function = wrapper;
+}
+
+}  // namespace
 
 // Argument values above this go to the object store and travel as references (Ray's
 // max_direct_call_object_size is the same 100 KiB).
@@ -234,14 +372,22 @@ std::vector<std::string> Binaries(const std::vector<ObjectId>& ids) {
 
 std::vector<std::string> SubmitTask(const std::string& function, std::vector<Argument> args,
                                     const TaskSettings& settings) {
+  if (local::LocalRuntime* local = Local()) {
+    if (settings.python) LocalModeLacks("calling a Python function");
+    if (settings.env_vars && !settings.env_vars->empty()) LocalModeLacks("SetRuntimeEnv");
+    uint32_t num_returns = static_cast<uint32_t>(std::max(settings.num_returns, 1));
+    return Binaries(local->SubmitTask(function, CoreArguments(std::move(args)), num_returns));
+  }
+  std::string target = function;
+  WrapWithEnv(kTaskWithEnv, CallEnv(settings.env_vars), settings.python, &target, &args);
   core::TaskOptions options;
   options.resources = settings.resources;
   options.accelerator_type = settings.accelerator_type;
-  options.name = settings.name;
+  options.name = settings.name.empty() && target != function ? function : settings.name;
   options.num_returns = static_cast<uint32_t>(std::max(settings.num_returns, 1));
   options.max_retries = settings.max_retries < 0 ? -1 : settings.max_retries;
   options.python = settings.python;
-  return Binaries(Core().SubmitTask(function, CoreArguments(std::move(args)), options));
+  return Binaries(Core().SubmitTask(target, CoreArguments(std::move(args)), options));
 }
 
 std::string CreateActor(const std::string& factory, std::vector<Argument> args,
@@ -253,10 +399,24 @@ std::string CreateActor(const std::string& factory, std::vector<Argument> args,
   options.ns = settings.ns;
   options.max_restarts = settings.max_restarts < 0 ? -1 : settings.max_restarts;
   options.max_concurrency = static_cast<uint32_t>(std::max(settings.max_concurrency, 1));
-  options.detached = settings.detached;
+  bool default_detached;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    default_detached = g_default_detached;
+  }
+  options.detached = settings.detached.value_or(default_detached && !settings.name.empty());
   options.max_task_retries = settings.max_task_retries < 0 ? -1 : settings.max_task_retries;
   options.python = settings.python;
-  Result<ActorId> id = Core().CreateActor(factory, CoreArguments(std::move(args)), options);
+  Result<ActorId> id = Unavailable("");
+  if (local::LocalRuntime* local = Local()) {
+    if (settings.python) LocalModeLacks("creating a Python actor");
+    if (settings.env_vars && !settings.env_vars->empty()) LocalModeLacks("SetRuntimeEnv");
+    id = local->CreateActor(factory, CoreArguments(std::move(args)), options);
+  } else {
+    std::string target = factory;
+    WrapWithEnv(kActorWithEnv, CallEnv(settings.env_vars), settings.python, &target, &args);
+    id = Core().CreateActor(target, CoreArguments(std::move(args)), options);
+  }
   if (!id.ok()) {
     Code code = id.status().code();
     if (code == Code::kAlreadyExists || code == Code::kInvalidArgument) {
@@ -269,12 +429,18 @@ std::string CreateActor(const std::string& factory, std::vector<Argument> args,
 
 std::vector<std::string> SubmitActorTask(const std::string& actor_id, const std::string& method,
                                          std::vector<Argument> args, int num_returns) {
+  if (local::LocalRuntime* local = Local()) {
+    return Binaries(local->SubmitActorTask(ActorIdOf(actor_id), method,
+                                           CoreArguments(std::move(args)),
+                                           static_cast<uint32_t>(std::max(num_returns, 1))));
+  }
   return Binaries(Core().SubmitActorTask(ActorIdOf(actor_id), method,
                                          CoreArguments(std::move(args)),
                                          static_cast<uint32_t>(std::max(num_returns, 1))));
 }
 
 std::vector<NodeInfo> ClusterNodes() {
+  if (Local()) LocalModeLacks("the cluster's node list");
   core::CoreWorker& core = Core();
   Result<std::vector<core::CoreWorker::NodeView>> view = core.ClusterView();
   if (!view.ok()) throw UnavailableError(view.status().ToString());
@@ -286,38 +452,47 @@ std::vector<NodeInfo> ClusterNodes() {
   return out;
 }
 
-std::string JobIdHex() { return Core().job_id().Hex(); }
+std::string JobIdHex() {
+  if (local::LocalRuntime* local = Local()) return local->job_id().Hex();
+  return Core().job_id().Hex();
+}
 std::string WorkerIdHex() { return Core().worker_id().Hex(); }
 std::string HeadAddress() { return Core().head_address(); }
 
 bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
            bool overwrite) {
+  if (Local()) LocalModeLacks("the head's KV");
   Result<bool> added = Core().KvPut(ns, key, value, overwrite);
   if (!added.ok()) throw UnavailableError(added.status().ToString());
   return *added;
 }
 
 std::optional<std::string> KvGet(const std::string& ns, const std::string& key) {
+  if (Local()) LocalModeLacks("the head's KV");
   Result<std::optional<std::string>> value = Core().KvGet(ns, key);
   if (!value.ok()) throw UnavailableError(value.status().ToString());
   return *value;
 }
 
 std::string LookupActor(const std::string& name, const std::string& ns) {
-  Result<ActorId> id = Core().GetActor(name, ns);
+  local::LocalRuntime* local = Local();
+  Result<ActorId> id = local ? local->Lookup(name, ns) : Core().GetActor(name, ns);
   if (id.ok()) return id->Binary();
   if (id.status().code() == Code::kNotFound) return "";
   throw UnavailableError(id.status().ToString());
 }
 
 void KillActor(const std::string& actor_id, bool no_restart) {
-  Status killed = Core().KillActor(ActorIdOf(actor_id), no_restart);
+  local::LocalRuntime* local = Local();
+  Status killed = local ? local->Kill(ActorIdOf(actor_id), no_restart)
+                        : Core().KillActor(ActorIdOf(actor_id), no_restart);
   if (killed.ok()) return;
   if (killed.code() == Code::kNotFound) throw ActorDiedError(killed.ToString());
   throw UnavailableError(killed.ToString());
 }
 
 void CancelTask(const std::string& object_id, bool force, bool recursive) {
+  if (Local()) LocalModeLacks("Cancel");
   Status cancelled = Core().CancelTask(IdOf(object_id), force, recursive);
   if (cancelled.ok()) return;
   if (cancelled.code() == Code::kInvalidArgument) throw Exception(cancelled.message());
@@ -344,12 +519,18 @@ void PlacementGroupsNotBuilt() {
 }
 
 std::string PutBytes(std::string bytes) {
+  if (local::LocalRuntime* local = Local()) return local->Put(std::move(bytes)).Binary();
   Result<ObjectId> id = Core().Put(std::move(bytes));
   if (!id.ok()) throw UnavailableError(id.status().ToString());
   return id->Binary();
 }
 
 std::string PutWith(uint64_t size, const std::function<void(uint8_t* out)>& write) {
+  if (local::LocalRuntime* local = Local()) {
+    std::string bytes(size, '\0');
+    write(reinterpret_cast<uint8_t*>(bytes.data()));
+    return local->Put(std::move(bytes)).Binary();
+  }
   Result<ObjectId> id = Core().Put(size, write);
   if (!id.ok()) throw UnavailableError(id.status().ToString());
   return id->Binary();
@@ -363,6 +544,14 @@ void GetEach(const std::vector<std::string>& ids, int64_t timeout_ms,
              const std::function<void(size_t i, std::string_view bytes)>& use) {
   std::vector<ObjectId> object_ids;
   for (const std::string& id : ids) object_ids.push_back(IdOf(id));
+  if (local::LocalRuntime* local = Local()) {
+    std::vector<local::LocalObject> objects = GetLocal(*local, object_ids, timeout_ms);
+    for (size_t i = 0; i < objects.size(); ++i) {
+      if (objects[i].error) Throw(*objects[i].error);
+      use(i, *objects[i].value);
+    }
+    return;
+  }
   Status got = Core().GetEach(object_ids, timeout_ms, [&](size_t i, const core::GotObject& g) {
     if (g.error) Throw(*g.error);
     use(i, g.bytes());
@@ -377,6 +566,14 @@ std::vector<PinnedBytes> GetPinned(const std::vector<std::string>& ids, int64_t 
   std::vector<ObjectId> object_ids;
   for (const std::string& id : ids) object_ids.push_back(IdOf(id));
   std::vector<PinnedBytes> out(ids.size());
+  if (local::LocalRuntime* local = Local()) {
+    std::vector<local::LocalObject> objects = GetLocal(*local, object_ids, timeout_ms);
+    for (size_t i = 0; i < objects.size(); ++i) {
+      if (objects[i].error) Throw(*objects[i].error);
+      out[i] = PinnedBytes{*objects[i].value, std::const_pointer_cast<std::string>(objects[i].value)};
+    }
+    return out;
+  }
   std::vector<std::shared_ptr<core::GotObject>> held;
   Status got = Core().GetEach(object_ids, timeout_ms, [&](size_t i, core::GotObject& g) {
     if (g.error) Throw(*g.error);
@@ -409,6 +606,9 @@ std::vector<bool> WaitReady(const std::vector<std::string>& ids, int num_ready,
                             int64_t timeout_ms) {
   std::vector<ObjectId> object_ids;
   for (const std::string& id : ids) object_ids.push_back(IdOf(id));
+  if (local::LocalRuntime* local = Local()) {
+    return local->Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
+  }
   return Core().Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
 }
 

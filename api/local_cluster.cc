@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -11,8 +12,11 @@
 #include <deque>
 #include <filesystem>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "airt/internal/function_registry.h"
 #include "common/daemon_process.h"
@@ -66,6 +70,18 @@ Status CheckOptions(const LocalClusterOptions& options) {
   return Status::Ok();
 }
 
+// A whole non-negative integer, or nothing.
+std::optional<uint64_t> ParseCount(const std::string& text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return std::nullopt;
+  return value;
+}
+
 Result<std::string> MakeTempDir() {
   const char* base = std::getenv("TMPDIR");
   std::string pattern = std::string(base && *base ? base : "/tmp") + "/airt-session-XXXXXX";
@@ -74,6 +90,58 @@ Result<std::string> MakeTempDir() {
 }
 
 }  // namespace
+
+Status ApplyHeadArgs(const std::vector<std::string>& args, LocalClusterOptions* options) {
+  static const char* kTaken = "airt's local cluster takes --num-cpus, --num-gpus, --resources and "
+                              "--object-store-memory";
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.rfind("--", 0) != 0) {
+      return InvalidArgument("head_args: '" + arg + "' is not a flag (" + kTaken + ")");
+    }
+    std::string flag = arg, value;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+      value = args[++i];
+    } else {
+      return InvalidArgument("head_args: " + arg + " has no value (" + kTaken + ")");
+    }
+    if (value.size() >= 2 && (value.front() == '\'' || value.front() == '"') &&
+        value.back() == value.front()) {
+      value = value.substr(1, value.size() - 2);
+    }
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    auto bad = [&](const std::string& want) {
+      return InvalidArgument("head_args: " + flag + "=" + value + ": " + want);
+    };
+    if (flag == "--num-cpus" || flag == "--num-gpus") {
+      std::optional<uint64_t> n = ParseCount(value);
+      if (!n || *n > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+        return bad("must be a whole number >= 0");
+      }
+      (flag == "--num-cpus" ? options->num_cpus : options->num_gpus) = static_cast<int>(*n);
+    } else if (flag == "--object-store-memory") {
+      std::optional<uint64_t> n = ParseCount(value);
+      if (!n || *n == 0) return bad("must be a number of bytes above 0");
+      options->object_store_memory = *n;
+    } else if (flag == "--resources") {
+      nlohmann::json parsed = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+      if (!parsed.is_object()) return bad("must be a JSON object, e.g. '{\"x\": 1}'");
+      for (const auto& [name, amount] : parsed.items()) {
+        if (!amount.is_number() || !std::isfinite(amount.get<double>()) ||
+            amount.get<double>() < 0) {
+          return bad("the amount of '" + name + "' must be a number >= 0");
+        }
+        options->resources[name] = amount.get<double>();
+      }
+    } else {
+      return InvalidArgument("head_args: " + flag + " is not supported (" + kTaken + ")");
+    }
+  }
+  return Status::Ok();
+}
 
 // Forks the daemons on a thread that lives as long as the cluster: PR_SET_PDEATHSIG fires when
 // the thread that forked exits, not the process.

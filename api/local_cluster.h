@@ -24,6 +24,12 @@ struct LocalClusterOptions {
   std::optional<uint64_t> object_store_memory;  // bytes; unset: the node's default
 };
 
+// Applies Ray's `ray start` flags (Config::head_args) to `options`: --num-cpus=N, --num-gpus=N,
+// --resources=JSON (an object of numbers; single quotes around it are dropped, as a shell would),
+// --object-store-memory=BYTES; each as "--flag=value" or as "--flag" and "value". Later flags win.
+// kInvalidArgument names a flag airt does not take (and the ones it does) or a bad value.
+Status ApplyHeadArgs(const std::vector<std::string>& args, LocalClusterOptions* options);
+
 // Owns the daemons it started. They are stopped when it is destroyed (in the process that started
 // them: not in a fork of it), and killed by the kernel (PR_SET_PDEATHSIG) when the process dies
 // without destroying it; they fork from a thread the LocalCluster owns, so the thread that called

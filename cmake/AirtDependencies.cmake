@@ -8,6 +8,7 @@
 #   Boost::headers Boost::system      (Asio, Beast)
 #   PkgConfig::hiredis
 #   airt::msgpack                     (msgpack-cxx, header-only)
+#   nlohmann_json::nlohmann_json      (nlohmann-json3-dev, header-only: ray::RuntimeEnv)
 #   airt::gloo                        (gloo + Threads::Threads)
 #   Threads::Threads
 #   GTest::gtest GTest::gtest_main GTest::gmock GTest::gmock_main   (AIRT_BUILD_TESTS)
@@ -95,6 +96,11 @@ else()
 endif()
 
 # Gloo's exported target names no dependencies; it needs pthreads.
+# nlohmann/json: ray::RuntimeEnv (airt/runtime_env.h) holds its fields as JSON, as Ray's does.
+airt_find_package("nlohmann/json" PACKAGES "nlohmann-json3-dev"
+                  HOW "install nlohmann-json3-dev: apt-get install nlohmann-json3-dev"
+                  FIND nlohmann_json CONFIG TARGETS nlohmann_json::nlohmann_json)
+
 airt_find_package("Gloo" PACKAGES "libgloo-dev" FIND Gloo CONFIG TARGETS gloo)
 add_library(airt::gloo INTERFACE IMPORTED)
 target_link_libraries(airt::gloo INTERFACE gloo Threads::Threads)

@@ -2,7 +2,7 @@
 #
 #   P/bin/      airt (the CLI), airt-head, airt-node, airt-worker
 #   P/lib/      libairt_api.so, libairt_driver.so (and libairt_gpu_plugin.so with CUDA)
-#   P/include/  airt/ and ray/ (the API's headers; they include only msgpack-cxx's)
+#   P/include/  airt/ and ray/ (the API's headers; they include only msgpack-cxx's and nlohmann/json's)
 #   P/lib/cmake/airt/  airtConfig.cmake, its version file, the exported targets airt::api and
 #                      airt::driver, and AirtRemote.cmake's helpers
 #

@@ -299,6 +299,35 @@ Status CoreWorker::Impl::KillActor(const ActorId& actor, bool no_restart) {
   return CatchKj([&] { OnLoop([&] { return loop_->actors->Kill(actor, no_restart); }); });
 }
 
+Result<uint32_t> CoreWorker::Impl::ActorRestarts(const ActorId& actor) {
+  uint32_t restarts = 0;
+  bool found = false;
+  Status asked = CatchKj([&] {
+    OnLoop([&] {
+      auto request = loop_->head.getActorRequest();
+      request.setActorId(AsData(actor.Binary()));
+      return request.send().then([&](auto reply) {
+        found = reply.getFound();
+        restarts = reply.getInfo().getNumRestarts();
+      });
+    });
+  });
+  if (!asked.ok()) return asked;
+  if (!found) return NotFound("no actor " + actor.Hex());
+  return restarts;
+}
+
+Status CoreWorker::Impl::MarkActorDead(const ActorId& actor, const std::string& cause) {
+  return CatchKj([&] {
+    OnLoop([&] {
+      auto request = loop_->head.killActorRequest();
+      request.setActorId(AsData(actor.Binary()));
+      request.setCause(cause);
+      return request.send().ignoreResult();
+    });
+  });
+}
+
 Status CoreWorker::Impl::CancelTask(const ObjectId& object, bool force, bool recursive) {
   if (object.IsPut()) {
     return InvalidArgument("object " + object.Hex() +
@@ -413,6 +442,13 @@ Result<ActorId> CoreWorker::GetActor(const std::string& name, const std::string&
 Status CoreWorker::KillActor(const ActorId& actor, bool no_restart) {
   return impl_->KillActor(actor, no_restart);
 }
+Result<uint32_t> CoreWorker::ActorRestarts(const ActorId& actor) {
+  return impl_->ActorRestarts(actor);
+}
+Status CoreWorker::MarkActorDead(const ActorId& actor, const std::string& cause) {
+  return impl_->MarkActorDead(actor, cause);
+}
+const std::string& CoreWorker::ns() const { return impl_->ns(); }
 Status CoreWorker::CancelTask(const ObjectId& object, bool force, bool recursive) {
   return impl_->CancelTask(object, force, recursive);
 }

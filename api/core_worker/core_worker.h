@@ -154,6 +154,15 @@ class CoreWorker {
   // Stops the actor's process now; with no_restart it is DEAD for good, else its owner restarts
   // it as after a crash. kNotFound for an unknown actor.
   Status KillActor(const ActorId& actor, bool no_restart);
+  // How often the head's directory says `actor` has been restarted. kNotFound: no such actor.
+  Result<uint32_t> ActorRestarts(const ActorId& actor);
+  // Marks `actor` DEAD for good in the head's directory with `cause`, leaving its process alone:
+  // what the actor's own worker does before it exits (ExitActor); its owner then finds it dead
+  // and fails its calls instead of restarting it.
+  Status MarkActorDead(const ActorId& actor, const std::string& cause);
+  // The namespace this process's named actors live in (CoreWorkerOptions::ns, or the job's
+  // anonymous one).
+  const std::string& ns() const;
 
   // The head's internal KV (Ray's function table lives there). KvPut: false when `key` existed
   // and `overwrite` is false. kUnavailable when the head cannot be reached.

@@ -63,6 +63,9 @@ class CoreWorker::Impl {
                                         std::vector<TaskArgument> args, uint32_t num_returns);
   Result<ActorId> GetActor(const std::string& name, const std::string& ns);
   Status KillActor(const ActorId& actor, bool no_restart);
+  Result<uint32_t> ActorRestarts(const ActorId& actor);
+  Status MarkActorDead(const ActorId& actor, const std::string& cause);
+  const std::string& ns() const { return namespace_; }
   Status CancelTask(const ObjectId& object, bool force, bool recursive);
   void CancelAllTasks(bool force);
   void AddLocalReference(const ObjectId& id) {

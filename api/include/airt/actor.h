@@ -46,8 +46,11 @@ struct ActorSettings {
   int max_restarts = 0;
   int max_task_retries = 0;  // -1: without limit
   int max_concurrency = 1;
-  bool detached = false;  // needs a name
-  bool python = false;    // a Python class (the airt package's): lives on a Python worker
+  // Needs a name. Unset: the job's Config::default_actor_lifetime, for a named actor.
+  std::optional<bool> detached;
+  bool python = false;  // a Python class (the airt package's): lives on a Python worker
+  // SetRuntimeEnv's env_vars: set in the actor's process for its life. Unset: none of its own.
+  std::optional<std::map<std::string, std::string>> env_vars;
 };
 
 std::string CreateActor(const std::string& factory, std::vector<Argument> args,
@@ -70,6 +73,13 @@ class ActorTaskCaller {
   ActorTaskCaller(std::string actor_id, std::string method)
       : actor_id_(std::move(actor_id)), method_(std::move(method)) {}
 
+  // Ray's ActorTaskCaller::SetName: the call's name. An actor's calls are shown by their method's
+  // name; this one is kept for Ray's API and not shown anywhere yet.
+  ActorTaskCaller& SetName(std::string name) {
+    name_ = std::move(name);
+    return *this;
+  }
+
   template <typename... A>
   ObjectRef<R> Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "Remote takes one argument per parameter");
@@ -81,6 +91,7 @@ class ActorTaskCaller {
  private:
   std::string actor_id_;
   std::string method_;
+  std::string name_;
 };
 
 // A reference to an actor: copyable, and passable to tasks and back (it travels as the actor's
@@ -132,6 +143,15 @@ class ActorOptions : public SchedulingOptions<Self, ActorSettings> {
   Self& SetName(std::string name, std::string ns = "") {
     this->settings_.name = std::move(name);
     this->settings_.ns = std::move(ns);
+    return this->self();
+  }
+  // Ray's older name for SetName(name): before namespaces, a name every job could find. Here it
+  // is SetName(name), in this job's namespace (give jobs one Config::ray_namespace to share it).
+  Self& SetGlobalName(std::string name) { return SetName(std::move(name)); }
+  // The actor's process runs in `env`'s environment for its life (env_vars set before its
+  // constructor runs), over the job's. Throws UnimplementedError for a field airt cannot honour.
+  Self& SetRuntimeEnv(const RuntimeEnv& env) {
+    this->settings_.env_vars = RuntimeEnvVars(env);
     return this->self();
   }
   // How often the actor is restarted after its process dies; -1: without limit.
@@ -194,6 +214,19 @@ template <typename T, typename... P>
 ActorCreator<T, P...> Actor(T* (*factory)(P...)) {
   return ActorCreator<T, P...>(factory);
 }
+
+// Called by an actor's method: the actor ends itself, as Ray's ray::ExitActor. It is marked DEAD
+// for good (never restarted, whatever SetMaxRestarts allows) and its process exits at once: the
+// method does not return (its locals are not destroyed), and Get on the ref of this call, as on
+// every later call, throws ActorDiedError (Ray's RayActorException); calls that ran before it
+// keep their results. In local mode the actor ends after this call (the rest of the method is
+// skipped by an exception it must not catch with `catch (...)`). Throws Exception outside an
+// actor's method (a driver, a task).
+[[noreturn]] void ExitActor();
+// Whether the actor whose constructor or method calls it has been restarted (runs in its
+// process's second or later life). False outside an actor. Throws UnavailableError when the head
+// cannot be asked.
+bool WasCurrentActorRestarted();
 
 // The actor named `name` in this job's namespace (or `ns`), or nullopt when there is none alive.
 template <typename T>

@@ -25,12 +25,22 @@
 
 #include "airt/internal/function_registry.h"
 #include "airt/internal/serialization.h"
+#include "airt/runtime_env.h"
 
 namespace airt {
 
+// Whether an actor outlives the job that created it (Ray's ActorLifetime).
+enum class ActorLifetime { NON_DETACHED, DETACHED };
+
+// Ray's RayConfig, with every one of its fields, and a few of ray.init()'s.
 struct Config {
   // The head, host:port. Empty: AIRT_ADDRESS; when that is unset too, Init starts a local cluster.
   std::string address;
+  // Ray's local mode, for debugging: no cluster is started or joined; tasks and actors run on
+  // threads of this process (each task on a thread of its own, each actor on its own threads),
+  // objects live in its memory. address, code_search_path and the local cluster's fields are
+  // ignored; the functions must be linked into (or loaded by) this process.
+  bool local_mode = false;
   std::string node_address = "127.0.0.1";  // this machine's node
 
   // Folders (or library files) whose AIRT_REMOTE functions this job's workers load, besides
@@ -44,9 +54,26 @@ struct Config {
   std::map<std::string, double> resources = {};  // the node's custom resources, e.g. {"TPU": 2}
   std::optional<uint64_t> object_store_memory = {};  // the node's store, bytes; unset: default
 
+  // Flags for the local cluster's head and node, spelled as `ray start` takes them:
+  // "--num-cpus=2", "--num-gpus=1", "--resources={\"x\": 1}" (single quotes around the JSON are
+  // dropped, as a shell would), "--object-store-memory=BYTES"; "--flag value" as two entries works
+  // too. They override the fields above. Another flag, or a bad value, makes Init throw Exception
+  // naming it. Ignored (but checked) when joining a cluster, as Ray's head_args.
+  std::vector<std::string> head_args = {};
+
   // Where this job's named actors live and are looked up (Ray's ray_namespace); "": an anonymous
   // namespace of the job's own.
   std::string ray_namespace;
+  // The lifetime of this job's named actors that do not choose (SetDetached): DETACHED makes them
+  // outlive the job. Unnamed actors stay NON_DETACHED (nothing could find them after the job).
+  ActorLifetime default_actor_lifetime = ActorLifetime::NON_DETACHED;
+  // The job's runtime environment: every task and actor of the job runs in it, under what the
+  // task's or actor's own SetRuntimeEnv adds (env_vars merged name by name). Init throws
+  // UnimplementedError for a field airt's C++ workers cannot honour (airt/runtime_env.h).
+  std::optional<RuntimeEnv> runtime_env = {};
+  // Ray's Redis password: accepted and not used (airt's head has no Redis, and no authentication
+  // yet).
+  std::optional<std::string> redis_password_ = {};
 };
 
 // Connects this process to the cluster as a driver (one job): the head at config.address, else
@@ -59,7 +86,10 @@ struct Config {
 void Init(const Config& config = {});
 // As Init(config), with flags read from the command line: --airt_address=HOST:PORT (or Ray's
 // --ray_address=...) overrides config.address, --airt_code_search_path=DIR[:DIR...] (or
-// --ray_code_search_path=...) config.code_search_path. Other arguments are left alone.
+// --ray_code_search_path=...) config.code_search_path; Ray's --ray_job_namespace=NS,
+// --ray_redis_password=P, --ray_head_args="--num-cpus=2 ..." (appended to head_args) and
+// --ray_default_actor_lifetime=detached|non_detached (anything else throws Exception) set theirs.
+// Other arguments are left alone.
 void Init(Config config, int argc, char** argv);
 bool IsInitialized();
 // Finishes the job and disconnects, then stops the local cluster Init started, if any. Refs
@@ -103,6 +133,12 @@ class InfeasibleError : public Exception {
  public:
   using Exception::Exception;
 };
+// A runtime environment that is malformed (RuntimeEnv's Set, Get, SetJsonStr; env_vars that are
+// not strings). Ray: RayRuntimeEnvException.
+class RuntimeEnvError : public Exception {
+ public:
+  using Exception::Exception;
+};
 // A Get's timeout passed.
 class TimeoutError : public Exception {
  public:
@@ -132,6 +168,9 @@ class PlacementGroup {
 namespace internal {
 // Counts a reference to the object `id` until the returned holder goes (nothing before Init).
 std::shared_ptr<void> HoldObject(const std::string& id);
+// What Get gives for an ObjectRef<T>: the value, or nothing for a void task's.
+template <typename T>
+using GotValue = std::conditional_t<std::is_void_v<T>, void, std::shared_ptr<T>>;
 }  // namespace internal
 
 // A reference to an object owned by this process: a task's return or a Put. Copies share one
@@ -143,6 +182,11 @@ class ObjectRef {
   ObjectRef() = default;
   explicit ObjectRef(std::string id) : id_(std::move(id)), hold_(internal::HoldObject(id_)) {}
   const std::string& ID() const { return id_; }  // 28 bytes
+
+  // airt::Get(*this[, timeout_ms]) (Ray's ObjectRef::Get): the value, or, for an ObjectRef<void>,
+  // nothing once the task has finished; its errors are thrown.
+  internal::GotValue<T> Get() const;
+  internal::GotValue<T> Get(int64_t timeout_ms) const;
 
  private:
   std::string id_;
@@ -173,7 +217,14 @@ struct TaskSettings {
   int max_retries = 3;
   int num_returns = 1;
   bool python = false;  // a Python function (the airt package's): runs on a Python worker
+  // SetRuntimeEnv's env_vars: set while the task runs. Unset: none of its own.
+  std::optional<std::map<std::string, std::string>> env_vars;
 };
+
+// The env_vars of `env`, checked: UnimplementedError names a field airt's C++ workers cannot
+// honour (working_dir, pip, conda, ...); RuntimeEnvError when env_vars is not an object of
+// strings.
+std::map<std::string, std::string> RuntimeEnvVars(const RuntimeEnv& env);
 
 // The cluster's nodes as the head sees them (the Python client's ray.nodes() and resources).
 struct NodeInfo {
@@ -254,9 +305,9 @@ Argument MakeArgument(A&& arg) {
     return list;
   } else if constexpr (requires { typename Given::ObjectRefTag; } ||
                        std::is_same_v<Given, ObjectRef<std::remove_cvref_t<P>>>) {
-    return Argument{"", arg.ID()};
+    return Argument{"", arg.ID(), {}, false};
   } else {
-    return Argument{Serialize<std::remove_cvref_t<P>>(std::forward<A>(arg)), ""};
+    return Argument{Serialize<std::remove_cvref_t<P>>(std::forward<A>(arg)), "", {}, false};
   }
 }
 
@@ -296,6 +347,12 @@ class TaskOptions : public SchedulingOptions<Self, TaskSettings> {
   }
   Self& SetMaxRetries(int max_retries) {
     this->settings_.max_retries = max_retries;
+    return this->self();
+  }
+  // Runs the task in `env`'s environment (env_vars set while it runs), over the job's. Throws
+  // UnimplementedError for a field airt cannot honour (RuntimeEnvVars).
+  Self& SetRuntimeEnv(const RuntimeEnv& env) {
+    this->settings_.env_vars = RuntimeEnvVars(env);
     return this->self();
   }
 };
@@ -359,6 +416,29 @@ std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& refs,
   });
   return out;
 }
+
+// A void task's ref: returns once the task has finished (throws its error, or TimeoutError).
+inline void Get(const ObjectRef<void>& ref, int64_t timeout_ms = -1) {
+  internal::GetEach({ref.ID()}, timeout_ms, [](size_t, std::string_view) {});
+}
+inline void Get(const std::vector<ObjectRef<void>>& refs, int64_t timeout_ms = -1) {
+  std::vector<std::string> ids;
+  for (const auto& r : refs) ids.push_back(r.ID());
+  internal::GetEach(ids, timeout_ms, [](size_t, std::string_view) {});
+}
+
+template <typename T>
+internal::GotValue<T> ObjectRef<T>::Get() const {
+  return airt::Get(*this, -1);
+}
+template <typename T>
+internal::GotValue<T> ObjectRef<T>::Get(int64_t timeout_ms) const {
+  return airt::Get(*this, timeout_ms);
+}
+
+// The namespace this job's named actors live in: Config::ray_namespace, or the anonymous one
+// Init made for the job (Ray's ray::GetNamespace). Throws UnavailableError before Init.
+std::string GetNamespace();
 
 template <typename T>
 struct WaitResult {

@@ -1,17 +1,24 @@
-// Ray's C++ API names over airt: a program written against ray/api.h builds against airt with
-// only its include line changed.
+// Ray's C++ API names over airt: a program written against Ray's ray/api.h builds against airt
+// with only its include line changed, and runs with Ray's semantics (docs/cpp_api.md, "Ray's C++
+// API", lists what works and what differs).
 #pragma once
 
 #include "airt/api.h"
+#include "ray/ray_exception.h"  // IWYU pragma: export
 
 namespace ray {
 
 using RayConfig = airt::Config;
+using ActorLifetime = airt::ActorLifetime;
+using RuntimeEnv = airt::RuntimeEnv;
 
+// Ray's Init takes its RayConfig by reference; airt's by value or const reference, so both an
+// lvalue and a temporary work.
 inline void Init(RayConfig config, int argc, char** argv) {
   airt::Init(std::move(config), argc, argv);
 }
-inline void Init(const RayConfig& config = {}) { airt::Init(config); }
+inline void Init(const RayConfig& config) { airt::Init(config); }
+inline void Init() { airt::Init(); }
 inline bool IsInitialized() { return airt::IsInitialized(); }
 inline void Shutdown() { airt::Shutdown(); }
 
@@ -33,18 +40,14 @@ using ActorHandleXlang = airt::PyActorHandle;
 
 using airt::Actor;
 using airt::Cancel;
+using airt::ExitActor;
 using airt::Get;
 using airt::GetActor;
+using airt::GetNamespace;
 using airt::Put;
 using airt::Task;
 using airt::Wait;
-
-namespace internal {
-using RayException = airt::Exception;
-using RayTaskException = airt::TaskError;
-using RayActorException = airt::ActorDiedError;
-using RayTaskCancelledException = airt::TaskCancelledError;
-}  // namespace internal
+using airt::WasCurrentActorRestarted;
 
 }  // namespace ray
 
