@@ -177,15 +177,7 @@ kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
   if (!task.ok()) throw ToKjException(task.status().WithContext("pushTask"));
   std::string function_name = task->function_name;
 
-  // Nothing ahead of it: run it here, on the RPC loop, saving two thread hand-offs (most of a
-  // small task's cost). Calls arriving meanwhile wait in the socket, in order.
-  if (executor_.CanRunInline(*task)) {
-    TaskOutcome outcome = executor_.Run(*task);
-    if (!outcome.status.ok()) throw ToKjException(outcome.status);
-    FillTaskResults(outcome, function_name, returns_at_, context.getResults());
-    return kj::READY_NOW;
-  }
-
+  // Never run here: this loop is the core worker's, which a task's Get or Wait waits on.
   // The executor's thread writes the outcome and posts the task's number back to this loop,
   // which fulfills. (A void promise: kj's ExceptionOr of a value type trips GCC's
   // -Wmaybe-uninitialized.)
