@@ -56,7 +56,11 @@ Result<uint16_t> CoreWorker::Impl::ServeWorker(WorkerServing serving) {
           .then([this, &port, deadline](kj::Own<kj::ConnectionReceiver> listener) {
             port = static_cast<uint16_t>(listener->getPort());
             loop_->listener = kj::mv(listener);
-            loop_->accepting = loop_->server->listen(*loop_->listener);
+            loop_->accepting =
+                loop_->server->listen(*loop_->listener).eagerlyEvaluate([](kj::Exception&& e) {
+                  AIRT_LOG(ERROR) << "the worker's port stopped accepting: "
+                                  << FromKjException(e).ToString();
+                });
             auto request = Connect(node_address_).castAs<proto::Node>().registerWorkerRequest();
             auto worker = request.initWorker();
             worker.setWorkerId(AsData(options_.worker.Binary()));
