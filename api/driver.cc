@@ -1,6 +1,6 @@
-// The driver API's non-template half: one CoreWorker per process, created by Init. The process-
-// wide instance is the API's edge only (Ray's API is global); the core worker beneath takes its
-// options through its constructor.
+// The driver API's non-template half: one CoreWorker per process, created by Init in a driver, or
+// in airt-worker the worker's own (EnterWorkerMode). The process-wide instance is the API's edge
+// only (Ray's API is global); the core worker beneath takes its options through its constructor.
 #include "airt/driver.h"
 
 #include <algorithm>
@@ -23,10 +23,12 @@ namespace {
 
 std::mutex g_mu;
 std::unique_ptr<LocalCluster> g_cluster;   // what Init started, if anything; guarded by g_mu
-std::unique_ptr<core::CoreWorker> g_core;  // guarded by g_mu for Init/Shutdown
-uint64_t g_generation = 0;                 // guarded by g_mu: bumped by each new core worker
-// In airt-worker: how to make the core worker at the first use of the API.
-std::optional<core::CoreWorkerOptions> g_worker_options;  // guarded by g_mu
+std::unique_ptr<core::CoreWorker> g_core;  // a driver's, made by Init; guarded by g_mu
+// In airt-worker: the process's one core worker (RunWorker owns it; Shutdown leaves it alone),
+// and why the API cannot use it, if it cannot ("" when it can). Guarded by g_mu.
+core::CoreWorker* g_worker_core = nullptr;
+std::string g_worker_unusable;
+uint64_t g_generation = 0;  // guarded by g_mu: bumped by each new core worker
 // Objects GetPinned handed out, released at Shutdown if still held (a pin must not outlive the
 // store connection it came from).
 std::vector<std::weak_ptr<core::GotObject>> g_pinned;  // guarded by g_mu
@@ -46,18 +48,14 @@ local::LocalRuntime* Local() {
   throw UnimplementedError(what + " is not available in local mode (Config::local_mode)");
 }
 
+// The process's core worker, or null. g_mu held.
+core::CoreWorker* Current() { return g_worker_core ? g_worker_core : g_core.get(); }
+
 core::CoreWorker& Core() {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (!g_core && g_worker_options) {
-    if (g_worker_options->head_address.empty()) {
-      throw UnavailableError(
-          "this worker was started without the head's address "
-          "(airt-worker --head-address): its tasks cannot submit work");
-    }
-    Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(*g_worker_options);
-    if (!core.ok()) throw UnavailableError(core.status().ToString());
-    g_core = std::move(*core);
-    ++g_generation;
+  if (g_worker_core) {
+    if (!g_worker_unusable.empty()) throw UnavailableError(g_worker_unusable);
+    return *g_worker_core;
   }
   if (!g_core) throw UnavailableError("airt is not initialized: call airt::Init() first");
   return *g_core;
@@ -147,7 +145,7 @@ void Init(const Config& config) {
   std::map<std::string, std::string> job_env;
   if (config.runtime_env) job_env = internal::RuntimeEnvVars(*config.runtime_env);
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_core || g_local) return;
+  if (Current() || g_local) return;
   g_job_env = job_env;
   g_default_detached = config.default_actor_lifetime == ActorLifetime::DETACHED;
   if (config.local_mode) {
@@ -221,7 +219,7 @@ void Init(Config config, int argc, char** argv) {
 
 bool IsInitialized() {
   std::lock_guard<std::mutex> lock(g_mu);
-  return g_core != nullptr || g_local != nullptr || g_worker_options.has_value();
+  return g_core != nullptr || g_local != nullptr || (g_worker_core && g_worker_unusable.empty());
 }
 
 void Shutdown() {
@@ -230,7 +228,7 @@ void Shutdown() {
   std::unique_ptr<local::LocalRuntime> local_runtime;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    core = std::move(g_core);
+    core = std::move(g_core);  // a worker's core worker stays: its process serves with it
     cluster = std::move(g_cluster);
     local_runtime = std::move(g_local);
     g_job_env.clear();
@@ -282,20 +280,34 @@ std::shared_ptr<void> HoldObject(const std::string& id) {
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    if (!g_core) return nullptr;  // not counted: nothing to free it from
-    g_core->AddLocalReference(object);
+    if (!Current()) return nullptr;  // not counted: nothing to free it from
+    Current()->AddLocalReference(object);
     generation = g_generation;
   }
   return std::shared_ptr<void>(nullptr, [object, generation](void*) {
     // After Shutdown, or in a later Init's core worker, there is nothing to release.
     std::lock_guard<std::mutex> lock(g_mu);
-    if (g_core && g_generation == generation) g_core->RemoveLocalReference(object);
+    if (Current() && g_generation == generation) Current()->RemoveLocalReference(object);
   });
 }
 
-void EnterWorkerMode(core::CoreWorkerOptions options) {
+void EnterWorkerMode(core::CoreWorker* core, std::string unusable) {
   std::lock_guard<std::mutex> lock(g_mu);
-  g_worker_options = std::move(options);
+  g_worker_core = core;
+  g_worker_unusable = std::move(unusable);
+  ++g_generation;
+}
+
+void LeaveWorkerMode() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_worker_core) return;
+  g_worker_core = nullptr;
+  g_worker_unusable.clear();
+  ++g_generation;
+  for (const std::weak_ptr<core::GotObject>& held : g_pinned) {
+    if (std::shared_ptr<core::GotObject> object = held.lock()) object->pin.Release();
+  }
+  g_pinned.clear();
 }
 
 namespace {
@@ -501,7 +513,7 @@ void CancelTask(const std::string& object_id, bool force, bool recursive) {
 
 void CancelOwnedTasks(bool force) {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_core) g_core->CancelAllTasks(force);
+  if (Current()) Current()->CancelAllTasks(force);
 }
 
 std::string RegisteredName(const void* address, const char* what) {

@@ -72,6 +72,10 @@ Status CoreWorker::Impl::Start() {
 
   Status joined = CatchKj([&] {
     OnLoop([&]() -> kj::Promise<void> {
+      if (!options_.worker.IsNil()) {
+        JoinAsWorker();
+        return kj::READY_NOW;
+      }
       loop_->head = Connect(options_.head_address).castAs<proto::Head>();
       kj::Promise<void> joined = kj::READY_NOW;
       if (options_.job.IsNil()) {
@@ -97,16 +101,7 @@ Status CoreWorker::Impl::Start() {
               node_address_ = host + ":" + std::to_string(info.getNodePort());
               transfer_address_ = host + ":" + std::to_string(info.getTransferPort());
               store_socket_ = info.getStoreSocket().cStr();
-              loop_->dispatcher = kj::heap<TaskDispatcher>(
-                  loop_->io.provider->getTimer(), loop_->tasks, memory_,
-                  [this](const std::string& a) { return Connect(a); },
-                  [this](const std::string& a) { Forget(a); }, node_address_, job_id_,
-                  options_.code_search_path);
-              loop_->actors = kj::heap<ActorManager>(
-                  loop_->io.provider->getTimer(), loop_->tasks, memory_,
-                  [this](const std::string& a) { return Connect(a); },
-                  [this](const std::string& a) { Forget(a); }, loop_->head, node_address_, job_id_,
-                  options_.code_search_path);
+              MakeSubmitters();
               return;
             }
             throw Fail(NotFound("no alive node at " + options_.node_address +
@@ -126,10 +121,15 @@ Status CoreWorker::Impl::Start() {
           });
     });
   });
-  if (!joined.ok()) return joined.WithContext("joining the cluster at " + options_.head_address);
+  if (!joined.ok()) {
+    return joined.WithContext(options_.worker.IsNil()
+                                  ? "joining the cluster at " + options_.head_address
+                                  : "starting worker " + options_.worker.Hex() + "'s core worker");
+  }
   // A worker's puts get ids of a task of their own: several workers put into one job.
-  driver_task_ =
-      options_.job.IsNil() ? TaskId::ForDriver(job_id_) : TaskId::Of(ActorId::NilFor(job_id_));
+  driver_task_ = options_.job.IsNil() && options_.worker.IsNil()
+                     ? TaskId::ForDriver(job_id_)
+                     : TaskId::Of(ActorId::NilFor(job_id_));
   namespace_ = options_.ns.empty() ? "anonymous-job-" + job_id_.Hex() : options_.ns;
   // The index only: the data pages of the objects this process writes and reads are mapped as it
   // touches them (a put of 800 MB still runs at ~16 GB/s here), and a driver does not spend
@@ -161,26 +161,34 @@ void CoreWorker::Impl::Stop() {
   });
   if (!finished.ok())
     AIRT_LOG(WARNING) << "finishing job " << job_id_.Hex() << ": " << finished.ToString();
-  OnLoop([&] { stopping_ = true; });
+  OnLoop([&] {
+    stopping_ = true;
+    EndServing();  // a worker's proto::Worker goes before the store its tasks use
+  });
   store_.reset();
   OnLoop([&] { stop_->fulfill(); });
   thread_.join();
 }
 
+void CoreWorker::Impl::MakeSubmitters() {
+  loop_->dispatcher = kj::heap<TaskDispatcher>(
+      loop_->io.provider->getTimer(), loop_->tasks, memory_,
+      [this](const std::string& a) { return Connect(a); },
+      [this](const std::string& a) { Forget(a); }, node_address_, job_id_,
+      options_.code_search_path);
+  loop_->actors = kj::heap<ActorManager>(
+      loop_->io.provider->getTimer(), loop_->tasks, memory_,
+      [this](const std::string& a) { return Connect(a); },
+      [this](const std::string& a) { Forget(a); }, loop_->head, node_address_, job_id_,
+      options_.code_search_path);
+}
+
 capnp::Capability::Client CoreWorker::Impl::Connect(const std::string& address) {
   if (auto it = loop_->peers.find(address); it != loop_->peers.end()) return it->second->cap;
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return capnp::Capability::Client(Fail(InvalidArgument("'" + address + "' is not host:port")));
-  }
   auto peer = kj::heap<Peer>();
   Peer* raw = peer.get();
   raw->cap = capnp::Capability::Client(
-      loop_->io.provider->getNetwork()
-          .parseAddress(kj::StringPtr(address.substr(0, colon).c_str()),
-                        static_cast<uint>(std::stoul(address.substr(colon + 1))))
-          .then([](kj::Own<kj::NetworkAddress> a) { return a->connect(); })
-          .then([raw](kj::Own<kj::AsyncIoStream> stream) {
+      connector_->Connect(loop_->io, address).then([raw](kj::Own<kj::AsyncIoStream> stream) {
             raw->stream = kj::mv(stream);
             raw->rpc = kj::heap<capnp::TwoPartyClient>(*raw->stream);
             return raw->rpc->bootstrap();
@@ -352,16 +360,16 @@ Status CoreWorker::Impl::CancelTask(const ObjectId& object, bool force, bool rec
 }
 
 void CoreWorker::Impl::CancelAllTasks(bool force) {
-  Status cancelled = CatchKj([&] {
-    OnLoop([&] {
-      // Cancel may finish tasks, which leave live_tasks_: walk a copy.
-      std::vector<PendingTask*> tasks;
-      for (const auto& [id, task] : live_tasks_) tasks.push_back(task);
-      for (PendingTask* task : tasks) Cancel(*task, force, /*recursive=*/true);
-    });
-  });
+  Status cancelled = CatchKj([&] { OnLoop([&] { CancelAll(force); }); });
   if (!cancelled.ok())
     AIRT_LOG(WARNING) << "cancelling this worker's tasks: " << cancelled.ToString();
+}
+
+void CoreWorker::Impl::CancelAll(bool force) {
+  // Cancel may finish tasks, which leave live_tasks_: walk a copy.
+  std::vector<PendingTask*> tasks;
+  for (const auto& [id, task] : live_tasks_) tasks.push_back(task);
+  for (PendingTask* task : tasks) Cancel(*task, force, /*recursive=*/true);
 }
 
 void CoreWorker::Impl::Cancel(PendingTask& task, bool force, bool recursive) {
@@ -372,7 +380,7 @@ void CoreWorker::Impl::Cancel(PendingTask& task, bool force, bool recursive) {
 }
 
 void CoreWorker::Impl::NotifyBlocked(bool blocked) {
-  if (options_.job.IsNil()) return;  // a driver holds no lease
+  if (options_.worker.IsNil()) return;  // a driver holds no lease
   // Not waiting for the answer: calls on one connection arrive in order, so "unblocked" follows
   // "blocked".
   OnLoop([this, blocked] {
@@ -453,5 +461,10 @@ Status CoreWorker::CancelTask(const ObjectId& object, bool force, bool recursive
   return impl_->CancelTask(object, force, recursive);
 }
 void CoreWorker::CancelAllTasks(bool force) { impl_->CancelAllTasks(force); }
+Result<uint16_t> CoreWorker::ServeWorker(WorkerServing serving) {
+  return impl_->ServeWorker(std::move(serving));
+}
+void CoreWorker::WaitServingEnded() { impl_->WaitServingEnded(); }
+objectstore::StoreClient& CoreWorker::store() { return impl_->store(); }
 
 }  // namespace airt::core

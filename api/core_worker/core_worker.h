@@ -1,11 +1,14 @@
-// The core worker: the library every driver (and, next, every worker) embeds. It registers a job
-// with the head, finds its node, submits tasks (a worker lease from the node, following
-// spillbacks, then the task pushed straight to the leased worker), owns what its tasks return and
-// what it puts, and gets values back from inline replies or from the nodes' stores.
+// The core worker: the library every driver and every worker process embeds, one per process. It
+// registers a job with the head (a driver) or joins its job (a worker), finds its node, submits
+// tasks (a worker lease from the node, following spillbacks, then the task pushed straight to the
+// leased worker), owns what its tasks return and what it puts, and gets values back from inline
+// replies or from the nodes' stores. In a worker process it is the task receiver too: it serves
+// proto::Worker (ServeWorker) on its loop and registers the worker with its node.
 //
-// Threads: a KJ event loop on a thread of its own holds every connection; calls from any user
-// thread hand their work to it through KJ's cross-thread executor. Get and Wait block only the
-// calling thread.
+// Threads: a KJ event loop on a thread of its own holds every connection (one per peer, opened
+// through a PeerConnector) and the served proto::Worker; calls from any user thread hand their
+// work to it through KJ's cross-thread executor. Get and Wait block only the calling thread, which
+// therefore must not be the loop's: user code never runs on the loop.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +19,11 @@
 #include <string>
 #include <vector>
 
+#include <capnp/capability.h>
+#include <kj/async.h>
+
 #include "api/core_worker/memory_store.h"
+#include "api/core_worker/peer_connector.h"
 #include "common/ids.h"
 #include "common/status.h"
 #include "objectstore/object_store.h"
@@ -24,13 +31,19 @@
 namespace airt::core {
 
 struct CoreWorkerOptions {
-  std::string head_address;                // host:port
+  std::string head_address;                // host:port; "" in a worker started without it
   std::string node_address = "127.0.0.1";  // this machine's node: the first alive one here
   uint16_t node_port = 0;                  // its service port; 0: any node at node_address
   // A worker's core worker joins the job of the tasks it runs (Nil: a driver registers a new job,
   // and finishes it at the end).
   JobId job;
-  WorkerId worker;  // a worker's own id (tells its node when a Get blocks)
+  // A worker process's own id (registers it with its node, tells the node when a Get blocks);
+  // Nil in a driver. A worker's core worker takes its node from node_address:node_port, its store
+  // and transfer service from the fields below, and joins without asking the head (a worker
+  // started without a job, job Nil, serves tasks but cannot submit any).
+  WorkerId worker;
+  std::string store_socket;      // a worker's: its node's store
+  std::string transfer_address;  // a worker's: its node's transfer service, host:port
   // The job's own code (folders or libraries, ':'-separated): workers started for its tasks and
   // actors load it besides their node's code search path.
   std::string code_search_path;
@@ -38,6 +51,23 @@ struct CoreWorkerOptions {
   // Where this job's named actors live and are looked up; "" gives the job an anonymous one of
   // its own, as Ray does.
   std::string ns;
+  // Opens every connection and a worker's port; null: TCP (TcpPeerConnector).
+  std::shared_ptr<PeerConnector> connector;
+};
+
+// What a worker process's core worker serves (CoreWorker::ServeWorker).
+struct WorkerServing {
+  // Makes the proto::Worker server, on the loop thread. The server fulfills `on_exit` once its
+  // exit() has answered; `cancel_children(force)` cancels, recursively, the normal tasks this
+  // process submitted and has not finished (call it on the loop thread).
+  std::function<capnp::Capability::Client(kj::Own<kj::PromiseFulfiller<void>> on_exit,
+                                          std::function<void(bool force)> cancel_children)>
+      make_service;
+  uint64_t register_timeout_ms = 30'000;  // to bind the port and have the node answer
+  uint64_t exit_grace_ms = 2'000;  // after exit's answer: how long callers may take to hang up
+  // Called on the loop thread when the node's connection breaks after registering (a worker
+  // does not outlive its node). Null: serving goes on.
+  std::function<void()> on_node_lost;
 };
 
 struct TaskOptions {
@@ -88,8 +118,9 @@ struct GotObject {
 class CoreWorker {
  public:
   // Registers a job with the head (or joins options.job) and connects to this machine's node and
-  // its store.
-  // kUnavailable: the head or the node cannot be reached; kNotFound: no alive node at
+  // its store. A worker's core worker (options.worker set) connects to its store only: its
+  // connections open as they are used.
+  // kUnavailable: the head, the node or the store cannot be reached; kNotFound: no alive node at
   // options.node_address.
   static Result<std::unique_ptr<CoreWorker>> Connect(CoreWorkerOptions options);
   // Marks the job finished and closes every connection.
@@ -185,6 +216,20 @@ class CoreWorker {
   // This process's worker id (a driver's is made at Connect) and the head it joined, host:port.
   const WorkerId& worker_id() const;
   const std::string& head_address() const;
+
+  // In a worker process (options.worker set): serves serving.make_service's proto::Worker server
+  // on a free port of options.node_address, on this core worker's loop, then registers the
+  // worker with its node over the node's connection (the one its leases and notifyWorkerBlocked
+  // use); returns the port once the node has answered. kUnavailable: the port cannot be bound,
+  // or the node cannot be reached or does not answer within serving.register_timeout_ms (nothing
+  // is served then); kFailedPrecondition: a driver's core worker, or serving already.
+  Result<uint16_t> ServeWorker(WorkerServing serving);
+  // Blocks until serving has ended: the server's exit() answered, then its callers hung up or
+  // exit_grace_ms passed; the server is destroyed by then. At once when nothing is served.
+  void WaitServingEnded();
+  // This process's connection to its node's store (a worker's task executor shares it); lives
+  // as long as the core worker. Thread-safe.
+  objectstore::StoreClient& store();
 
   class Impl;
 

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,7 +40,10 @@ struct Peer {
 
 class CoreWorker::Impl {
  public:
-  explicit Impl(CoreWorkerOptions options) : options_(std::move(options)) {}
+  explicit Impl(CoreWorkerOptions options)
+      : options_(std::move(options)),
+        connector_(options_.connector ? options_.connector
+                                      : std::make_shared<TcpPeerConnector>()) {}
   ~Impl() { Stop(); }
 
   Status Start();
@@ -80,6 +85,9 @@ class CoreWorker::Impl {
   Result<std::vector<CoreWorker::NodeView>> ClusterView();
   const std::string& node_address() const { return node_address_; }
   const CoreWorkerOptions& options() const { return options_; }
+  Result<uint16_t> ServeWorker(WorkerServing serving);
+  void WaitServingEnded();
+  objectstore::StoreClient& store() { return *store_; }
 
  private:
   // State confined to the loop thread.
@@ -94,6 +102,10 @@ class CoreWorker::Impl {
     proto::JobLease::Client job_lease = nullptr;
     kj::Own<TaskDispatcher> dispatcher;  // once joined
     kj::Own<ActorManager> actors;        // once joined
+    // A worker's proto::Worker, while served (ServeWorker until its exit has drained).
+    kj::Own<capnp::TwoPartyServer> server;
+    kj::Own<kj::ConnectionReceiver> listener;
+    kj::Promise<void> accepting = nullptr;
   };
 
   // Runs `fn` on the loop thread (after everything posted before) and waits for it.
@@ -120,6 +132,13 @@ class CoreWorker::Impl {
   void NotifyBlocked(bool blocked);
 
   // Loop thread.
+  // Where a worker's core worker joins: its node and store from the options, no call to the head.
+  void JoinAsWorker();
+  // Makes the task dispatcher and the actor manager, once the node and the job are known.
+  void MakeSubmitters();
+  // Serving ended (or never began): drops the server and wakes WaitServingEnded.
+  void EndServing();
+  void CancelAll(bool force);
   capnp::Capability::Client Connect(const std::string& address);
   void Forget(const std::string& address);
   kj::Promise<void> Run(PendingTask* task);
@@ -135,6 +154,7 @@ class CoreWorker::Impl {
                                std::vector<TaskArgument> args, uint32_t num_returns);
 
   CoreWorkerOptions options_;
+  std::shared_ptr<PeerConnector> connector_;
   MemoryStore memory_;
   std::thread thread_;
   kj::Own<const kj::Executor> executor_;
@@ -152,6 +172,9 @@ class CoreWorker::Impl {
   std::map<std::string, std::vector<ObjectId>> remote_frees_;  // by node, sent once per loop turn
   std::unordered_map<TaskId, PendingTask*> live_tasks_;  // normal tasks submitted, not yet done
   bool stopping_ = false;  // no frees once the connections are closing
+  std::mutex serving_mu_;
+  std::condition_variable serving_cv_;
+  bool serving_ = false;  // guarded by serving_mu_: ServeWorker succeeded, serving not ended
 };
 
 }  // namespace airt::core

@@ -7,23 +7,21 @@
 #include <string>
 #include <thread>
 
-#include <capnp/rpc-twoparty.h>
-#include <kj/async-io.h>
+#include <capnp/capability.h>
+#include <kj/async.h>
+#include <kj/common.h>
 
 #include "airt/internal/function_registry.h"
+#include "api/core_worker/core_worker.h"
 #include "api/internal/code_loader.h"
 #include "api/internal/task_executor.h"
 #include "api/internal/worker_context.h"
 #include "api/internal/worker_service.h"
 #include "common/logging.h"
-#include "common/proto/node.capnp.h"
-#include "common/rpc_status.h"
-#include "objectstore/object_store.h"
+#include "common/status.h"
 
 namespace airt::worker {
 namespace {
-
-enum class Stop { kExitRequested, kNodeLost };
 
 void LogRegistry(internal::FunctionRegistry& registry) {
   for (const std::string& problem : registry.TakeProblems()) AIRT_LOG(WARNING) << problem;
@@ -34,113 +32,70 @@ void LogRegistry(internal::FunctionRegistry& registry) {
                  << list;
 }
 
-// Tells the node where this worker serves. Throws (a kj::Exception) when the node cannot be
-// reached, refuses, or does not answer within the timeout.
-kj::Own<capnp::TwoPartyClient> RegisterWithNode(const WorkerOptions& options, uint16_t port,
-                                                kj::AsyncIoContext& io,
-                                                kj::Own<kj::AsyncIoStream>& stream) {
-  kj::Timer& timer = io.provider->getTimer();
-  auto deadline = options.register_timeout_ms * kj::MILLISECONDS;
-  auto address = timer
-                     .timeoutAfter(deadline, io.provider->getNetwork().parseAddress(
-                                                 options.node_address, options.node_port))
-                     .wait(io.waitScope);
-  stream = timer.timeoutAfter(deadline, address->connect()).wait(io.waitScope);
-  auto client = kj::heap<capnp::TwoPartyClient>(*stream);
-  auto node = client->bootstrap().castAs<proto::Node>();
-  auto request = node.registerWorkerRequest();
-  auto worker = request.initWorker();
-  worker.setWorkerId(capnp::Data::Reader(options.worker_id.data(), WorkerId::kSize));
-  worker.setHost(options.node_address);
-  worker.setPort(port);
-  worker.setPid(static_cast<int32_t>(::getpid()));
-  timer.timeoutAfter(deadline, request.send().ignoreResult()).wait(io.waitScope);
-  return client;
-}
-
-// Serves proto::Worker on this thread's event loop until exit() or the node's loss (which ends
-// the process); the exit code.
-int Serve(const WorkerOptions& options, TaskExecutor& executor) {
-  int exit_code = kExitOk;
-  Status ran = CatchKj([&] {
-    kj::AsyncIoContext io = kj::setupAsyncIo();
-    kj::Timer& timer = io.provider->getTimer();
-
-    // Serve on a free port of the node's address.
-    kj::Own<kj::ConnectionReceiver> listener;
-    Status bound = CatchKj([&] {
-      auto address =
-          io.provider->getNetwork().parseAddress(options.node_address, 0).wait(io.waitScope);
-      listener = address->listen();
-    });
-    if (!bound.ok()) {
-      AIRT_LOG(ERROR) << "cannot serve on " << options.node_address << ": " << bound.ToString();
-      exit_code = kExitStartFailed;
-      return;
-    }
-    uint16_t port = static_cast<uint16_t>(listener->getPort());
-    auto exit_paf = kj::newPromiseAndFulfiller<void>();
-    capnp::TwoPartyServer server(kj::heap<WorkerService>(
+// Serves proto::Worker on the core worker's loop (a WorkerService over `executor`) and registers
+// with the node; false, having logged why, when that fails. A broken node connection ends the
+// process at once.
+bool StartServing(const WorkerOptions& options, core::CoreWorker& core, TaskExecutor& executor) {
+  core::WorkerServing serving;
+  serving.make_service = [&options, &executor](kj::Own<kj::PromiseFulfiller<void>> on_exit,
+                                               std::function<void(bool)> cancel_children) {
+    return capnp::Capability::Client(kj::heap<WorkerService>(
         executor, options.job_id,
         ReturnsAt{options.transfer_address,
                   options.node_address + ":" + std::to_string(options.node_port)},
-        kj::mv(exit_paf.fulfiller), [](bool force) { internal::CancelOwnedTasks(force); }));
-    kj::Promise<void> serving = server.listen(*listener);
-
-    kj::Own<kj::AsyncIoStream> node_stream;
-    kj::Own<capnp::TwoPartyClient> node;
-    Status registered = CatchKj([&] { node = RegisterWithNode(options, port, io, node_stream); });
-    if (!registered.ok()) {
-      AIRT_LOG(ERROR) << "cannot register with the node at " << options.node_address << ":"
-                      << options.node_port << ": " << registered.ToString();
-      exit_code = kExitStartFailed;
-      return;
-    }
-    AIRT_LOG(INFO) << "worker " << options.worker_id.Hex() << " serving on " << options.node_address
-                   << ":" << port << ", registered with the node at " << options.node_address << ":"
-                   << options.node_port;
-
-    Stop stop = exit_paf.promise.then([] { return Stop::kExitRequested; })
-                    .exclusiveJoin(node->onDisconnect().then([] { return Stop::kNodeLost; }))
-                    .exclusiveJoin(serving.then([] { return Stop::kExitRequested; }))
-                    .wait(io.waitScope);
-    if (stop == Stop::kNodeLost) {
-      AIRT_LOG(ERROR) << "the node's connection dropped: exiting";
-      std::fflush(nullptr);
-      ::_exit(kExitNodeLost);
-    }
-    // Stop accepting; let exit's answer be written and its caller hang up, within the grace.
-    AIRT_LOG(INFO) << "exiting";
-    server.drain()
-        .exclusiveJoin(timer.afterDelay(options.exit_grace_ms * kj::MILLISECONDS))
-        .wait(io.waitScope);
-  });
-  if (!ran.ok()) {
-    AIRT_LOG(ERROR) << "worker event loop failed: " << ran.ToString();
-    return kExitStartFailed;
+        kj::mv(on_exit), std::move(cancel_children)));
+  };
+  serving.register_timeout_ms = options.register_timeout_ms;
+  serving.exit_grace_ms = options.exit_grace_ms;
+  serving.on_node_lost = [] {
+    AIRT_LOG(ERROR) << "the node's connection dropped: exiting";
+    std::fflush(nullptr);
+    ::_exit(kExitNodeLost);
+  };
+  Result<uint16_t> port = core.ServeWorker(std::move(serving));
+  if (!port.ok()) {
+    AIRT_LOG(ERROR) << "cannot register with the node at " << options.node_address << ":"
+                    << options.node_port << ": " << port.status().ToString();
+    return false;
   }
-  return exit_code;
+  AIRT_LOG(INFO) << "worker " << options.worker_id.Hex() << " serving on " << options.node_address
+                 << ":" << *port << ", registered with the node at " << options.node_address << ":"
+                 << options.node_port;
+  return true;
 }
 
 }  // namespace
 
 int RunWorker(const WorkerOptions& options, Fallback fallback, Interrupt interrupt) {
-  // The index only: a worker maps the data pages of the objects it reads as it reads them.
-  auto store = objectstore::StoreClient::Connect(
-      options.store_socket, objectstore::StoreClient::Options{.prefault_data = false});
-  if (!store.ok()) {
-    AIRT_LOG(ERROR) << "cannot connect to the object store at " << options.store_socket << ": "
-                    << store.status().ToString();
-    return kExitStartFailed;
-  }
+  // The process's one core worker: it submits (for tasks that submit tasks), owns, gets, and
+  // serves this worker's tasks, all on its one loop, with one store client and one connection
+  // per peer.
   core::CoreWorkerOptions api;
   api.head_address = options.head_address;
   api.node_address = options.node_address;
   api.node_port = options.node_port;
   api.job = options.job_id;
   api.worker = options.worker_id;
+  api.store_socket = options.store_socket;
+  api.transfer_address = options.transfer_address;
   api.code_search_path = options.code_search_path;  // nested work loads what this worker did
-  if (!options.job_id.IsNil()) internal::EnterWorkerMode(std::move(api));
+  Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(std::move(api));
+  if (!core.ok()) {
+    // A worker's core worker connects to nothing else before it serves.
+    AIRT_LOG(ERROR) << "cannot connect to the object store at " << options.store_socket << ": "
+                    << core.status().ToString();
+    return kExitStartFailed;
+  }
+  std::string unusable;
+  if (options.job_id.IsNil()) {
+    unusable = "this worker runs no job (airt-worker without --job-id): its tasks cannot submit "
+               "work";
+  } else if (options.head_address.empty()) {
+    unusable = "this worker was started without the head's address (airt-worker "
+               "--head-address): its tasks cannot submit work";
+  }
+  internal::EnterWorkerMode(core->get(), unusable);
+  auto leave = kj::defer([] { internal::LeaveWorkerMode(); });  // before the core worker goes
   LoadCodeSearchPath(options.code_search_path);
   internal::FunctionRegistry& registry = internal::FunctionRegistry::Global();
   LogRegistry(registry);
@@ -152,18 +107,23 @@ int RunWorker(const WorkerOptions& options, Fallback fallback, Interrupt interru
   executor_options.fallback = std::move(fallback);
   executor_options.interrupt = std::move(interrupt);
   // An interruptible worker (a Python one) runs its tasks on this thread, its main thread, where
-  // the interrupt's signal is handled; its event loop then runs on a thread of its own.
+  // the interrupt's signal is handled; otherwise on the executor's own thread. Never on the core
+  // worker's loop, which a task's Get waits on.
   executor_options.on_caller_thread = static_cast<bool>(executor_options.interrupt);
-  TaskExecutor executor(registry, store->get(), executor_options);
-  if (!executor_options.on_caller_thread) return Serve(options, executor);
-  int exit_code = kExitOk;
-  std::thread loop([&] {
-    exit_code = Serve(options, executor);
-    executor.Stop();
-  });
-  executor.RunQueued();
-  loop.join();
-  return exit_code;
+  TaskExecutor executor(registry, &(*core)->store(), executor_options);
+  if (!StartServing(options, **core, executor)) return kExitStartFailed;
+  if (!executor_options.on_caller_thread) {
+    (*core)->WaitServingEnded();
+  } else {
+    std::thread waiter([&] {
+      (*core)->WaitServingEnded();
+      executor.Stop();
+    });
+    executor.RunQueued();
+    waiter.join();
+  }
+  AIRT_LOG(INFO) << "exiting";
+  return kExitOk;
 }
 
 }  // namespace airt::worker

@@ -1,9 +1,12 @@
 #include "api/internal/worker_service.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "common/logging.h"
@@ -11,6 +14,10 @@
 
 namespace airt::worker {
 namespace {
+
+// How long pushTask waits on the loop for a task with nothing ahead of it to finish, before it
+// leaves the answer to the executor's post.
+constexpr std::chrono::microseconds kAnswerWait{100};
 
 std::string_view AsStringView(capnp::Data::Reader data) {
   return std::string_view(reinterpret_cast<const char*>(data.begin()), data.size());
@@ -192,32 +199,42 @@ kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
   if (!task.ok()) throw ToKjException(task.status().WithContext("pushTask"));
   std::string function_name = task->function_name;
 
-  // Nothing ahead of it: run it here, on the RPC loop, saving two thread hand-offs (most of a
-  // small task's cost). Calls arriving meanwhile wait in the socket, in order.
-  if (executor_.CanRunInline(*task)) {
-    TaskOutcome outcome = executor_.Run(*task);
-    if (!outcome.status.ok()) throw ToKjException(outcome.status);
-    FillTaskResults(outcome, function_name, returns_at_, context.getResults());
-    return kj::READY_NOW;
-  }
-
+  // Never run here: this loop is the core worker's, which a task's Get or Wait waits on.
   // The executor's thread writes the outcome and posts the task's number back to this loop,
   // which fulfills. (A void promise: kj's ExceptionOr of a value type trips GCC's
   // -Wmaybe-uninitialized.)
+  bool alone = executor_.CanRunInline(*task);  // nothing ahead of it
   auto outcome = std::make_shared<TaskOutcome>();
+  auto done = std::make_shared<std::atomic<bool>>(false);
   auto paf = kj::newPromiseAndFulfiller<void>();
   uint64_t number = next_task_++;
   running_.emplace(number, kj::mv(paf.fulfiller));
   executor_.Submit(std::move(*task),
-                   [this, finished = finished_, outcome, number](TaskOutcome done) {
-                     *outcome = std::move(done);
+                   [this, finished = finished_, outcome, done, number](TaskOutcome result) {
+                     *outcome = std::move(result);
+                     done->store(true, std::memory_order_release);
                      finished->Post([this, number] {
                        auto it = running_.find(number);
-                       if (it == running_.end()) return;
+                       if (it == running_.end()) return;  // answered by the wait below
                        it->second->fulfill();
                        running_.erase(it);
                      });
                    });
+  if (alone) {
+    // A small task is done within microseconds: wait for it here, briefly, and answer at once,
+    // rather than go back to the loop and be woken (most of a small task's cost). Bounded, so
+    // a task that waits on this loop (one that submits tasks) only delays it by kAnswerWait.
+    auto until = std::chrono::steady_clock::now() + kAnswerWait;
+    while (!done->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
+    if (done->load(std::memory_order_acquire)) {
+      running_.erase(number);
+      if (!outcome->status.ok()) throw ToKjException(outcome->status);
+      FillTaskResults(*outcome, function_name, returns_at_, context.getResults());
+      return kj::READY_NOW;
+    }
+  }
   return paf.promise.then(
       [this, context, outcome, function_name = std::move(function_name)]() mutable {
         if (!outcome->status.ok()) throw ToKjException(outcome->status);

@@ -1,6 +1,7 @@
-// proto::Worker served by airt-worker: validates each pushed task at the edge, and runs it on the
-// event loop's own thread when nothing is ahead of it (the common case: a worker serves one lease
-// or one actor), else hands it to the TaskExecutor's thread and answers once it is done.
+// proto::Worker served by airt-worker on its core worker's loop: validates each pushed task at the
+// edge, hands it to the TaskExecutor's thread and answers once it is done (waiting up to 100 us on
+// the loop for one with nothing ahead of it, so that a small task's answer goes out at once).
+// Tasks never run on the loop: a task that submits tasks waits in Get for replies it receives.
 #pragma once
 
 #include <functional>
@@ -45,7 +46,7 @@ void FillTaskResults(const TaskOutcome& outcome, const std::string& function_nam
 // cancelled task), with `force`; a worker's core worker does it. Called on the event loop's thread.
 using CancelChildren = std::function<void(bool force)>;
 
-// Lives on the event loop's thread; `executor` must outlive it.
+// Lives on the core worker's loop thread; `executor` must outlive it.
 class WorkerService final : public proto::Worker::Server, private kj::TaskSet::ErrorHandler {
  public:
   // `on_exit` is fulfilled as an exit() call answers (every task pushed before it has finished);
