@@ -12,12 +12,16 @@
 #include "airt/actor.h"
 #include "airt/cancel.h"
 #include "api/core_worker/core_worker.h"
+#include "api/internal/error_kinds.h"
 #include "api/internal/worker_context.h"
 #include "api/local_cluster.h"
 #include "objectstore/object_store.h"
 
 namespace airt {
 namespace {
+
+using internal::FromProto;
+using internal::ThrowError;
 
 std::mutex g_mu;
 std::unique_ptr<LocalCluster> g_cluster;   // what Init started, if anything; guarded by g_mu
@@ -29,49 +33,54 @@ std::optional<core::CoreWorkerOptions> g_worker_options;  // guarded by g_mu
 // store connection it came from).
 std::vector<std::weak_ptr<core::GotObject>> g_pinned;  // guarded by g_mu
 
+// Every failure the API throws goes through one of the two Throws: a Status's (internal::
+// ThrowStatus, the one Status map), or an object's error (below); both end in ThrowError, the one
+// kind -> type map.
+[[noreturn]] void Throw(const Status& status) { internal::ThrowStatus(status); }
+
+// A connection that could not be made is the cluster being unreachable, whatever the cause
+// (kNotFound: no alive node at the address).
+Status Unreachable(const Status& status) {
+  if (status.code() == Code::kInvalidArgument) return status;
+  return Unavailable(status.ToString());
+}
+
 core::CoreWorker& Core() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_core && g_worker_options) {
     if (g_worker_options->head_address.empty()) {
-      throw UnavailableError(
-          "this worker was started without the head's address "
-          "(airt-worker --head-address): its tasks cannot submit work");
+      Throw(Unavailable("this worker was started without the head's address "
+                        "(airt-worker --head-address): its tasks cannot submit work"));
     }
     Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(*g_worker_options);
-    if (!core.ok()) throw UnavailableError(core.status().ToString());
+    if (!core.ok()) Throw(Unreachable(core.status()));
     g_core = std::move(*core);
     ++g_generation;
   }
-  if (!g_core) throw UnavailableError("airt is not initialized: call airt::Init() first");
+  if (!g_core) Throw(Unavailable("airt is not initialized: call airt::Init() first"));
   return *g_core;
 }
 
 ActorId ActorIdOf(const std::string& binary) {
   if (binary.size() != ActorId::kSize) {
-    throw Exception("not an actor handle: " + std::to_string(binary.size()) + " bytes");
+    Throw(InvalidArgument("not an actor handle: " + std::to_string(binary.size()) + " bytes"));
   }
   return ActorId::FromRaw(reinterpret_cast<const uint8_t*>(binary.data()));
 }
 
 ObjectId IdOf(const std::string& binary) {
   if (binary.size() != ObjectId::kSize) {
-    throw Exception("not an object reference: " + std::to_string(binary.size()) + " bytes");
+    Throw(InvalidArgument("not an object reference: " + std::to_string(binary.size()) +
+                          " bytes"));
   }
   return ObjectId::FromRaw(reinterpret_cast<const uint8_t*>(binary.data()));
 }
 
+// An object's error (a task's, or what its owner saw): what() names the function, when there is
+// one, before the message.
 [[noreturn]] void Throw(const core::ObjectError& e) {
-  std::string what = e.function_name + ": " + e.message;
-  switch (e.kind) {
-    case core::ObjectErrorKind::kTaskError: throw TaskError(what);
-    case core::ObjectErrorKind::kFunctionNotFound: throw FunctionNotFoundError(what);
-    case core::ObjectErrorKind::kWorkerCrashed: throw WorkerCrashedError(what);
-    case core::ObjectErrorKind::kInfeasible: throw InfeasibleError(what);
-    case core::ObjectErrorKind::kUnavailable: throw UnavailableError(what);
-    case core::ObjectErrorKind::kActorDied: throw ActorDiedError(what);
-    case core::ObjectErrorKind::kCancelled: throw TaskCancelledError(what);
-  }
-  throw Exception(what);
+  std::string what = e.function_name.empty() ? e.message : e.function_name + ": " + e.message;
+  ThrowError(FromProto(e.kind), what, e.data);
 }
 
 // The job's own code: Config::code_search_path, else the running executable's folder.
@@ -96,9 +105,9 @@ std::unique_ptr<LocalCluster> StartLocalCluster(const Config& config) {
   Result<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) {
     Status why = cluster.status();
-    if (why.code() == Code::kInvalidArgument) throw Exception("airt::Config: " + why.message());
-    throw UnavailableError("no cluster address, and a local cluster could not start: " +
-                           why.message());
+    if (why.code() == Code::kInvalidArgument) Throw(why.WithContext("airt::Config"));
+    Throw(Unavailable("no cluster address, and a local cluster could not start: " +
+                      why.message()));
   }
   // Normal exit stops it too, after the driver has left (Shutdown is idempotent).
   static std::once_flag at_exit;
@@ -125,7 +134,7 @@ void Init(const Config& config) {
   options.code_search_path = JobCodeSearchPath(config);
   options.ns = config.ray_namespace;
   Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(options);
-  if (!core.ok()) throw UnavailableError(core.status().ToString());
+  if (!core.ok()) Throw(Unreachable(core.status()));
   g_core = std::move(*core);
   ++g_generation;
   g_cluster = std::move(cluster);
@@ -256,13 +265,7 @@ std::string CreateActor(const std::string& factory, std::vector<Argument> args,
   options.max_task_retries = settings.max_task_retries < 0 ? -1 : settings.max_task_retries;
   options.python = settings.python;
   Result<ActorId> id = Core().CreateActor(factory, CoreArguments(std::move(args)), options);
-  if (!id.ok()) {
-    Code code = id.status().code();
-    if (code == Code::kAlreadyExists || code == Code::kInvalidArgument) {
-      throw Exception(id.status().ToString());
-    }
-    throw UnavailableError(id.status().ToString());
-  }
+  if (!id.ok()) Throw(id.status());  // a taken name: kAlreadyExists, InvalidArgumentError
   return id->Binary();
 }
 
@@ -276,7 +279,7 @@ std::vector<std::string> SubmitActorTask(const std::string& actor_id, const std:
 std::vector<NodeInfo> ClusterNodes() {
   core::CoreWorker& core = Core();
   Result<std::vector<core::CoreWorker::NodeView>> view = core.ClusterView();
-  if (!view.ok()) throw UnavailableError(view.status().ToString());
+  if (!view.ok()) Throw(view.status());
   std::vector<NodeInfo> out;
   for (const auto& n : *view) {
     out.push_back(NodeInfo{n.id.Hex(), n.address, n.alive,
@@ -290,13 +293,13 @@ std::string JobIdHex() { return Core().job_id().Hex(); }
 bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
            bool overwrite) {
   Result<bool> added = Core().KvPut(ns, key, value, overwrite);
-  if (!added.ok()) throw UnavailableError(added.status().ToString());
+  if (!added.ok()) Throw(added.status());
   return *added;
 }
 
 std::optional<std::string> KvGet(const std::string& ns, const std::string& key) {
   Result<std::optional<std::string>> value = Core().KvGet(ns, key);
-  if (!value.ok()) throw UnavailableError(value.status().ToString());
+  if (!value.ok()) Throw(value.status());
   return *value;
 }
 
@@ -304,21 +307,21 @@ std::string LookupActor(const std::string& name, const std::string& ns) {
   Result<ActorId> id = Core().GetActor(name, ns);
   if (id.ok()) return id->Binary();
   if (id.status().code() == Code::kNotFound) return "";
-  throw UnavailableError(id.status().ToString());
+  Throw(id.status());
 }
 
 void KillActor(const std::string& actor_id, bool no_restart) {
   Status killed = Core().KillActor(ActorIdOf(actor_id), no_restart);
   if (killed.ok()) return;
-  if (killed.code() == Code::kNotFound) throw ActorDiedError(killed.ToString());
-  throw UnavailableError(killed.ToString());
+  // An actor the head does not know is dead (Ray: ActorDiedError at kill of a dead actor).
+  if (killed.code() == Code::kNotFound) ThrowError(ErrorKind::kActorDied, killed.message());
+  Throw(killed);
 }
 
 void CancelTask(const std::string& object_id, bool force, bool recursive) {
   Status cancelled = Core().CancelTask(IdOf(object_id), force, recursive);
   if (cancelled.ok()) return;
-  if (cancelled.code() == Code::kInvalidArgument) throw Exception(cancelled.message());
-  throw UnavailableError(cancelled.ToString());
+  Throw(cancelled);
 }
 
 void CancelOwnedTasks(bool force) {
@@ -329,26 +332,26 @@ void CancelOwnedTasks(bool force) {
 std::string RegisteredName(const void* address, const char* what) {
   std::string name = FunctionRegistry::Global().NameOf(address);
   if (name.empty()) {
-    throw Exception(std::string("this ") + what +
-                    " is not registered: add it to an AIRT_REMOTE(...) list");
+    Throw(InvalidArgument(std::string("this ") + what +
+                          " is not registered: add it to an AIRT_REMOTE(...) list"));
   }
   return name;
 }
 
 void PlacementGroupsNotBuilt() {
-  throw UnimplementedError(
-      "SetPlacementGroup: placement groups (gang reservation of bundles) are not built yet");
+  Throw(Unimplemented(
+      "SetPlacementGroup: placement groups (gang reservation of bundles) are not built yet"));
 }
 
 std::string PutBytes(std::string bytes) {
   Result<ObjectId> id = Core().Put(std::move(bytes));
-  if (!id.ok()) throw UnavailableError(id.status().ToString());
+  if (!id.ok()) Throw(id.status());  // a full store: ObjectStoreFullError
   return id->Binary();
 }
 
 std::string PutWith(uint64_t size, const std::function<void(uint8_t* out)>& write) {
   Result<ObjectId> id = Core().Put(size, write);
-  if (!id.ok()) throw UnavailableError(id.status().ToString());
+  if (!id.ok()) Throw(id.status());  // a full store: ObjectStoreFullError
   return id->Binary();
 }
 
@@ -364,10 +367,7 @@ void GetEach(const std::vector<std::string>& ids, int64_t timeout_ms,
     if (g.error) Throw(*g.error);
     use(i, g.bytes());
   });
-  if (!got.ok()) {
-    if (got.code() == Code::kDeadlineExceeded) throw TimeoutError(got.message());
-    throw UnavailableError(got.ToString());
-  }
+  if (!got.ok()) Throw(got);
 }
 
 std::vector<PinnedBytes> GetPinned(const std::vector<std::string>& ids, int64_t timeout_ms) {
@@ -381,10 +381,7 @@ std::vector<PinnedBytes> GetPinned(const std::vector<std::string>& ids, int64_t 
     out[i] = PinnedBytes{object->bytes(), object};
     if (object->pin.valid()) held.push_back(object);
   });
-  if (!got.ok()) {
-    if (got.code() == Code::kDeadlineExceeded) throw TimeoutError(got.message());
-    throw UnavailableError(got.ToString());
-  }
+  if (!got.ok()) Throw(got);
   if (!held.empty()) {
     std::lock_guard<std::mutex> lock(g_mu);
     std::erase_if(g_pinned, [](const std::weak_ptr<core::GotObject>& p) { return p.expired(); });

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "airt/internal/function_registry.h"
+#include "common/error_kind.h"
 #include "common/ids.h"
 #include "common/status.h"
 #include "objectstore/object_store.h"
@@ -63,10 +64,13 @@ struct TaskToRun {
   uint32_t num_returns = 0;
 };
 
+// Why a task failed, as its TaskError says it (the schema's ErrorKind).
 struct TaskFailure {
-  enum class Kind { kUserException, kFunctionNotFound, kBadArguments, kCancelled };
-  Kind kind;
+  TaskFailure(proto::ErrorKind kind, std::string message, std::string data = {})
+      : kind(kind), message(std::move(message)), data(std::move(data)) {}
+  proto::ErrorKind kind;
   std::string message;
+  std::string data;  // USER_EXCEPTION: the exception for the caller (TaskError.data)
 };
 
 struct TaskReturnValue {
