@@ -81,10 +81,11 @@ struct TaskReturnValue {
 };
 
 struct TaskOutcome {
-  // Not ok: the task could not be run or its returns not kept (an object argument that could not
-  // be fetched, a full store); the call fails with this status instead of answering.
+  // Not ok: the executor could not answer; FillTaskResults reports it as a failure of the
+  // status's kind. Run itself reports in `failure` (an argument that cannot be fetched is
+  // OBJECT_LOST, a return the store cannot take OBJECT_STORE_FULL).
   Status status;
-  std::optional<TaskFailure> failure;    // the task ran, or was refused, and failed
+  std::optional<TaskFailure> failure;    // the task ran, or was refused, or could not run: failed
   std::vector<TaskReturnValue> returns;  // num_returns of them when it succeeded
 };
 
