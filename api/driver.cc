@@ -13,6 +13,7 @@
 #include "airt/cancel.h"
 #include "airt/internal/runtime_env_call.h"
 #include "api/core_worker/core_worker.h"
+#include "api/internal/error_kinds.h"
 #include "api/internal/worker_context.h"
 #include "api/local_cluster.h"
 #include "api/local_mode.h"
@@ -20,6 +21,9 @@
 
 namespace airt {
 namespace {
+
+using internal::FromProto;
+using internal::ThrowError;
 
 std::mutex g_mu;
 std::unique_ptr<LocalCluster> g_cluster;   // what Init started, if anything; guarded by g_mu
@@ -51,49 +55,55 @@ local::LocalRuntime* Local() {
 // The process's core worker, or null. g_mu held.
 core::CoreWorker* Current() { return g_worker_core ? g_worker_core : g_core.get(); }
 
+// Every failure the API throws goes through one of the two Throws: a Status's (internal::
+// ThrowStatus, the one Status map), or an object's error (below); both end in ThrowError, the one
+// kind -> type map.
+[[noreturn]] void Throw(const Status& status) { internal::ThrowStatus(status); }
+
+// A connection that could not be made is the cluster being unreachable, whatever the cause
+// (kNotFound: no alive node at the address).
+Status Unreachable(const Status& status) {
+  if (status.code() == Code::kInvalidArgument) return status;
+  return Unavailable(status.ToString());
+}
+
 core::CoreWorker& Core() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_worker_core) {
-    if (!g_worker_unusable.empty()) throw UnavailableError(g_worker_unusable);
+    if (!g_worker_unusable.empty()) Throw(Unavailable(g_worker_unusable));
     return *g_worker_core;
   }
-  if (!g_core) throw UnavailableError("airt is not initialized: call airt::Init() first");
+  if (!g_core) Throw(Unavailable("airt is not initialized: call airt::Init() first"));
   return *g_core;
 }
 
 ActorId ActorIdOf(const std::string& binary) {
   if (binary.size() != ActorId::kSize) {
-    throw Exception("not an actor handle: " + std::to_string(binary.size()) + " bytes");
+    Throw(InvalidArgument("not an actor handle: " + std::to_string(binary.size()) + " bytes"));
   }
   return ActorId::FromRaw(reinterpret_cast<const uint8_t*>(binary.data()));
 }
 
 ObjectId IdOf(const std::string& binary) {
   if (binary.size() != ObjectId::kSize) {
-    throw Exception("not an object reference: " + std::to_string(binary.size()) + " bytes");
+    Throw(InvalidArgument("not an object reference: " + std::to_string(binary.size()) +
+                          " bytes"));
   }
   return ObjectId::FromRaw(reinterpret_cast<const uint8_t*>(binary.data()));
 }
 
+// An object's error (a task's, or what its owner saw): what() names the function, when there is
+// one, before the message.
 [[noreturn]] void Throw(const core::ObjectError& e) {
-  std::string what = e.function_name + ": " + e.message;
-  switch (e.kind) {
-    case core::ObjectErrorKind::kTaskError: throw TaskError(what);
-    case core::ObjectErrorKind::kFunctionNotFound: throw FunctionNotFoundError(what);
-    case core::ObjectErrorKind::kWorkerCrashed: throw WorkerCrashedError(what);
-    case core::ObjectErrorKind::kInfeasible: throw InfeasibleError(what);
-    case core::ObjectErrorKind::kUnavailable: throw UnavailableError(what);
-    case core::ObjectErrorKind::kActorDied: throw ActorDiedError(what);
-    case core::ObjectErrorKind::kCancelled: throw TaskCancelledError(what);
-  }
-  throw Exception(what);
+  std::string what = e.function_name.empty() ? e.message : e.function_name + ": " + e.message;
+  ThrowError(FromProto(e.kind), what, e.data);
 }
 
 // The local-mode objects `ids` once all exist; TimeoutError after timeout_ms.
 std::vector<local::LocalObject> GetLocal(local::LocalRuntime& local,
                                          const std::vector<ObjectId>& ids, int64_t timeout_ms) {
   Result<std::vector<local::LocalObject>> got = local.Get(ids, timeout_ms);
-  if (!got.ok()) throw TimeoutError(got.status().message());
+  if (!got.ok()) Throw(got.status());
   return std::move(*got);
 }
 
@@ -119,7 +129,7 @@ LocalClusterOptions ClusterOptionsOf(const Config& config) {
     options.code_search_path += (options.code_search_path.empty() ? "" : ":") + dir;
   }
   Status applied = ApplyHeadArgs(config.head_args, &options);
-  if (!applied.ok()) throw Exception("airt::Config: " + applied.message());
+  if (!applied.ok()) Throw(InvalidArgument("airt::Config: " + applied.message()));
   return options;
 }
 
@@ -127,9 +137,9 @@ std::unique_ptr<LocalCluster> StartLocalCluster(const LocalClusterOptions& optio
   Result<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) {
     Status why = cluster.status();
-    if (why.code() == Code::kInvalidArgument) throw Exception("airt::Config: " + why.message());
-    throw UnavailableError("no cluster address, and a local cluster could not start: " +
-                           why.message());
+    if (why.code() == Code::kInvalidArgument) Throw(why.WithContext("airt::Config"));
+    Throw(Unavailable("no cluster address, and a local cluster could not start: " +
+                      why.message()));
   }
   // Normal exit stops it too, after the driver has left (Shutdown is idempotent).
   static std::once_flag at_exit;
@@ -171,7 +181,7 @@ void Init(const Config& config) {
   options.ns = config.ray_namespace;
   options.worker = WorkerId::FromRandom();  // a driver is a worker too (Ray's get_worker_id)
   Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(options);
-  if (!core.ok()) throw UnavailableError(core.status().ToString());
+  if (!core.ok()) Throw(Unreachable(core.status()));
   g_core = std::move(*core);
   ++g_generation;
   g_cluster = std::move(cluster);
@@ -207,8 +217,8 @@ void Init(Config config, int argc, char** argv) {
     }
     if (auto lifetime = value("--ray_default_actor_lifetime=")) {
       if (*lifetime != "detached" && *lifetime != "non_detached") {
-        throw Exception("--ray_default_actor_lifetime=" + *lifetime +
-                        ": must be detached or non_detached");
+        Throw(InvalidArgument("--ray_default_actor_lifetime=" + *lifetime +
+                              ": must be detached or non_detached"));
       }
       config.default_actor_lifetime =
           *lifetime == "detached" ? ActorLifetime::DETACHED : ActorLifetime::NON_DETACHED;
@@ -257,7 +267,7 @@ void ExitActor() {
   std::string actor = internal::CurrentActorId();
   if (actor.empty()) throw Exception(kOutside);
   Status marked = Core().MarkActorDead(ActorIdOf(actor), "the actor called ExitActor (ray::ExitActor)");
-  if (!marked.ok()) throw UnavailableError("ExitActor: " + marked.ToString());
+  if (!marked.ok()) Throw(marked.WithContext("ExitActor"));
   // Dead for good in the directory: the owner finds the connection gone and fails the calls.
   std::fflush(nullptr);
   std::_Exit(0);
@@ -268,7 +278,7 @@ bool WasCurrentActorRestarted() {
   std::string actor = internal::CurrentActorId();
   if (actor.empty()) return false;
   Result<uint32_t> restarts = Core().ActorRestarts(ActorIdOf(actor));
-  if (!restarts.ok()) throw UnavailableError("WasCurrentActorRestarted: " + restarts.status().ToString());
+  if (!restarts.ok()) Throw(restarts.status().WithContext("WasCurrentActorRestarted"));
   return *restarts > 0;
 }
 
@@ -429,13 +439,7 @@ std::string CreateActor(const std::string& factory, std::vector<Argument> args,
     WrapWithEnv(kActorWithEnv, CallEnv(settings.env_vars), settings.python, &target, &args);
     id = Core().CreateActor(target, CoreArguments(std::move(args)), options);
   }
-  if (!id.ok()) {
-    Code code = id.status().code();
-    if (code == Code::kAlreadyExists || code == Code::kInvalidArgument) {
-      throw Exception(id.status().ToString());
-    }
-    throw UnavailableError(id.status().ToString());
-  }
+  if (!id.ok()) Throw(id.status());  // a taken name: kAlreadyExists, InvalidArgumentError
   return id->Binary();
 }
 
@@ -455,7 +459,7 @@ std::vector<NodeInfo> ClusterNodes() {
   if (Local()) LocalModeLacks("the cluster's node list");
   core::CoreWorker& core = Core();
   Result<std::vector<core::CoreWorker::NodeView>> view = core.ClusterView();
-  if (!view.ok()) throw UnavailableError(view.status().ToString());
+  if (!view.ok()) Throw(view.status());
   std::vector<NodeInfo> out;
   for (const auto& n : *view) {
     out.push_back(NodeInfo{n.id.Hex(), n.address, n.alive,
@@ -475,14 +479,14 @@ bool KvPut(const std::string& ns, const std::string& key, const std::string& val
            bool overwrite) {
   if (Local()) LocalModeLacks("the head's KV");
   Result<bool> added = Core().KvPut(ns, key, value, overwrite);
-  if (!added.ok()) throw UnavailableError(added.status().ToString());
+  if (!added.ok()) Throw(added.status());
   return *added;
 }
 
 std::optional<std::string> KvGet(const std::string& ns, const std::string& key) {
   if (Local()) LocalModeLacks("the head's KV");
   Result<std::optional<std::string>> value = Core().KvGet(ns, key);
-  if (!value.ok()) throw UnavailableError(value.status().ToString());
+  if (!value.ok()) Throw(value.status());
   return *value;
 }
 
@@ -491,7 +495,7 @@ std::string LookupActor(const std::string& name, const std::string& ns) {
   Result<ActorId> id = local ? local->Lookup(name, ns) : Core().GetActor(name, ns);
   if (id.ok()) return id->Binary();
   if (id.status().code() == Code::kNotFound) return "";
-  throw UnavailableError(id.status().ToString());
+  Throw(id.status());
 }
 
 void KillActor(const std::string& actor_id, bool no_restart) {
@@ -499,16 +503,16 @@ void KillActor(const std::string& actor_id, bool no_restart) {
   Status killed = local ? local->Kill(ActorIdOf(actor_id), no_restart)
                         : Core().KillActor(ActorIdOf(actor_id), no_restart);
   if (killed.ok()) return;
-  if (killed.code() == Code::kNotFound) throw ActorDiedError(killed.ToString());
-  throw UnavailableError(killed.ToString());
+  // An actor the head does not know is dead (Ray: ActorDiedError at kill of a dead actor).
+  if (killed.code() == Code::kNotFound) ThrowError(ErrorKind::kActorDied, killed.message());
+  Throw(killed);
 }
 
 void CancelTask(const std::string& object_id, bool force, bool recursive) {
   if (Local()) LocalModeLacks("Cancel");
   Status cancelled = Core().CancelTask(IdOf(object_id), force, recursive);
   if (cancelled.ok()) return;
-  if (cancelled.code() == Code::kInvalidArgument) throw Exception(cancelled.message());
-  throw UnavailableError(cancelled.ToString());
+  Throw(cancelled);
 }
 
 void CancelOwnedTasks(bool force) {
@@ -519,21 +523,21 @@ void CancelOwnedTasks(bool force) {
 std::string RegisteredName(const void* address, const char* what) {
   std::string name = FunctionRegistry::Global().NameOf(address);
   if (name.empty()) {
-    throw Exception(std::string("this ") + what +
-                    " is not registered: add it to an AIRT_REMOTE(...) list");
+    Throw(InvalidArgument(std::string("this ") + what +
+                          " is not registered: add it to an AIRT_REMOTE(...) list"));
   }
   return name;
 }
 
 void PlacementGroupsNotBuilt() {
-  throw UnimplementedError(
-      "SetPlacementGroup: placement groups (gang reservation of bundles) are not built yet");
+  Throw(Unimplemented(
+      "SetPlacementGroup: placement groups (gang reservation of bundles) are not built yet"));
 }
 
 std::string PutBytes(std::string bytes) {
   if (local::LocalRuntime* local = Local()) return local->Put(std::move(bytes)).Binary();
   Result<ObjectId> id = Core().Put(std::move(bytes));
-  if (!id.ok()) throw UnavailableError(id.status().ToString());
+  if (!id.ok()) Throw(id.status());  // a full store: ObjectStoreFullError
   return id->Binary();
 }
 
@@ -544,7 +548,7 @@ std::string PutWith(uint64_t size, const std::function<void(uint8_t* out)>& writ
     return local->Put(std::move(bytes)).Binary();
   }
   Result<ObjectId> id = Core().Put(size, write);
-  if (!id.ok()) throw UnavailableError(id.status().ToString());
+  if (!id.ok()) Throw(id.status());  // a full store: ObjectStoreFullError
   return id->Binary();
 }
 
@@ -568,10 +572,7 @@ void GetEach(const std::vector<std::string>& ids, int64_t timeout_ms,
     if (g.error) Throw(*g.error);
     use(i, g.bytes());
   });
-  if (!got.ok()) {
-    if (got.code() == Code::kDeadlineExceeded) throw TimeoutError(got.message());
-    throw UnavailableError(got.ToString());
-  }
+  if (!got.ok()) Throw(got);
 }
 
 std::vector<PinnedBytes> GetPinned(const std::vector<std::string>& ids, int64_t timeout_ms) {
@@ -593,10 +594,7 @@ std::vector<PinnedBytes> GetPinned(const std::vector<std::string>& ids, int64_t 
     out[i] = PinnedBytes{object->bytes(), object};
     if (object->pin.valid()) held.push_back(object);
   });
-  if (!got.ok()) {
-    if (got.code() == Code::kDeadlineExceeded) throw TimeoutError(got.message());
-    throw UnavailableError(got.ToString());
-  }
+  if (!got.ok()) Throw(got);
   if (!held.empty()) {
     std::lock_guard<std::mutex> lock(g_mu);
     std::erase_if(g_pinned, [](const std::weak_ptr<core::GotObject>& p) { return p.expired(); });

@@ -214,7 +214,7 @@ void ThrowWrongType(const msgpack::object& found, const std::type_info& expected
 
 InvokeOutcome BadArguments(const std::string& function, std::string why) {
   InvokeOutcome outcome;
-  outcome.kind = InvokeOutcome::Kind::kBadArguments;
+  outcome.failure = ErrorKind::kBadArguments;
   outcome.error = "bad arguments for '" + function + "': " + std::move(why);
   return outcome;
 }
@@ -225,9 +225,15 @@ RunningTask& ThisThreadsTask() {
 }
 
 InvokeOutcome UserException(std::string what) {
+  std::string data = what;
+  return UserException(std::move(what), std::move(data));
+}
+
+InvokeOutcome UserException(std::string what, std::string data) {
   InvokeOutcome outcome;
-  outcome.kind = InvokeOutcome::Kind::kUserException;
+  outcome.failure = ErrorKind::kUserException;
   outcome.error = std::move(what);
+  outcome.data = std::move(data);
   return outcome;
 }
 

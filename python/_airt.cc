@@ -1,8 +1,7 @@
 // airt._airt: the Python binding of the driver API (api/include/airt/), so that Python drives
 // the same core worker as C++ programs. Values cross as bytes: the package above pickles Python
 // values and msgpack-encodes the arguments of C++ functions. Every call that can wait releases
-// the GIL. airt's exceptions become the module's exception types (the package maps them to
-// Ray's names).
+// the GIL. airt's exceptions become the airt package's (airt.exceptions, Ray's names).
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -20,6 +19,7 @@
 
 #include "airt/api.h"
 #include "api/internal/worker_options.h"
+#include "common/error_kind.h"
 #include "api/internal/worker_process.h"
 #include "common/ids.h"
 #include "common/logging.h"
@@ -92,12 +92,16 @@ airt::worker::Interrupt InterruptHook(py::object interrupt) {
   };
 }
 
-// Whether `ref` (an ObjectRef's bytes) is a return of an actor method's call.
-bool IsActorCallReturn(const std::string& ref) {
-  airt::Result<airt::ObjectId::BaseId> id = airt::ObjectId::FromBinary(ref);
-  if (!id.ok()) return false;
-  airt::TaskId task = airt::ObjectId(*id).Task();
-  return task.Actor() != airt::ActorId::NilFor(task.Job());
+// Sets the Python error for `e`: the airt package's exception of its kind, message and data
+// (airt.exceptions.from_core), or `base` with its message when the package cannot be imported.
+void RaiseAsPython(const airt::Exception& e, PyObject* base) {
+  try {
+    py::object from_core = py::module_::import("airt.exceptions").attr("from_core");
+    py::object raised = from_core(static_cast<int>(e.kind()), e.what(), py::bytes(e.data()));
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(raised.ptr())), raised.ptr());
+  } catch (const py::error_already_set&) {
+    PyErr_SetString(base, e.what());
+  }
 }
 
 int64_t TimeoutMs(std::optional<double> seconds) {
@@ -110,43 +114,24 @@ int64_t TimeoutMs(std::optional<double> seconds) {
 PYBIND11_MODULE(_airt, m) {
   m.doc() = "airt's driver API (the core worker), for the airt package";
 
-  // The exception types, most specific first for the translator below.
+  // airt's errors: the base type here, and each C++ exception raised as the airt package's type
+  // for its kind (airt.exceptions.from_core, the one map; all derive from Error).
   static py::exception<airt::Exception> error(m, "Error");
-  static py::exception<airt::TaskError> task_error(m, "TaskError", error.ptr());
-  static py::exception<airt::FunctionNotFoundError> not_found(m, "FunctionNotFoundError",
-                                                              task_error.ptr());
-  static py::exception<airt::ActorDiedError> actor_died(m, "ActorDiedError", error.ptr());
-  static py::exception<airt::WorkerCrashedError> crashed(m, "WorkerCrashedError", error.ptr());
-  static py::exception<airt::InfeasibleError> infeasible(m, "InfeasibleError", error.ptr());
-  static py::exception<airt::TimeoutError> timeout(m, "TimeoutError", error.ptr());
-  static py::exception<airt::UnavailableError> unavailable(m, "UnavailableError", error.ptr());
-  static py::exception<airt::UnimplementedError> unimplemented(m, "UnimplementedError",
-                                                               error.ptr());
-  static py::exception<airt::TaskCancelledError> cancelled(m, "TaskCancelledError", error.ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const airt::FunctionNotFoundError& e) {
-      not_found(e.what());
-    } catch (const airt::TaskError& e) {
-      task_error(e.what());
-    } catch (const airt::ActorDiedError& e) {
-      actor_died(e.what());
-    } catch (const airt::WorkerCrashedError& e) {
-      crashed(e.what());
-    } catch (const airt::InfeasibleError& e) {
-      infeasible(e.what());
-    } catch (const airt::TimeoutError& e) {
-      timeout(e.what());
-    } catch (const airt::UnavailableError& e) {
-      unavailable(e.what());
-    } catch (const airt::UnimplementedError& e) {
-      unimplemented(e.what());
-    } catch (const airt::TaskCancelledError& e) {
-      cancelled(e.what());
     } catch (const airt::Exception& e) {
-      error(e.what());
+      RaiseAsPython(e, error.ptr());
     }
+  });
+  // The schema's kinds of failure, name -> number (airt.exceptions maps each to its type).
+  m.def("error_kinds", [] {
+    py::dict kinds;
+    for (size_t i = 0; i < airt::NumErrorKinds(); ++i) {
+      std::string_view name = airt::ErrorKindName(static_cast<airt::proto::ErrorKind>(i));
+      kinds[py::str(name.data(), name.size())] = i;
+    }
+    return kinds;
   });
 
   py::class_<Reference>(m, "Reference")
@@ -368,18 +353,10 @@ PYBIND11_MODULE(_airt, m) {
   m.def(
       "cancel",
       [](py::bytes ref, bool force, bool recursive) {
+        // The core refuses force on an actor call: InvalidArgumentError, a ValueError as in Ray.
         std::string id(ref);
-        try {
-          py::gil_scoped_release unlocked;
-          airt::internal::CancelTask(id, force, recursive);
-        } catch (const airt::UnavailableError&) {
-          throw;
-        } catch (const airt::Exception& e) {
-          // The core refuses force on an actor call (kInvalidArgument, a plain airt::Exception,
-          // a RayError above); Ray raises ValueError for it.
-          if (force && IsActorCallReturn(id)) throw py::value_error(e.what());
-          throw;
-        }
+        py::gil_scoped_release unlocked;
+        airt::internal::CancelTask(id, force, recursive);
       },
       py::arg("ref"), py::arg("force"), py::arg("recursive"));
 
@@ -449,8 +426,8 @@ PYBIND11_MODULE(_airt, m) {
       delete f;
     });
     // call(kind, function, actor, args) -> (ok, value): kind "task" or "method" answers the
-    // pickled return (or a list, one per return), "create" the new actor instance; not ok: the
-    // remote traceback.
+    // pickled return (or a list, one per return), "create" the new actor instance; not ok:
+    // (False, the remote traceback, the pickled exception, its kind's number).
     airt::worker::Fallback fallback = [callback](airt::worker::TaskKind kind,
                                                  const std::string& function, void* actor,
                                                  std::span<const std::string_view> in) {
@@ -466,7 +443,12 @@ PYBIND11_MODULE(_airt, m) {
         py::object instance = actor ? *static_cast<py::object*>(actor) : py::none();
         py::tuple result = call(kind_name, function, instance, values);
         if (!result[0].cast<bool>()) {
-          return airt::internal::UserException(result[1].cast<std::string>());
+          // (False, traceback[, the pickled exception, the schema's kind]): airt._worker._call.
+          bool full = result.size() >= 4;
+          outcome = airt::internal::UserException(
+              result[1].cast<std::string>(), full ? std::string(result[2].cast<py::bytes>()) : "");
+          if (full) outcome.failure = static_cast<airt::ErrorKind>(result[3].cast<int>());
+          return outcome;
         }
         if (kind == airt::worker::TaskKind::kActorCreation) {
           // The instance lives as long as the worker's actor; dropped with the GIL taken.

@@ -24,7 +24,7 @@ void ActorManager::FailQueued(Actor& actor) {
   // (its resolution writes into it).
   std::deque<kj::Own<PendingTask>> waiting;
   for (kj::Own<PendingTask>& call : actor.queue) {
-    FailTask(memory_, *call, ObjectErrorKind::kActorDied,
+    FailTask(memory_, *call, ErrorKind::ACTOR_DIED,
              "the actor " + actor.id.Hex() + " is dead: " + actor.death_cause);
     if (!call->args_ready) waiting.push_back(kj::mv(call));
   }
@@ -93,7 +93,8 @@ void ActorManager::Pump(Actor& actor) {
     kj::Own<PendingTask> call = kj::mv(actor.queue.front());
     actor.queue.pop_front();
     if (call->arg_error) {
-      FailTask(memory_, *call, call->arg_error->kind, call->arg_error->message);
+      FailTask(memory_, *call, call->arg_error->kind, call->arg_error->message,
+               call->arg_error->data);
       continue;
     }
     Send(actor, kj::mv(call));
@@ -151,7 +152,7 @@ void ActorManager::OnCallFailed(const ActorId& id, uint64_t seq, uint64_t incarn
                              : " (sent again " + std::to_string(call->attempts) +
                                    " times, max_task_retries=" + std::to_string(max) + ")";
     FailTask(
-        memory_, *call, ObjectErrorKind::kActorDied,
+        memory_, *call, ErrorKind::ACTOR_DIED,
         "the actor " + id.Hex() + " died while running " + call->function + ": " + why + resent);
   }
   OnDied(id, incarnation, why);

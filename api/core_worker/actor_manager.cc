@@ -89,17 +89,17 @@ void ActorManager::Place(Actor& actor) {
               if (Current(actor, incarnation)) Place(actor);
             });
           case proto::ActorPlacement::INFEASIBLE:
-            FailCreation(actor, ObjectErrorKind::kInfeasible, placement.getInfeasible().cStr());
+            FailCreation(actor, ErrorKind::INFEASIBLE, placement.getInfeasible().cStr());
             return kj::READY_NOW;
         }
-        FailCreation(actor, ObjectErrorKind::kUnavailable, "the head answered placeActor oddly");
+        FailCreation(actor, ErrorKind::UNAVAILABLE, "the head answered placeActor oddly");
         return kj::READY_NOW;
       },
       [this, id, incarnation](kj::Exception&& e) -> kj::Promise<void> {
         // The head is down, or the actor was killed meanwhile (kFailedPrecondition).
         Actor& actor = Entry(id);
         if (Current(actor, incarnation)) {
-          FailCreation(actor, ObjectErrorKind::kUnavailable,
+          FailCreation(actor, ErrorKind::UNAVAILABLE,
                        "the head could not place it: " + Why(e));
         }
         return kj::READY_NOW;
@@ -125,7 +125,7 @@ void ActorManager::Lease(const ActorId& id, uint64_t incarnation, const std::str
                   return kj::READY_NOW;
                 }
                 if (!lease.infeasible.empty()) {
-                  Refused(id, incarnation, node_id, ObjectErrorKind::kInfeasible, lease.infeasible);
+                  Refused(id, incarnation, node_id, ErrorKind::INFEASIBLE, lease.infeasible);
                   return kj::READY_NOW;
                 }
                 actor.worker = lease.worker;
@@ -148,14 +148,14 @@ void ActorManager::Lease(const ActorId& id, uint64_t incarnation, const std::str
               },
               [this, id, incarnation, node_id,
                node_address](kj::Exception&& e) -> kj::Promise<void> {
-                Refused(id, incarnation, node_id, ObjectErrorKind::kUnavailable,
+                Refused(id, incarnation, node_id, ErrorKind::UNAVAILABLE,
                         "no worker lease from node " + node_address + ": " + Why(e));
                 return kj::READY_NOW;
               }));
 }
 
 void ActorManager::Refused(const ActorId& id, uint64_t incarnation, const std::string& node_id,
-                           ObjectErrorKind kind, const std::string& why) {
+                           ErrorKind kind, const std::string& why) {
   Actor& actor = Entry(id);
   if (!Current(actor, incarnation)) return;
   actor.refused_by.push_back(node_id);
@@ -168,7 +168,7 @@ void ActorManager::Refused(const ActorId& id, uint64_t incarnation, const std::s
   Place(actor);
 }
 
-void ActorManager::FailCreation(Actor& actor, ObjectErrorKind kind, const std::string& why) {
+void ActorManager::FailCreation(Actor& actor, ErrorKind kind, const std::string& why) {
   FailTask(memory_, *actor.creation, kind, why);
   MarkDead(actor, "it cannot be placed: " + why);
   background_.add(UpdateDirectory(actor, proto::ActorState::DEAD).catch_([](kj::Exception&&) {

@@ -127,9 +127,9 @@ class ActorManager {
   void Lease(const ActorId& id, uint64_t incarnation, const std::string& node_id,
              const std::string& node_address);
   void Refused(const ActorId& id, uint64_t incarnation, const std::string& node_id,
-               ObjectErrorKind kind, const std::string& why);
+               ErrorKind kind, const std::string& why);
   // Owner: the creation fails and the actor is DEAD for good.
-  void FailCreation(Actor& actor, ObjectErrorKind kind, const std::string& why);
+  void FailCreation(Actor& actor, ErrorKind kind, const std::string& why);
   void OnCreated(const ActorId& id, uint64_t incarnation,
                  proto::Worker::PushTaskResults::Reader reply);
   // The actor's process died (or could not be reached) in `incarnation`.

@@ -227,7 +227,7 @@ kj::Promise<void> CoreWorker::Impl::Run(PendingTask* task) {
       .then([this, task](std::optional<ObjectError> failed) -> kj::Promise<void> {
         if (task->cancelled) return kj::READY_NOW;  // cancelled while its arguments resolved
         if (failed) {
-          loop_->dispatcher->Fail(*task, failed->kind, failed->message);
+          loop_->dispatcher->Fail(*task, failed->kind, failed->message, failed->data);
           return kj::READY_NOW;
         }
         return loop_->dispatcher->Dispatch(task);

@@ -166,13 +166,21 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
     got.value = entries[i].value;
     if (entries[i].location) {
       const ObjectLocation& where = *entries[i].location;
+      Status pulled = Status::Ok();
       if (!store_->Contains(where.id)) {
-        AIRT_RETURN_IF_ERROR(objectstore::ObjectPuller(store_.get())
-                                 .Pull(where.transfer_address, where.id, timeout_ms));
+        pulled = objectstore::ObjectPuller(store_.get())
+                     .Pull(where.transfer_address, where.id, timeout_ms);
       }
       // Read in place, pinned only while `use` runs: a Get of more than the store holds reads
       // one object at a time (spilled ones restored in turn).
-      AIRT_ASSIGN_OR_RETURN(got.pin, store_->Get(where.id, timeout_ms));
+      if (pulled.ok()) {
+        Result<objectstore::ObjectPin> pin = store_->Get(where.id, timeout_ms);
+        if (pin.ok()) got.pin = std::move(*pin);
+        pulled = pin.status();
+      }
+      // The caller's timeout stays a timeout; a copy that cannot be read is the object's error.
+      if (pulled.code() == Code::kDeadlineExceeded) return pulled;
+      if (!pulled.ok()) got.error = LostObject(where, pulled);
     }
     use(i, got);
   }

@@ -141,3 +141,25 @@ std::optional<ObjectEntry> MemoryStore::Erase(const ObjectId& id) {
 }
 
 }  // namespace airt::core
+
+namespace airt::core {
+
+ObjectError LostObject(const ObjectLocation& where, const Status& why) {
+  std::string node = where.node_address.empty() ? where.transfer_address : where.node_address;
+  if (why.code() == Code::kResourceExhausted) {
+    return ObjectError{ErrorKind::OBJECT_STORE_FULL, "",
+                       "object " + where.id.Hex() + " from node " + node +
+                           " does not fit in this node's store: " + why.message() +
+                           ". Free objects (drop their refs) or start the node with a larger "
+                           "object store.",
+                       ""};
+  }
+  return ObjectError{ErrorKind::OBJECT_LOST, "",
+                     "object " + where.id.Hex() + " is lost: its copy on node " + node +
+                         " cannot be read (" + why.ToString() +
+                         "), and airt keeps no other (lineage reconstruction is not built yet). "
+                         "Put the value again, or re-run the task that made it.",
+                     ""};
+}
+
+}  // namespace airt::core

@@ -16,6 +16,7 @@
 
 #include <kj/async.h>
 
+#include "common/error_kind.h"
 #include "common/ids.h"
 #include "common/status.h"
 
@@ -28,21 +29,21 @@ struct ObjectLocation {
   std::string node_address;  // host:port of that node's Node service (to free it there)
 };
 
-enum class ObjectErrorKind {
-  kTaskError,         // the task raised (message carries the remote error)
-  kFunctionNotFound,  // the worker has no such function
-  kWorkerCrashed,     // the worker died more times than the task may be retried
-  kInfeasible,        // no node can ever hold the task's resource shape
-  kUnavailable,       // a node or the head could not be reached
-  kActorDied,         // the actor died before or while running the call, or is DEAD
-  kCancelled,         // the task was cancelled (CoreWorker::CancelTask)
-};
+// Why an object will never have a value: a kind of the schema's ErrorKind (the task's TaskError
+// kind, or what the owner saw: WORKER_CRASHED, INFEASIBLE, ACTOR_DIED, OBJECT_LOST, ...).
+using ErrorKind = proto::ErrorKind;
 
 struct ObjectError {
-  ObjectErrorKind kind;
+  ErrorKind kind = ErrorKind::SYSTEM;
   std::string function_name;
-  std::string message;
+  std::string message;  // names the object, task or node, and what to do
+  std::string data;     // USER_EXCEPTION: the task's exception (TaskError.data)
 };
+
+// The error of a Get of `id` whose copy at `where` cannot be read: OBJECT_LOST naming the object
+// and the node (`why`: what the pull or the store said), or OBJECT_STORE_FULL when this node's
+// store has no room for it.
+ObjectError LostObject(const ObjectLocation& where, const Status& why);
 
 // One of value, location or error.
 struct ObjectEntry {

@@ -64,7 +64,7 @@ void TaskDispatcher::Pump(const std::string& key) {
                               --q.requesting;
                               if (!lease.infeasible.empty()) {
                                 while (!q.waiting.empty()) {
-                                  Fail(*q.waiting.front(), ObjectErrorKind::kInfeasible,
+                                  Fail(*q.waiting.front(), ErrorKind::INFEASIBLE,
                                        lease.infeasible);
                                   q.waiting.pop_front();
                                 }
@@ -87,7 +87,7 @@ void TaskDispatcher::Pump(const std::string& key) {
                               if (q.requesting > 0 || !q.leases.empty()) return;  // others serve
                               std::string why = "no worker lease: " + FromKjException(e).ToString();
                               while (!q.waiting.empty()) {
-                                Fail(*q.waiting.front(), ObjectErrorKind::kUnavailable, why);
+                                Fail(*q.waiting.front(), ErrorKind::UNAVAILABLE, why);
                                 q.waiting.pop_front();
                               }
                             }));
@@ -136,9 +136,12 @@ void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* tas
           if (max < 0 || task->attempts <= static_cast<uint32_t>(max)) {
             queues_[key].waiting.push_front(task);
           } else {
-            Fail(*task, ObjectErrorKind::kWorkerCrashed,
-                 "the worker running " + task->function + " died " +
-                     std::to_string(task->attempts) + " times: " + FromKjException(e).message());
+            Fail(*task, ErrorKind::WORKER_CRASHED,
+                 "the worker running task " + task->id.Hex() + " (" +
+                     (task->options.name.empty() ? task->function : task->options.name) + ") died " +
+                     std::to_string(task->attempts) + " times, and the task may be retried " +
+                     std::to_string(task->options.max_retries) + " (max_retries): " +
+                     FromKjException(e).message() + ". The node's worker logs say why.");
           }
           AfterTask(key, l);
           return;

@@ -53,8 +53,9 @@ class TaskDispatcher {
   void Cancel(PendingTask& task, bool force, bool recursive);
 
   // Records `message` as the error of every return of `task`.
-  void Fail(PendingTask& task, ObjectErrorKind kind, const std::string& message) {
-    FailTask(memory_, task, kind, message);
+  void Fail(PendingTask& task, ErrorKind kind, const std::string& message,
+            const std::string& data = "") {
+    FailTask(memory_, task, kind, message, data);
   }
 
  private:

@@ -103,18 +103,18 @@ void RecordTaskReply(MemoryStore& memory, PendingTask& task,
                      proto::Worker::PushTaskResults::Reader reply) {
   if (reply.getFailed()) {
     auto error = reply.getError();
-    ObjectErrorKind kind = ObjectErrorKind::kTaskError;
-    if (error.getKind() == proto::TaskError::Kind::FUNCTION_NOT_FOUND) {
-      kind = ObjectErrorKind::kFunctionNotFound;
-    } else if (error.getKind() == proto::TaskError::Kind::CANCELLED) {
-      kind = ObjectErrorKind::kCancelled;
+    ErrorKind kind = error.getKind();
+    std::string message = error.getMessage().cStr();
+    if (!IsKnownErrorKind(kind)) {  // a newer worker's kind: the message still says what it was
+      message = "(error kind " + std::to_string(static_cast<int>(kind)) + ") " + message;
+      kind = ErrorKind::SYSTEM;
     }
-    FailTask(memory, task, kind, error.getMessage().cStr());
+    FailTask(memory, task, kind, message, ToString(error.getData()));
     return;
   }
   auto returns = reply.getReturns();
   if (returns.size() != task.returns.size()) {
-    FailTask(memory, task, ObjectErrorKind::kTaskError,
+    FailTask(memory, task, ErrorKind::SYSTEM,
              "the worker answered " + std::to_string(returns.size()) + " returns, expected " +
                  std::to_string(task.returns.size()));
     return;
@@ -133,10 +133,10 @@ void RecordTaskReply(MemoryStore& memory, PendingTask& task,
   if (task.done) task.done->fulfill();
 }
 
-void FailTask(MemoryStore& memory, PendingTask& task, ObjectErrorKind kind,
-              const std::string& message) {
+void FailTask(MemoryStore& memory, PendingTask& task, ErrorKind kind, const std::string& message,
+              const std::string& data) {
   for (const ObjectId& id : task.returns) {
-    memory.Put(id, ObjectEntry{nullptr, std::nullopt, ObjectError{kind, task.function, message}});
+    memory.Put(id, ObjectEntry{nullptr, std::nullopt, ObjectError{kind, task.function, message, data}});
   }
   if (task.done) task.done->fulfill();
 }
@@ -159,8 +159,8 @@ bool MarkCancelled(MemoryStore& memory, PendingTask& task) {
   task.cancelled = true;
   for (const ObjectId& id : task.returns) {
     memory.Put(id, ObjectEntry{nullptr, std::nullopt,
-                               ObjectError{ObjectErrorKind::kCancelled, task.function,
-                                           "task " + task.id.Hex() + " was cancelled"}});
+                               ObjectError{ErrorKind::CANCELLED, task.function,
+                                           "task " + task.id.Hex() + " was cancelled", ""}});
   }
   return true;
 }

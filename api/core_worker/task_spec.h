@@ -58,9 +58,10 @@ void RecordTaskReply(MemoryStore& memory, PendingTask& task,
 void DropTaskReply(const ConnectFn& connect, kj::TaskSet& background,
                    proto::Worker::PushTaskResults::Reader reply);
 
-// Records `message` as the error of every return of `task` and fulfills its `done`.
-void FailTask(MemoryStore& memory, PendingTask& task, ObjectErrorKind kind,
-              const std::string& message);
+// Records `message` (and `data`: ObjectError::data) as the error of every return of `task` and
+// fulfills its `done`.
+void FailTask(MemoryStore& memory, PendingTask& task, ErrorKind kind, const std::string& message,
+              const std::string& data = "");
 
 // Marks `task` cancelled and records kCancelled errors in its returns, leaving its `done` alone
 // (whoever holds the task still finishes it). False when it was marked already.

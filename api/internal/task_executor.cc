@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "airt/internal/serialization.h"
+#include "api/internal/error_kinds.h"
 #include "common/logging.h"
 #include "objectstore/transfer.h"
 
@@ -57,6 +58,15 @@ std::string NotFoundMessage(const std::string& function, const std::vector<std::
     message += " and " + std::to_string(names.size() - kMaxNamesListed) + " more";
   }
   return message + "). Is its library on the code search path, with AIRT_REMOTE(" + function + ")?";
+}
+
+// An object argument that could not be had: OBJECT_STORE_FULL when this node's store has no room
+// for it, else OBJECT_LOST (its copy cannot be fetched: `status` names the object and the node).
+TaskFailure ArgumentFailure(const Status& status) {
+  proto::ErrorKind kind = status.code() == Code::kResourceExhausted
+                              ? proto::ErrorKind::OBJECT_STORE_FULL
+                              : proto::ErrorKind::OBJECT_LOST;
+  return TaskFailure{kind, status.ToString(), ""};
 }
 
 }  // namespace
@@ -167,7 +177,7 @@ internal::InvokeOutcome TaskExecutor::Invoke(const TaskToRun& task,
                                              std::optional<TaskFailure>* refused) {
   auto not_found = [&] {
     *refused = TaskFailure{
-        TaskFailure::Kind::kFunctionNotFound,
+        proto::ErrorKind::FUNCTION_NOT_FOUND,
         NotFoundMessage(task.function_name, registry_.Names(), options_.code_search_path)};
     return internal::InvokeOutcome{};
   };
@@ -175,7 +185,7 @@ internal::InvokeOutcome TaskExecutor::Invoke(const TaskToRun& task,
     const internal::MethodInvoker* method = registry_.FindMethod(task.function_name);
     if (method == nullptr && !options_.fallback) return not_found();
     if (!actor_) {
-      *refused = TaskFailure{TaskFailure::Kind::kBadArguments,
+      *refused = TaskFailure{proto::ErrorKind::BAD_ARGUMENTS,
                              "this worker hosts no actor to run '" + task.function_name + "' on"};
       return internal::InvokeOutcome{};
     }
@@ -189,16 +199,16 @@ internal::InvokeOutcome TaskExecutor::Invoke(const TaskToRun& task,
   }
   if (actor_) {
     *refused = TaskFailure{
-        TaskFailure::Kind::kBadArguments,
+        proto::ErrorKind::BAD_ARGUMENTS,
         "this worker hosts an actor already; '" + task.function_name + "' cannot create another"};
     return internal::InvokeOutcome{};
   }
   internal::InvokeOutcome created =
       invoker ? (*invoker)(args) : options_.fallback(task.kind, task.function_name, nullptr, args);
-  if (created.kind == internal::InvokeOutcome::Kind::kOk) {
+  if (created.ok()) {
     if (!created.instance) {
       *refused = TaskFailure{
-          TaskFailure::Kind::kBadArguments,
+          proto::ErrorKind::BAD_ARGUMENTS,
           "'" + task.function_name + "' is not an actor factory (a function returning T*)"};
       return internal::InvokeOutcome{};
     }
@@ -228,7 +238,7 @@ TaskExecutor::CancelOutcome TaskExecutor::Cancel(const TaskId& task) {
   }
   if (dropped) {
     TaskOutcome outcome;
-    outcome.failure = TaskFailure{TaskFailure::Kind::kCancelled,
+    outcome.failure = TaskFailure{proto::ErrorKind::CANCELLED,
                                   "task " + task.Hex() + " was cancelled before it started"};
     dropped(std::move(outcome));
     return CancelOutcome::kDropped;
@@ -264,7 +274,7 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
                     : registry_.Find(task.function_name) != nullptr);
   if (!known) {
     outcome.failure = TaskFailure{
-        TaskFailure::Kind::kFunctionNotFound,
+        proto::ErrorKind::FUNCTION_NOT_FOUND,
         NotFoundMessage(task.function_name, registry_.Names(), options_.code_search_path)};
     AIRT_LOG(WARNING) << Describe(task) << ": " << outcome.failure->message;
     return outcome;
@@ -280,9 +290,9 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
     if (arg.is_list) {
       Result<std::string> array = AssembleList(arg);
       if (!array.ok()) {
-        outcome.status =
-            array.status().WithContext("argument " + std::to_string(i) + " of " + Describe(task));
-        AIRT_LOG(WARNING) << outcome.status.ToString();
+        outcome.failure = ArgumentFailure(
+            array.status().WithContext("argument " + std::to_string(i) + " of " + Describe(task)));
+        AIRT_LOG(WARNING) << outcome.failure->message;
         return outcome;
       }
       args.push_back(assembled.emplace_back(std::move(*array)));
@@ -294,9 +304,10 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
     }
     Result<objectstore::ObjectPin> pin = Fetch(arg);
     if (!pin.ok()) {
-      outcome.status = pin.status().WithContext("argument " + std::to_string(i) + " of " +
-                                                Describe(task) + ", object " + arg.object_id.Hex());
-      AIRT_LOG(WARNING) << outcome.status.ToString();
+      outcome.failure = ArgumentFailure(pin.status().WithContext(
+          "argument " + std::to_string(i) + " of " + Describe(task) + ", object " +
+          arg.object_id.Hex()));
+      AIRT_LOG(WARNING) << outcome.failure->message;
       return outcome;
     }
     const auto data = pin->data();
@@ -314,16 +325,12 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
     return outcome;
   }
 
-  switch (invoked.kind) {
-    case internal::InvokeOutcome::Kind::kOk: break;
-    case internal::InvokeOutcome::Kind::kBadArguments:
-      outcome.failure = TaskFailure{TaskFailure::Kind::kBadArguments, std::move(invoked.error)};
-      AIRT_LOG(WARNING) << Describe(task) << ": " << outcome.failure->message;
-      return outcome;
-    case internal::InvokeOutcome::Kind::kUserException:
-      outcome.failure = TaskFailure{TaskFailure::Kind::kUserException, std::move(invoked.error)};
-      AIRT_LOG(INFO) << Describe(task) << " raised: " << outcome.failure->message;
-      return outcome;
+  if (!invoked.ok()) {
+    outcome.failure = TaskFailure{internal::ToProto(*invoked.failure), std::move(invoked.error),
+                                  std::move(invoked.data)};
+    AIRT_LOG(INFO) << Describe(task) << " failed (" << ErrorKindName(outcome.failure->kind)
+                   << "): " << outcome.failure->message;
+    return outcome;
   }
 
   std::vector<std::string>& values = invoked.returns;
@@ -334,16 +341,18 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
       values.clear();  // nobody asked for the value
     } else {
       outcome.failure =
-          TaskFailure{TaskFailure::Kind::kBadArguments,
+          TaskFailure{proto::ErrorKind::BAD_ARGUMENTS,
                       "'" + task.function_name + "' returns " + std::to_string(values.size()) +
                           " value(s), the task asks for " + std::to_string(task.num_returns)};
       return outcome;
     }
   }
-  outcome.status = StoreReturns(task, std::move(values), &outcome.returns);
-  if (!outcome.status.ok()) {
+  Status stored = StoreReturns(task, std::move(values), &outcome.returns);
+  if (!stored.ok()) {
+    // OBJECT_STORE_FULL when the node's store cannot take a return even after spilling.
     outcome.returns.clear();
-    AIRT_LOG(WARNING) << outcome.status.ToString();
+    outcome.failure = TaskFailure{ErrorKindOf(stored), stored.ToString(), ""};
+    AIRT_LOG(WARNING) << outcome.failure->message;
   }
   return outcome;
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "airt/internal/function_registry.h"
+#include "common/error_kind.h"
 #include "common/ids.h"
 #include "common/status.h"
 #include "objectstore/object_store.h"
@@ -68,10 +69,13 @@ struct TaskToRun {
   uint32_t actor_restarts = 0;  // kActorCreation: restarts of the actor before this one
 };
 
+// Why a task failed, as its TaskError says it (the schema's ErrorKind).
 struct TaskFailure {
-  enum class Kind { kUserException, kFunctionNotFound, kBadArguments, kCancelled };
-  Kind kind;
+  TaskFailure(proto::ErrorKind kind, std::string message, std::string data = {})
+      : kind(kind), message(std::move(message)), data(std::move(data)) {}
+  proto::ErrorKind kind;
   std::string message;
+  std::string data;  // USER_EXCEPTION: the exception for the caller (TaskError.data)
 };
 
 struct TaskReturnValue {
@@ -82,10 +86,11 @@ struct TaskReturnValue {
 };
 
 struct TaskOutcome {
-  // Not ok: the task could not be run or its returns not kept (an object argument that could not
-  // be fetched, a full store); the call fails with this status instead of answering.
+  // Not ok: the executor could not answer; FillTaskResults reports it as a failure of the
+  // status's kind. Run itself reports in `failure` (an argument that cannot be fetched is
+  // OBJECT_LOST, a return the store cannot take OBJECT_STORE_FULL).
   Status status;
-  std::optional<TaskFailure> failure;    // the task ran, or was refused, and failed
+  std::optional<TaskFailure> failure;    // the task ran, or was refused, or could not run: failed
   std::vector<TaskReturnValue> returns;  // num_returns of them when it succeeded
 };
 

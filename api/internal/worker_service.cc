@@ -27,16 +27,6 @@ capnp::Data::Reader AsData(std::string_view bytes) {
   return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
 }
 
-proto::TaskError::Kind ToProto(TaskFailure::Kind kind) {
-  switch (kind) {
-    case TaskFailure::Kind::kUserException: return proto::TaskError::Kind::USER_EXCEPTION;
-    case TaskFailure::Kind::kFunctionNotFound: return proto::TaskError::Kind::FUNCTION_NOT_FOUND;
-    case TaskFailure::Kind::kBadArguments: return proto::TaskError::Kind::BAD_ARGUMENTS;
-    case TaskFailure::Kind::kCancelled: return proto::TaskError::Kind::CANCELLED;
-  }
-  return proto::TaskError::Kind::USER_EXCEPTION;
-}
-
 }  // namespace
 
 namespace {
@@ -150,12 +140,17 @@ Result<TaskToRun> ParseTaskSpec(proto::TaskSpec::Reader spec, const JobId& job) 
 
 void FillTaskResults(const TaskOutcome& outcome, const std::string& function_name,
                      const ReturnsAt& returns_at, proto::Worker::PushTaskResults::Builder results) {
-  if (outcome.failure) {
+  if (outcome.failure || !outcome.status.ok()) {
+    // An executor's status (none today) fails the task with the status's kind.
+    TaskFailure failure = outcome.failure ? *outcome.failure
+                                          : TaskFailure{ErrorKindOf(outcome.status),
+                                                        outcome.status.ToString(), ""};
     results.setFailed(true);
     auto error = results.initError();
     error.setFunctionName(function_name);
-    error.setMessage(outcome.failure->message);
-    error.setKind(ToProto(outcome.failure->kind));
+    error.setMessage(failure.message);
+    error.setKind(failure.kind);
+    error.setData(AsData(failure.data));
     results.initReturns(0);
     return;
   }
@@ -230,14 +225,12 @@ kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
     }
     if (done->load(std::memory_order_acquire)) {
       running_.erase(number);
-      if (!outcome->status.ok()) throw ToKjException(outcome->status);
       FillTaskResults(*outcome, function_name, returns_at_, context.getResults());
       return kj::READY_NOW;
     }
   }
   return paf.promise.then(
       [this, context, outcome, function_name = std::move(function_name)]() mutable {
-        if (!outcome->status.ok()) throw ToKjException(outcome->status);
         FillTaskResults(*outcome, function_name, returns_at_, context.getResults());
       });
 }

@@ -38,7 +38,8 @@ struct ReturnsAt {
   std::string node_address;      // host:port
 };
 
-// Writes `outcome` (ok status) into pushTask's results.
+// Writes `outcome` into pushTask's results: its returns, or its failure as a TaskError (kind, message,
+// data).
 void FillTaskResults(const TaskOutcome& outcome, const std::string& function_name,
                      const ReturnsAt& returns_at, proto::Worker::PushTaskResults::Builder results);
 

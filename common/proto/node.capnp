@@ -138,16 +138,40 @@ struct TaskReturn {
   }
 }
 
+# The kinds of task and object failure: the one definition airt has (C++ mirrors it value for
+# value in airt::ErrorKind, api/include/airt/exceptions.h; Python reads the names from here through
+# airt._airt.error_kinds()). Each kind is one exception type, C++ and Python (docs/cpp_api.md,
+# docs/python.md: the error table). Kinds marked "not produced yet" have their types and their
+# place in the map, waiting for the path that detects them.
+enum ErrorKind {
+  userException @0;               # the function raised; TaskError.data carries the exception
+  functionNotFound @1;            # no such function registered in the worker
+  badArguments @2;                # the arguments did not deserialize to the function's types
+  cancelled @3;                   # cancelTask dropped it before it ran, or interrupted it
+  workerCrashed @4;               # the worker died more times than the task may be retried
+  infeasible @5;                  # no node can ever hold the task's resource shape
+  unavailable @6;                 # the head, a node or a worker could not be reached
+  actorDied @7;                   # the actor died before or while running the call, or is DEAD
+  actorUnavailable @8;            # the actor cannot be reached for now (not produced yet)
+  objectLost @9;                  # every copy of the object is gone (its node lost it or died)
+  ownerDied @10;                  # the object's owner died (not produced yet: needs borrowing)
+  objectReconstructionFailed @11; # re-running the object's task failed (not produced yet: lineage)
+  objectStoreFull @12;            # the object does not fit in its node's store even after spilling
+  outOfMemory @13;                # the node stopped the worker for its memory (not produced yet)
+  timeout @14;                    # a deadline passed (a get, an argument's fetch)
+  runtimeEnvSetup @15;            # the task's runtime_env could not be set up in its worker
+  invalidArgument @16;            # the request is malformed (ValueError-like)
+  unimplemented @17;              # what airt does not build yet; the message names it
+  system @18;                     # airt's own failure (Ray's RaySystemError)
+}
+
 struct TaskError {
   functionName @0 :Text;
-  message @1 :Text;            # the exception's what(), or why the function could not run
-  kind @2 :Kind;
-  enum Kind {
-    userException @0;          # the function threw
-    functionNotFound @1;       # no such function registered in the worker
-    badArguments @2;           # the arguments did not deserialize to the function's types
-    cancelled @3;              # cancelTask dropped it before it ran, or interrupted it
-  }
+  message @1 :Text;            # the exception's what() or remote traceback, or why it could not run
+  kind @2 :ErrorKind;
+  # userException: the exception itself, for the caller to raise as its own type (a Python
+  # worker's pickled exception; a C++ one's what()). Empty for other kinds.
+  data @3 :Data;
 }
 
 interface Worker {

@@ -24,7 +24,7 @@ from airt import _airt
 from airt import runtime_context
 from airt import runtime_env
 from airt.actor import METHOD_PREFIX, is_async_class, running_call
-from airt.exceptions import encode_cause
+from airt.exceptions import KINDS, encode_cause
 from airt.object_ref import decode_pickled
 from airt.remote_function import FUNCTION_NAMESPACE, FUNCTION_PREFIX
 
@@ -105,12 +105,29 @@ def _retryable(error, settings):
     return isinstance(error, cloudpickle.loads(retry))
 
 
+class _EnvSetupFailed(Exception):
+    """The call's runtime_env could not be set up (the error that stopped it is __cause__)."""
+
+
+def _apply_env(key):
+    """Applies the runtime_env `key` to this process; its Applied (restore() undoes it)."""
+    applied = None
+    try:
+        applied = runtime_env.Applied(key)
+        if key:
+            runtime_env.set_parent(runtime_env.fetch(key), key)
+        return applied
+    except Exception as error:
+        if applied is not None:
+            applied.restore()
+        raise _EnvSetupFailed(f"the runtime_env {key} could not be set up in worker "
+                              f"{os.getpid()}: {error!r}") from error
+
+
 def _run_task(target, positional, keywords, settings):
     key = settings.get("env")
-    applied = runtime_env.Applied(key)
     saved_parent = runtime_env.parent()
-    if key:
-        runtime_env.set_parent(runtime_env.fetch(key), key)
+    applied = _apply_env(key)
     try:
         retries = int(settings.get("max_retries", 0))  # -1: for as long as it raises
         attempt = 0
@@ -131,7 +148,8 @@ def _run_task(target, positional, keywords, settings):
 
 def _call(kind, name, actor, args, interrupter=None):
     """Runs one task: "task" and "method" answer (True, pickled return or list of them),
-    "create" (True, the new actor); a failure (False, the remote traceback). `interrupter`
+    "create" (True, the new actor); a failure (False, the remote traceback, the pickled exception
+    (TaskError.data), the kind's number: userException, or runtimeEnvSetup). `interrupter`
     (airt._cancellable) cancels an async actor's calls."""
     try:
         positional, keywords, settings = _decode_arguments(args)
@@ -146,15 +164,14 @@ def _call(kind, name, actor, args, interrupter=None):
         target = _function(name)
         if kind == "create":
             runtime_context.record_actor_creation()
-            key = settings.get("env")
-            environment = runtime_env.Applied(key)  # never restored: the process is the actor's
-            if key:
-                runtime_env.set_parent(runtime_env.fetch(key), key)
+            environment = _apply_env(settings.get("env"))  # never restored: the actor's process
             return True, _Actor(target(*positional, **keywords), environment, interrupter)
         return True, _pickled_returns(_run_task(target, positional, keywords, settings),
                                       num_returns)
+    except _EnvSetupFailed as error:
+        return False, traceback.format_exc(), b"", KINDS["runtimeEnvSetup"]
     except BaseException as error:  # the user's error, whatever it is, goes back to the caller
-        return False, traceback.format_exc() + encode_cause(error)
+        return False, traceback.format_exc(), encode_cause(error), KINDS["userException"]
 
 
 def _flag(argv, name):

@@ -1,7 +1,9 @@
 """airt's exceptions, with Ray's names and hierarchy (ray.exceptions).
 
-Each is also an instance of the error type of airt's core it comes from (airt._airt.*), so code
-catching either works.
+Every failure of airt's core reaches Python as one of these, through one map: airt._airt's
+exception translator hands each C++ error's kind (the schema's ErrorKind), message and data to
+from_core() below, which picks the type. Every type derives from airt._airt.Error too, so code
+catching that works. docs/python.md has the table of which failure gives which type.
 """
 
 import pickle
@@ -9,115 +11,204 @@ import pickle
 from airt import _airt
 
 
-class RayError(Exception):
+class RayError(_airt.Error):
     """The base of every airt error."""
 
 
-class RayTaskError(RayError, _airt.TaskError):
-    """A task raised; str() names the function and carries the remote message."""
+class RayTaskError(RayError):
+    """A task raised; str() names the function and carries the remote traceback. `cause` is the
+    exception the task raised (None when it did not travel: a C++ task's, or one that does not
+    pickle). Raised as an instance of the cause's type too, so `except ValueError` catches a
+    task's ValueError, as in Ray."""
+
+    def __init__(self, message, cause=None):
+        super().__init__(message)
+        self.cause = cause
+
+    def as_instanceof_cause(self):
+        """This error as an instance of both RayTaskError and the cause's type (itself when the
+        cause's type cannot be a base)."""
+        cause = self.cause
+        if cause is None or isinstance(cause, RayTaskError) or not isinstance(cause, Exception):
+            return self
+        return _dual(type(self), cause, str(self), getattr(self, "_core", None)) or self
 
 
-class FunctionNotFoundError(RayTaskError, _airt.FunctionNotFoundError):
-    """No worker has the function: its library is not on the code search path."""
+class FunctionNotFoundError(RayTaskError):
+    """No worker has the function: its library is not on the code search path (airt's; Ray
+    raises a RayTaskError)."""
 
 
-class RayActorError(RayError):
-    """The actor died before or while running the call."""
-
-
-class ActorDiedError(RayActorError, _airt.ActorDiedError):
-    """The actor is dead for good (killed, out of restarts, its driver exited)."""
-
-
-class WorkerCrashedError(RayError, _airt.WorkerCrashedError):
-    """The task's worker process died more often than the task may be retried."""
-
-
-class GetTimeoutError(RayError, _airt.TimeoutError):
-    """get() or wait() ran out of time."""
-
-
-class ObjectLostError(RayError):
-    """The object's copies are gone (raised by later issues' lineage and node-death paths)."""
-
-
-class TaskCancelledError(RayError, _airt.TaskCancelledError):
+class TaskCancelledError(RayError):
     """The task was cancelled (airt.cancel) before it finished."""
 
 
-class InfeasibleError(RayError, _airt.InfeasibleError):
-    """No node can ever hold the task's resource request."""
+class WorkerCrashedError(RayError):
+    """The task's worker process died more often than the task may be retried."""
 
 
-class UnavailableError(RayError, _airt.UnavailableError):
+class RayActorError(RayError):
+    """The actor died before or while running the call, or cannot be reached."""
+
+
+class ActorDiedError(RayActorError):
+    """The actor is dead for good (killed, out of restarts, its constructor raised, its driver
+    exited)."""
+
+
+class ActorUnavailableError(RayActorError):
+    """The actor cannot be reached for now; a later call may succeed."""
+
+
+class RaySystemError(RayError):
+    """airt's own failure."""
+
+
+class ObjectStoreFullError(RayError):
+    """A put, or a task's return, does not fit in the node's object store even after spilling;
+    what the store held before stays."""
+
+
+class OutOfMemoryError(RayError):
+    """The node stopped the task's worker for the memory it used."""
+
+
+class ObjectLostError(RayError):
+    """Every copy of the object is gone: the node holding it lost it or cannot be reached."""
+
+
+class OwnerDiedError(ObjectLostError):
+    """The object's owner died."""
+
+
+class ObjectReconstructionFailedError(ObjectLostError):
+    """The object was lost and re-running its task did not bring it back."""
+
+
+class GetTimeoutError(RayError, TimeoutError):
+    """get() ran out of time."""
+
+
+class RuntimeEnvSetupError(RayError):
+    """The task's runtime_env could not be set up in its worker."""
+
+
+class InfeasibleError(RayError):
+    """No node can ever hold the task's resource request (airt's; the message names it)."""
+
+
+class UnavailableError(RayError):
     """The head, a node or a worker cannot be reached, or airt is not initialized."""
 
 
-class UnimplementedError(RayError, NotImplementedError, _airt.UnimplementedError):
+class InvalidArgumentError(RayError, ValueError):
+    """A malformed request (Ray raises ValueError): a bad argument, a name already taken."""
+
+
+class UnimplementedError(RayError, NotImplementedError):
     """What is not built yet; the message names it."""
 
 
-# A task's exception travels at the end of its error message, pickled and base64-encoded after
-# this marker, so that the driver's RayTaskError is also an instance of the user's type.
-_CAUSE_MARKER = "\n--airt-pickled-cause--\n"
+# The schema's kinds (common/proto/node.capnp ErrorKind), name -> number, and each one's type.
+KINDS = _airt.error_kinds()
+_NAMES = {number: name for name, number in KINDS.items()}
+TYPES = {
+    "userException": RayTaskError,
+    "functionNotFound": FunctionNotFoundError,
+    "badArguments": RayTaskError,  # raised as a TypeError too
+    "cancelled": TaskCancelledError,
+    "workerCrashed": WorkerCrashedError,
+    "infeasible": InfeasibleError,
+    "unavailable": UnavailableError,
+    "actorDied": ActorDiedError,
+    "actorUnavailable": ActorUnavailableError,
+    "objectLost": ObjectLostError,
+    "ownerDied": OwnerDiedError,
+    "objectReconstructionFailed": ObjectReconstructionFailedError,
+    "objectStoreFull": ObjectStoreFullError,
+    "outOfMemory": OutOfMemoryError,
+    "timeout": GetTimeoutError,
+    "runtimeEnvSetup": RuntimeEnvSetupError,
+    "invalidArgument": InvalidArgumentError,
+    "unimplemented": UnimplementedError,
+    "system": RaySystemError,
+}
 
 
-def encode_cause(error):
-    """The marker and `error` pickled, or "" when it does not pickle."""
-    import base64
-    try:
-        import cloudpickle
-        return _CAUSE_MARKER + base64.b64encode(cloudpickle.dumps(error)).decode("ascii")
-    except Exception:  # an exception that does not pickle travels as text only
-        return ""
-
-
-def _task_error(message):
-    """RayTaskError for `message`; when it carries the pickled cause, an instance of a class
-    derived from both RayTaskError and the cause's class (as Ray's RayTaskError.as_instanceof_cause)."""
-    text, marker, encoded = message.partition(_CAUSE_MARKER)
-    if not marker:
-        return RayTaskError(message)
-    try:
-        import base64
-        cause = pickle.loads(base64.b64decode(encoded))
-    except Exception:
-        return RayTaskError(text)
-    cause_cls = type(cause)
-    if not isinstance(cause, Exception) or issubclass(RayTaskError, cause_cls):
-        error = RayTaskError(text)
+def from_core(kind, message, data=b""):
+    """The exception for an error of airt's core: `kind` a number of the schema's ErrorKind,
+    `message` its text, `data` what it carries (a task's pickled exception). The one map."""
+    name = _NAMES.get(kind, "system")
+    error_type = TYPES.get(name, RaySystemError)
+    core = (kind, message, bytes(data or b""))
+    if error_type is not RayTaskError:
+        error = error_type(message)
     else:
-        try:
-            derived = type(f"RayTaskError({cause_cls.__name__})", (RayTaskError, cause_cls),
-                           {"__init__": lambda self, *a: Exception.__init__(self, *a),
-                            "__str__": lambda self: text})
-            error = derived(text)
-        except TypeError:  # a cause type that cannot be a base (layout, final)
-            error = RayTaskError(text)
-    error.cause = cause
+        cause = _cause(name, message, core[2])
+        error = RayTaskError(message, cause)
+        error._core = core
+        error = error.as_instanceof_cause()
+    error._core = core
     return error
 
 
-# airt._airt's type -> the one raised to users, most specific first.
-_MAPPED = [
-    (_airt.FunctionNotFoundError, FunctionNotFoundError),
-    (_airt.TaskError, RayTaskError),
-    (_airt.ActorDiedError, ActorDiedError),
-    (_airt.WorkerCrashedError, WorkerCrashedError),
-    (_airt.InfeasibleError, InfeasibleError),
-    (_airt.TimeoutError, GetTimeoutError),
-    (_airt.UnavailableError, UnavailableError),
-    (_airt.UnimplementedError, UnimplementedError),
-    (_airt.TaskCancelledError, TaskCancelledError),
-    (_airt.Error, RayError),
-]
+def error_kind(error):
+    """The schema's name of the kind of `error` (an airt exception), e.g. "objectStoreFull"."""
+    core = getattr(error, "_core", None)
+    if core is not None:
+        return _NAMES.get(core[0], "system")
+    for name, error_type in TYPES.items():
+        if type(error) is error_type:
+            return name
+    return "system"
+
+
+def encode_cause(error):
+    """What a task's `error` travels as (TaskError.data): the exception pickled, or b"" when it
+    does not pickle. A RayTaskError that came from another task travels as its cause, so the
+    caller raises the original type."""
+    if isinstance(error, RayTaskError) and error.cause is not None:
+        error = error.cause
+    try:
+        import cloudpickle
+        return cloudpickle.dumps(error)
+    except Exception:  # an exception that does not pickle travels as its traceback only
+        return b""
 
 
 def translate(error):
-    """The user-facing exception for an error of airt._airt."""
-    for core, user in _MAPPED:
-        if isinstance(error, core):
-            if user is RayTaskError:
-                return _task_error(str(error))
-            return user(str(error))
+    """The user-facing exception for an error of airt._airt: itself, since the translator made it
+    one already; a bare airt._airt.Error becomes a RaySystemError."""
+    if isinstance(error, RayError):
+        return error
+    return from_core(KINDS["system"], str(error))
+
+
+def _cause(name, message, data):
+    if name == "badArguments":
+        return TypeError(message)
+    if not data.startswith(b"\x80"):  # not a pickle: a C++ exception's what()
+        return None
+    try:
+        cause = pickle.loads(data)
+    except Exception:  # its type is not importable here: the traceback still tells
+        return None
+    return cause if isinstance(cause, BaseException) else None
+
+
+def _dual(base, cause, text, core):
+    """An instance of a class derived from `base` (RayTaskError) and the cause's type, whose str()
+    is `text`; None when the cause's type cannot be a base."""
+    cause_type = type(cause)
+    try:
+        dual = type(f"RayTaskError({cause_type.__name__})", (base, cause_type), {
+            "__init__": lambda self, *a: Exception.__init__(self, text),
+            "__str__": lambda self: text,
+            "__reduce__": lambda self: (from_core, core) if core else (base, (text, cause)),
+            "__getattr__": lambda self, attr: getattr(cause, attr),
+        })
+        error = dual(text)
+    except Exception:  # a layout clash, a final type, a constructor that will not take this
+        return None
+    error.cause = cause
     return error

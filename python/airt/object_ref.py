@@ -102,7 +102,7 @@ class ObjectRef:
         self._reference = _airt.hold(binary)
         self._id = binary
         self._format = value_format
-        self._filled = None  # ("value", bytes) or ("error", airt._airt type name, message)
+        self._filled = None  # ("value", bytes) or ("error", the airt exception)
 
     def binary(self):
         return self._id
@@ -116,9 +116,7 @@ class ObjectRef:
         return decode_pickled(data)
 
     def _raise(self):
-        from airt import exceptions
-        kind, message = self._filled[1], self._filled[2]
-        raise exceptions.translate(getattr(_airt, kind, _airt.Error)(message))
+        raise self._filled[1]
 
     def _filled_value(self):
         if self._filled[0] != "value":
@@ -136,8 +134,8 @@ class ObjectRef:
         if filled is None:
             try:
                 filled = ("value", bytes(_airt.get([self._id], None)[0]))
-            except _airt.Error as error:
-                filled = ("error", type(error).__name__, str(error))
+            except _airt.Error as error:  # an airt exception: it pickles as its kind and data
+                filled = ("error", error)
         return _filled_ref, (self._id, self._format, filled)
 
     def __eq__(self, other):

@@ -15,6 +15,7 @@
 
 namespace {
 
+using airt::ErrorKind;
 using airt::internal::Deserialize;
 using airt::internal::FunctionRegistry;
 using airt::internal::InvokeOutcome;
@@ -115,20 +116,20 @@ TEST(RemoteNames, ParsesPlainQualifiedAddressAndAirtFuncEntries) {
 TEST(FunctionRegistry, InvokesFunctionRegisteredWithAirtRemote) {
   InvokeOutcome out = Call("TotalLength", {Serialize(std::vector<std::string>{"ab", "cde"}),
                                            Serialize(std::string(", "))});
-  ASSERT_EQ(out.kind, InvokeOutcome::Kind::kOk) << out.error;
+  ASSERT_TRUE(out.ok()) << out.error;
   ASSERT_EQ(out.returns.size(), 1u);
   EXPECT_EQ(Deserialize<size_t>(out.returns[0]), 7u);
 }
 
 TEST(FunctionRegistry, RegistersQualifiedNameAndStructs) {
   InvokeOutcome out = Call("geometry::Mirror", {Serialize(Point{1, 2, "m", {}})});
-  ASSERT_EQ(out.kind, InvokeOutcome::Kind::kOk) << out.error;
+  ASSERT_TRUE(out.ok()) << out.error;
   EXPECT_EQ(Deserialize<Point>(out.returns.at(0)), (Point{2, 1, "m", {}}));
 }
 
 TEST(FunctionRegistry, PicksOverloadNamedWithAirtFunc) {
   InvokeOutcome out = Call("Add", {Serialize(2), Serialize(3)});
-  ASSERT_EQ(out.kind, InvokeOutcome::Kind::kOk) << out.error;
+  ASSERT_TRUE(out.ok()) << out.error;
   EXPECT_EQ(Deserialize<int>(out.returns.at(0)), 5);
 
   // Another overload under another registry.
@@ -139,7 +140,7 @@ TEST(FunctionRegistry, PicksOverloadNamedWithAirtFunc) {
   std::vector<std::string> args{Serialize(std::string("a")), Serialize(std::string("b"))};
   std::vector<std::string_view> views(args.begin(), args.end());
   InvokeOutcome strings = (*registry.Find("Add"))(views);
-  ASSERT_EQ(strings.kind, InvokeOutcome::Kind::kOk) << strings.error;
+  ASSERT_TRUE(strings.ok()) << strings.error;
   EXPECT_EQ(Deserialize<std::string>(strings.returns.at(0)), "a+b");
   auto three = AIRT_FUNC(Add, double, double, double);
   static_assert(std::is_same_v<decltype(three), double (*)(double, double, double)>);
@@ -148,7 +149,7 @@ TEST(FunctionRegistry, PicksOverloadNamedWithAirtFunc) {
 
 TEST(FunctionRegistry, ReturnsBadArgumentsNamingFunctionAndIndexWhenTypeDiffers) {
   InvokeOutcome out = Call("Add", {Serialize(2), Serialize(std::string("three"))});
-  EXPECT_EQ(out.kind, InvokeOutcome::Kind::kBadArguments);
+  EXPECT_EQ(out.failure, ErrorKind::kBadArguments);
   EXPECT_TRUE(out.returns.empty());
   EXPECT_EQ(out.error,
             "bad arguments for 'Add': argument 1 (0-based, of 2): expected int, got a msgpack str");
@@ -156,41 +157,42 @@ TEST(FunctionRegistry, ReturnsBadArgumentsNamingFunctionAndIndexWhenTypeDiffers)
 
 TEST(FunctionRegistry, ReturnsBadArgumentsWhenArgumentCountDiffers) {
   InvokeOutcome out = Call("Add", {Serialize(2)});
-  EXPECT_EQ(out.kind, InvokeOutcome::Kind::kBadArguments);
+  EXPECT_EQ(out.failure, ErrorKind::kBadArguments);
   EXPECT_EQ(out.error, "bad arguments for 'Add': takes 2 arguments, got 1");
 }
 
 TEST(FunctionRegistry, ReturnsBadArgumentsWhenBytesAreMalformedOrOutOfRange) {
   InvokeOutcome garbage = Call("Add", {std::string("\xc1\xc1", 2), Serialize(1)});
-  EXPECT_EQ(garbage.kind, InvokeOutcome::Kind::kBadArguments);
+  EXPECT_EQ(garbage.failure, ErrorKind::kBadArguments);
   EXPECT_NE(garbage.error.find("argument 0"), std::string::npos) << garbage.error;
   InvokeOutcome overflow = Call("Add", {Serialize(1), Serialize(int64_t{1} << 40)});
-  EXPECT_EQ(overflow.kind, InvokeOutcome::Kind::kBadArguments);
+  EXPECT_EQ(overflow.failure, ErrorKind::kBadArguments);
   EXPECT_NE(overflow.error.find("argument 1"), std::string::npos) << overflow.error;
   InvokeOutcome nested = Call("TotalLength", {Serialize(std::vector<int>{1}), Serialize("")});
-  EXPECT_EQ(nested.kind, InvokeOutcome::Kind::kBadArguments);
+  EXPECT_EQ(nested.failure, ErrorKind::kBadArguments);
   EXPECT_NE(nested.error.find("argument 0"), std::string::npos) << nested.error;
 }
 
 TEST(FunctionRegistry, PassesDeserializedCopyToReferenceParameter) {
   InvokeOutcome out = Call("Increment", {Serialize(1)});
-  EXPECT_EQ(out.kind, InvokeOutcome::Kind::kOk) << out.error;
+  EXPECT_TRUE(out.ok()) << out.error;
   EXPECT_TRUE(out.returns.empty());
 }
 
 TEST(FunctionRegistry, ReturnsUserExceptionWithWhatWhenFunctionThrows) {
   InvokeOutcome out = Call("Throws", {Serialize(1)});
-  EXPECT_EQ(out.kind, InvokeOutcome::Kind::kUserException);
+  EXPECT_EQ(out.failure, ErrorKind::kUserException);
   EXPECT_EQ(out.error, "no thanks");
+  EXPECT_EQ(out.data, "no thanks");  // a C++ exception travels as its what()
   InvokeOutcome other = Call("ThrowsInt", {});
-  EXPECT_EQ(other.kind, InvokeOutcome::Kind::kUserException);
+  EXPECT_EQ(other.failure, ErrorKind::kUserException);
   EXPECT_EQ(other.error, "an exception not derived from std::exception");
 }
 
 TEST(FunctionRegistry, ReturnsNothingForVoidFunction) {
   int before = g_void_calls;
   InvokeOutcome out = Call("Touch", {});
-  EXPECT_EQ(out.kind, InvokeOutcome::Kind::kOk) << out.error;
+  EXPECT_TRUE(out.ok()) << out.error;
   EXPECT_TRUE(out.returns.empty());
   EXPECT_EQ(g_void_calls, before + 1);
 }
@@ -204,7 +206,7 @@ TEST(FunctionRegistry, KeepsFirstAndRecordsProblemWhenNameRegisteredTwice) {
   EXPECT_NE(problems[0].find("'Touch' is registered twice"), std::string::npos) << problems[0];
   EXPECT_TRUE(registry.TakeProblems().empty());
   InvokeOutcome out = (*registry.Find("Touch"))({});
-  EXPECT_EQ(out.kind, InvokeOutcome::Kind::kOk);  // still the first one
+  EXPECT_TRUE(out.ok());  // still the first one
 }
 
 TEST(FunctionRegistry, RecordsProblemWhenNamesCannotBeRead) {

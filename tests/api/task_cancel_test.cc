@@ -110,7 +110,7 @@ TEST_F(TaskCancel, ExecutorDropsAQueuedTaskAndLetsARunningCppTaskRunOn) {
   ASSERT_EQ(second.wait_for(0s), std::future_status::ready) << "answered on the cancelling thread";
   TaskOutcome dropped = second.get();
   ASSERT_TRUE(dropped.failure);
-  EXPECT_EQ(dropped.failure->kind, TaskFailure::Kind::kCancelled);
+  EXPECT_EQ(dropped.failure->kind, proto::ErrorKind::CANCELLED);
 
   EXPECT_EQ(executor->Cancel(running.task_id), TaskExecutor::CancelOutcome::kRunsOn);
   EXPECT_TRUE(executor->CanRunInline(Task("quick")) == false);  // something runs

@@ -242,13 +242,13 @@ TEST_F(TaskExecutorTest, ReturnsNilForVoidFunctionWhenOneReturnIsAsked) {
 TEST_F(TaskExecutorTest, FailsWithBadArgumentsWhenReturnCountDiffers) {
   TaskOutcome out = executor_->Run(Task("Twice", {Serialize(1)}, 3));
   ASSERT_TRUE(out.failure);
-  EXPECT_EQ(out.failure->kind, TaskFailure::Kind::kBadArguments);
+  EXPECT_EQ(out.failure->kind, proto::ErrorKind::BAD_ARGUMENTS);
 }
 
 TEST_F(TaskExecutorTest, FailsWithFunctionNotFoundNamingFunctionAndSearchPath) {
   TaskOutcome out = executor_->Run(Task("Missing", {}));
   ASSERT_TRUE(out.failure);
-  EXPECT_EQ(out.failure->kind, TaskFailure::Kind::kFunctionNotFound);
+  EXPECT_EQ(out.failure->kind, proto::ErrorKind::FUNCTION_NOT_FOUND);
   EXPECT_NE(out.failure->message.find("'Missing'"), std::string::npos) << out.failure->message;
   EXPECT_NE(out.failure->message.find("/opt/code"), std::string::npos) << out.failure->message;
   EXPECT_NE(out.failure->message.find("Repeat, Twice"), std::string::npos) << out.failure->message;
@@ -269,16 +269,20 @@ TEST_F(TaskExecutorTest, ReadsObjectArgumentFromStore) {
   EXPECT_TRUE(client_->Pins().empty());
 }
 
-TEST_F(TaskExecutorTest, FailsCallWhenObjectArgumentCannotBeFetched) {
+TEST_F(TaskExecutorTest, FailsWithObjectLostWhenObjectArgumentCannotBeFetched) {
   TaskToRun task = Task("Twice", {});
   ObjectId id = ObjectId::ForPut(task.task_id, 1);
   task.args.push_back({true, "", id, ""});  // not here, nowhere to pull from
   TaskOutcome waited = executor_->Run(task);
-  EXPECT_EQ(waited.status.code(), Code::kDeadlineExceeded) << waited.status.ToString();
-  EXPECT_NE(waited.status.message().find(id.Hex()), std::string::npos);
+  ASSERT_TRUE(waited.failure);
+  EXPECT_EQ(waited.failure->kind, proto::ErrorKind::OBJECT_LOST) << waited.failure->message;
+  EXPECT_NE(waited.failure->message.find(id.Hex()), std::string::npos);
+  EXPECT_NE(waited.failure->message.find("kDeadlineExceeded"), std::string::npos);
   task.args[0].transfer_address = "127.0.0.1:1";  // nobody listens there
   TaskOutcome pulled = executor_->Run(task);
-  EXPECT_EQ(pulled.status.code(), Code::kUnavailable) << pulled.status.ToString();
+  ASSERT_TRUE(pulled.failure);
+  EXPECT_EQ(pulled.failure->kind, proto::ErrorKind::OBJECT_LOST) << pulled.failure->message;
+  EXPECT_NE(pulled.failure->message.find("127.0.0.1:1"), std::string::npos);
 }
 
 TEST_F(TaskExecutorTest, RunsSubmittedTasksInOrderOnItsThreadThenMarkers) {

@@ -22,6 +22,7 @@ PushReply ToReply(proto::Worker::PushTaskResults::Reader results) {
     reply.kind = results.getError().getKind();
     reply.function_name = results.getError().getFunctionName();
     reply.message = results.getError().getMessage();
+    reply.data = AsString(results.getError().getData());
   }
   for (auto r : results.getReturns()) {
     PushReply::Return out;

@@ -39,9 +39,10 @@ struct Arg {
 struct PushReply {
   Status status;  // not ok: the call itself failed
   bool failed = false;
-  proto::TaskError::Kind kind = proto::TaskError::Kind::USER_EXCEPTION;
+  proto::ErrorKind kind = proto::ErrorKind::USER_EXCEPTION;
   std::string function_name;
   std::string message;
+  std::string data;  // TaskError.data
   struct Return {
     bool in_store = false;
     std::string bytes;  // inline

@@ -131,7 +131,7 @@ TEST(WorkerLifecycle, ServesWithoutCodeSearchPathAnsweringFunctionNotFound) {
   ASSERT_TRUE(worker.WaitForRegistration()) << worker.Log();
   PushReply reply = worker.Push("add", {});
   ASSERT_TRUE(reply.status.ok()) << reply.status.ToString();
-  EXPECT_EQ(reply.kind, proto::TaskError::Kind::FUNCTION_NOT_FOUND);
+  EXPECT_EQ(reply.kind, proto::ErrorKind::FUNCTION_NOT_FOUND);
   EXPECT_NE(reply.message.find("code search path: none"), std::string::npos) << reply.message;
 }
 

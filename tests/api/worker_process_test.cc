@@ -71,9 +71,10 @@ TEST_F(WorkerProcess, ReportsUserExceptionWhenFunctionThrows) {
   PushReply reply = worker_.Push("boom", {});
   ASSERT_TRUE(reply.status.ok()) << reply.status.ToString();
   EXPECT_TRUE(reply.failed);
-  EXPECT_EQ(reply.kind, proto::TaskError::Kind::USER_EXCEPTION);
+  EXPECT_EQ(reply.kind, proto::ErrorKind::USER_EXCEPTION);
   EXPECT_EQ(reply.function_name, "boom");
   EXPECT_EQ(reply.message, "boom");
+  EXPECT_EQ(reply.data, "boom");  // the exception in TaskError.data: a C++ one's what()
   EXPECT_TRUE(reply.returns.empty());
   // The worker goes on serving.
   EXPECT_EQ(
@@ -85,7 +86,7 @@ TEST_F(WorkerProcess, ReportsFunctionNotFoundNamingFunctionAndCodeSearchPath) {
   PushReply reply = worker_.Push("no_such_function", {});
   ASSERT_TRUE(reply.status.ok()) << reply.status.ToString();
   EXPECT_TRUE(reply.failed);
-  EXPECT_EQ(reply.kind, proto::TaskError::Kind::FUNCTION_NOT_FOUND);
+  EXPECT_EQ(reply.kind, proto::ErrorKind::FUNCTION_NOT_FOUND);
   EXPECT_EQ(reply.function_name, "no_such_function");
   EXPECT_NE(reply.message.find("'no_such_function'"), std::string::npos) << reply.message;
   EXPECT_NE(reply.message.find(AIRT_TEST_FUNCTIONS_DIR), std::string::npos) << reply.message;
@@ -95,11 +96,11 @@ TEST_F(WorkerProcess, ReportsBadArgumentsNamingFunctionAndIndexWhenTypeDiffers) 
   PushReply reply = worker_.Push("add", {Arg::Inline(Serialize(1)), Arg::Inline(Serialize("x"))});
   ASSERT_TRUE(reply.status.ok()) << reply.status.ToString();
   EXPECT_TRUE(reply.failed);
-  EXPECT_EQ(reply.kind, proto::TaskError::Kind::BAD_ARGUMENTS);
+  EXPECT_EQ(reply.kind, proto::ErrorKind::BAD_ARGUMENTS);
   EXPECT_EQ(reply.message,
             "bad arguments for 'add': argument 1 (0-based, of 2): expected int, got a msgpack str");
   PushReply garbage = worker_.Push("add", {Arg::Inline("\xc1"), Arg::Inline(Serialize(1))});
-  EXPECT_EQ(garbage.kind, proto::TaskError::Kind::BAD_ARGUMENTS);
+  EXPECT_EQ(garbage.kind, proto::ErrorKind::BAD_ARGUMENTS);
 }
 
 TEST_F(WorkerProcess, VoidFunctionAnswersNilOrNothing) {
@@ -166,11 +167,14 @@ TEST_F(WorkerProcess, PullsObjectArgumentFromAnotherNode) {
   EXPECT_TRUE(worker_.store().Contains(id));  // a secondary copy on the worker's node now
 }
 
-TEST_F(WorkerProcess, FailsCallWhenObjectArgumentCannotBePulled) {
+TEST_F(WorkerProcess, FailsWithObjectLostWhenObjectArgumentCannotBePulled) {
   ObjectId id = ObjectId::ForPut(worker_.NewTaskId(), 1);
   PushReply reply = worker_.Push("sum_bytes", {Arg::Object(id, "127.0.0.1:1")});
-  EXPECT_EQ(reply.status.code(), Code::kUnavailable) << reply.status.ToString();
-  EXPECT_NE(reply.status.message().find(id.Hex()), std::string::npos) << reply.status.message();
+  ASSERT_TRUE(reply.status.ok()) << reply.status.ToString();  // answered, not a dead worker
+  ASSERT_TRUE(reply.failed);
+  EXPECT_EQ(reply.kind, proto::ErrorKind::OBJECT_LOST) << reply.message;
+  EXPECT_NE(reply.message.find(id.Hex()), std::string::npos) << reply.message;
+  EXPECT_NE(reply.message.find("127.0.0.1:1"), std::string::npos) << reply.message;
 }
 
 TEST_F(WorkerProcess, RunsTasksPushedOnOneConnectionInOrder) {

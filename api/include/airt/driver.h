@@ -7,7 +7,7 @@
 //   airt::Shutdown();
 //
 // Functions must be registered with AIRT_REMOTE in code both the driver and the workers load.
-// Errors of a task surface at Get as exceptions (below). Thread-safe after Init.
+// Errors of a task surface at Get as exceptions (airt/exceptions.h). Thread-safe after Init.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "airt/exceptions.h"
 #include "airt/internal/function_registry.h"
 #include "airt/internal/serialization.h"
 #include "airt/runtime_env.h"
@@ -95,65 +96,6 @@ bool IsInitialized();
 // Finishes the job and disconnects, then stops the local cluster Init started, if any. Refs
 // obtained before must not be used after.
 void Shutdown();
-
-// The base of every airt error (Ray: ray::internal::RayException).
-class Exception : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-// The task raised; what() carries the function's name and the remote message.
-class TaskError : public Exception {
- public:
-  using Exception::Exception;
-};
-// The worker has no function of the task's name: its library is not on the code search path, or
-// lacks the AIRT_REMOTE line. what() names the function, the search path and what is registered.
-class FunctionNotFoundError : public TaskError {
- public:
-  using TaskError::TaskError;
-};
-// The task's worker process died more often than the task may be retried.
-class WorkerCrashedError : public Exception {
- public:
-  using Exception::Exception;
-};
-// The task was cancelled (airt::Cancel, ray.cancel) before it finished. Ray: TaskCancelledError.
-class TaskCancelledError : public Exception {
- public:
-  using Exception::Exception;
-};
-// The actor died before or while running the call, or is dead for good (killed, out of
-// restarts, its constructor raised, its owner exited). Ray: RayActorException.
-class ActorDiedError : public Exception {
- public:
-  using Exception::Exception;
-};
-// No node can ever hold the task's resource request; what() names it and the nodes' totals.
-class InfeasibleError : public Exception {
- public:
-  using Exception::Exception;
-};
-// A runtime environment that is malformed (RuntimeEnv's Set, Get, SetJsonStr; env_vars that are
-// not strings). Ray: RayRuntimeEnvException.
-class RuntimeEnvError : public Exception {
- public:
-  using Exception::Exception;
-};
-// A Get's timeout passed.
-class TimeoutError : public Exception {
- public:
-  using Exception::Exception;
-};
-// The head, a node or a worker could not be reached, or the API was used before Init.
-class UnavailableError : public Exception {
- public:
-  using Exception::Exception;
-};
-// What is not built yet (kUnimplemented); what() names it.
-class UnimplementedError : public Exception {
- public:
-  using Exception::Exception;
-};
 
 // A placement group: a gang reservation of resource bundles (Ray's PlacementGroup). Creating one
 // comes with the placement-group issue; until then SetPlacementGroup throws UnimplementedError.
@@ -452,7 +394,7 @@ struct WaitResult {
 template <typename T>
 WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_objects, int64_t timeout_ms) {
   if (num_objects < 0 || static_cast<size_t>(num_objects) > refs.size()) {
-    throw Exception("Wait: num_objects is " + std::to_string(num_objects) + " for " +
+    throw InvalidArgumentError("Wait: num_objects is " + std::to_string(num_objects) + " for " +
                     std::to_string(refs.size()) + " refs");
   }
   std::vector<std::string> ids;

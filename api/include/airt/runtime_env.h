@@ -18,7 +18,7 @@
 namespace airt {
 
 namespace internal {
-// Throws RuntimeEnvError (airt/driver.h; Ray's RayRuntimeEnvException) with `what`.
+// Throws RuntimeEnvError (airt/exceptions.h; Ray's RayRuntimeEnvException) with `what`.
 [[noreturn]] void ThrowRuntimeEnvError(const std::string& what);
 }  // namespace internal
 

@@ -10,14 +10,14 @@ namespace ray::internal {
 using RayException = airt::Exception;
 // The actor died before or while running the call, or is dead for good (killed, ExitActor, out
 // of restarts, its constructor threw, its owner exited).
-using RayActorException = airt::ActorDiedError;
+using RayActorException = airt::ActorError;
 // The task (or actor method) threw; what() names the function and carries the message.
 using RayTaskException = airt::TaskError;
 // The task's worker process died more often than the task may be retried.
 using RayWorkerException = airt::WorkerCrashedError;
 // An object cannot be got back: the node or process holding it is gone. airt reports this as
 // UnavailableError, so this name catches the other unavailabilities too (an unreachable head).
-using UnreconstructableException = airt::UnavailableError;
+using UnreconstructableException = airt::ObjectLostError;
 // The worker has no function of that name (its library is not on the code search path).
 using RayFunctionNotFound = airt::FunctionNotFoundError;
 using RayRuntimeEnvException = airt::RuntimeEnvError;

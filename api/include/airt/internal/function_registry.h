@@ -13,25 +13,28 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <typeinfo>
 #include <vector>
 
+#include "airt/exceptions.h"
+
 namespace airt::internal {
 
 // What invoking a function gave.
 struct InvokeOutcome {
-  enum class Kind {
-    kOk,
-    kBadArguments,   // the arguments did not deserialize to the parameter types (or their count)
-    kUserException,  // the function threw
-  };
-  Kind kind = Kind::kOk;
-  std::string error;                 // when not kOk: what went wrong, naming the function
-  std::vector<std::string> returns;  // when kOk: the serialized return values (none for void)
-  std::shared_ptr<void> instance;    // when kOk and the function is an actor factory: the actor
+  bool ok() const { return !failure.has_value(); }
+  // Unset: the call succeeded. Else why not: kBadArguments (the arguments did not deserialize to
+  // the parameter types, or their count is off), kUserException (the function threw), or a kind
+  // a fallback reports (a Python worker's kRuntimeEnvSetup).
+  std::optional<ErrorKind> failure;
+  std::string error;                 // when failed: what went wrong, naming the function
+  std::string data;                  // kUserException: the exception for the caller (TaskError)
+  std::vector<std::string> returns;  // when ok: the serialized return values (none for void)
+  std::shared_ptr<void> instance;    // when ok and the function is an actor factory: the actor
 };
 
 // The task the calling thread runs, as binary ids (empty outside a task; actor_id empty for a task

@@ -26,7 +26,10 @@ constexpr auto PickOverload(R (*f)(Args...)) -> R (*)(Args...) {
 }
 
 InvokeOutcome BadArguments(const std::string& function, std::string why);
+// The function threw: `what` is the message (TaskError's what()), `data` the exception for the
+// caller (TaskError::data(); without it, `what` again: a C++ exception travels as its what()).
 InvokeOutcome UserException(std::string what);
+InvokeOutcome UserException(std::string what, std::string data);
 
 template <typename T>
 using ParameterValue = std::remove_cvref_t<T>;
