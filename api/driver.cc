@@ -33,6 +33,8 @@ std::unique_ptr<core::CoreWorker> g_core;  // a driver's, made by Init; guarded 
 core::CoreWorker* g_worker_core = nullptr;
 std::string g_worker_unusable;
 uint64_t g_generation = 0;  // guarded by g_mu: bumped by each new core worker
+// A driver's worker id (Ray's get_worker_id() in a driver), drawn by each Init; guarded by g_mu.
+WorkerId g_driver_worker;
 // Objects GetPinned handed out, released at Shutdown if still held (a pin must not outlive the
 // store connection it came from).
 std::vector<std::weak_ptr<core::GotObject>> g_pinned;  // guarded by g_mu
@@ -179,11 +181,11 @@ void Init(const Config& config) {
   options.node_address = config.node_address;
   options.code_search_path = JobCodeSearchPath(config);
   options.ns = config.ray_namespace;
-  options.worker = WorkerId::FromRandom();  // a driver is a worker too (Ray's get_worker_id)
   Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(options);
   if (!core.ok()) Throw(Unreachable(core.status()));
   g_core = std::move(*core);
   ++g_generation;
+  g_driver_worker = WorkerId::FromRandom();
   g_cluster = std::move(cluster);
 }
 
@@ -472,7 +474,12 @@ std::string JobIdHex() {
   if (local::LocalRuntime* local = Local()) return local->job_id().Hex();
   return Core().job_id().Hex();
 }
-std::string WorkerIdHex() { return Core().worker_id().Hex(); }
+std::string WorkerIdHex() {
+  const WorkerId& id = Core().worker_id();  // Nil in a driver: its core worker serves no tasks
+  if (!id.IsNil()) return id.Hex();
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_driver_worker.Hex();
+}
 std::string HeadAddress() { return Core().head_address(); }
 
 bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
