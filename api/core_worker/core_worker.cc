@@ -162,6 +162,11 @@ void CoreWorker::Impl::Stop() {
   if (!finished.ok())
     AIRT_LOG(WARNING) << "finishing job " << job_id_.Hex() << ": " << finished.ToString();
   OnLoop([&] { stopping_ = true; });
+  {
+    std::lock_guard<std::mutex> lock(prefetch_mu_);
+    prefetches_.clear();
+  }
+  puller_.reset();  // its connections write into store_
   store_.reset();
   OnLoop([&] { stop_->fulfill(); });
   thread_.join();
