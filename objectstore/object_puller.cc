@@ -161,8 +161,7 @@ class ObjectPuller::Impl : public internal::PeerEvents {
         continue;
       }
       if (auto valid = internal::SplitAddress(request.address); !valid.ok()) {
-        ResolveOne(*state, i,
-                   valid.status().WithContext("object " + request.id.Hex()));
+        ResolveOne(*state, i, valid.status().WithContext("object " + request.id.Hex()));
         continue;
       }
       auto [it, added] = transfers_.try_emplace(request.id);
@@ -235,6 +234,10 @@ class ObjectPuller::Impl : public internal::PeerEvents {
       for (auto& transfer : closing->Close()) Forget(transfer);
       DropPeer(closing.get());
     }
+    {
+      std::lock_guard<std::mutex> lock(counters_mu_);
+      counters_.objects_failed += open.size();
+    }
     for (size_t i : open) ResolveOne(*state, i, why(state->wanted[i]));
   }
 
@@ -303,7 +306,7 @@ class ObjectPuller::Impl : public internal::PeerEvents {
   std::vector<std::weak_ptr<PullBatch::State>> armed_;  // batches with a deadline timer
 
   mutable std::mutex counters_mu_;
-  PullerSnapshot counters_;                                   // guarded by counters_mu_
+  PullerSnapshot counters_;                                    // guarded by counters_mu_
   std::map<std::string, PullerSnapshot::Peer> peer_counters_;  // guarded by counters_mu_
   std::thread thread_;
 };

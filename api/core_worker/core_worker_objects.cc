@@ -272,10 +272,12 @@ std::vector<bool> CoreWorker::Impl::Wait(std::span<const ObjectId> ids, size_t n
   for (const ObjectEntry& entry : *entries) {
     if (!Remote(entry, *store_)) continue;
     if (wanted.empty()) Puller();
-    if (!wanted.empty() && store_capacity_ > 0 && bytes + entry.location->size > store_capacity_ / 2)
+    if (!wanted.empty() && store_capacity_ > 0 &&
+        bytes + entry.location->size > store_capacity_ / 2)
       break;
     bytes += entry.location->size;
-    wanted.push_back(objectstore::PullRequest{entry.location->id, entry.location->transfer_address});
+    wanted.push_back(
+        objectstore::PullRequest{entry.location->id, entry.location->transfer_address});
   }
   if (wanted.empty()) return ready;
   std::unique_ptr<objectstore::PullBatch> batch = Puller().Start(wanted, kPrefetchTimeoutMs);

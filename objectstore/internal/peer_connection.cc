@@ -46,15 +46,15 @@ void PeerConnection::Dial() {
   // Numeric hosts resolve without a lookup; names block this thread for the lookup only.
   auto endpoints = resolver.resolve(host_port->first, host_port->second, ec);
   if (ec) return fail_later(Unavailable("resolve " + address_ + ": " + ec.message()));
-  asio::async_connect(socket_, endpoints,
-                      [self = shared_from_this()](boost::system::error_code error, const auto&) {
-                        if (self->closed_) return;
-                        if (error) {
-                          return self->Fail(
-                              Unavailable("connect to " + self->address_ + ": " + error.message()));
-                        }
-                        self->OnConnected();
-                      });
+  asio::async_connect(
+      socket_, endpoints,
+      [self = shared_from_this()](boost::system::error_code error, const auto&) {
+        if (self->closed_) return;
+        if (error) {
+          return self->Fail(Unavailable("connect to " + self->address_ + ": " + error.message()));
+        }
+        self->OnConnected();
+      });
 }
 
 void PeerConnection::OnConnected() {
@@ -89,17 +89,17 @@ void PeerConnection::FlushWrites() {
   writing_ = true;
   in_write_.swap(outbox_);
   outbox_.clear();
-  asio::async_write(socket_, asio::buffer(in_write_),
-                    [self = shared_from_this()](boost::system::error_code error, size_t) {
-                      self->writing_ = false;
-                      if (self->closed_) return;
-                      if (error) {
-                        return self->Fail(
-                            Unavailable("send to " + self->address_ + ": " + error.message()));
-                      }
-                      self->in_write_.clear();
-                      self->FlushWrites();
-                    });
+  asio::async_write(
+      socket_, asio::buffer(in_write_),
+      [self = shared_from_this()](boost::system::error_code error, size_t) {
+        self->writing_ = false;
+        if (self->closed_) return;
+        if (error) {
+          return self->Fail(Unavailable("send to " + self->address_ + ": " + error.message()));
+        }
+        self->in_write_.clear();
+        self->FlushWrites();
+      });
 }
 
 void PeerConnection::ReadReply() {
@@ -108,15 +108,15 @@ void PeerConnection::ReadReply() {
     return;
   }
   reading_ = true;
-  asio::async_read(socket_, asio::buffer(head_),
-                   [self = shared_from_this()](boost::system::error_code error, size_t) {
-                     if (self->closed_) return;
-                     if (error) {
-                       return self->Fail(Unavailable("receive from " + self->address_ + ": " +
-                                                     error.message()));
-                     }
-                     self->OnHead();
-                   });
+  asio::async_read(
+      socket_, asio::buffer(head_),
+      [self = shared_from_this()](boost::system::error_code error, size_t) {
+        if (self->closed_) return;
+        if (error) {
+          return self->Fail(Unavailable("receive from " + self->address_ + ": " + error.message()));
+        }
+        self->OnHead();
+      });
 }
 
 void PeerConnection::OnHead() {
@@ -131,15 +131,15 @@ void PeerConnection::OnHead() {
                                 std::to_string(message_size) + " bytes)"));
   }
   rest_.assign(message_size + 16, '\0');
-  asio::async_read(socket_, asio::buffer(rest_),
-                   [self = shared_from_this()](boost::system::error_code error, size_t) {
-                     if (self->closed_) return;
-                     if (error) {
-                       return self->Fail(Unavailable("receive from " + self->address_ + ": " +
-                                                     error.message()));
-                     }
-                     self->OnRest();
-                   });
+  asio::async_read(
+      socket_, asio::buffer(rest_),
+      [self = shared_from_this()](boost::system::error_code error, size_t) {
+        if (self->closed_) return;
+        if (error) {
+          return self->Fail(Unavailable("receive from " + self->address_ + ": " + error.message()));
+        }
+        self->OnRest();
+      });
 }
 
 void PeerConnection::OnRest() {
@@ -179,35 +179,35 @@ void PeerConnection::ReadBody() {
   std::vector<asio::mutable_buffer> buffers = {
       asio::buffer(receiving_->data.data(), receiving_->data.size()),
       asio::buffer(receiving_->metadata.data(), receiving_->metadata.size())};
-  asio::async_read(socket_, buffers, TransferAllInLargeChunks(),
-                   [self = shared_from_this()](boost::system::error_code error, size_t) {
-                     if (self->closed_) return;
-                     if (error) {
-                       return self->Fail(Unavailable("receive from " + self->address_ + ": " +
-                                                     error.message()));
-                     }
-                     MutableObject object = std::move(*self->receiving_);
-                     self->receiving_.reset();
-                     Status sealed = self->local_->Seal(object.id);
-                     if (!sealed.ok()) (void)self->local_->Abort(object.id);
-                     self->FinishFront(sealed, object.data.size() + object.metadata.size());
-                   });
+  asio::async_read(
+      socket_, buffers, TransferAllInLargeChunks(),
+      [self = shared_from_this()](boost::system::error_code error, size_t) {
+        if (self->closed_) return;
+        if (error) {
+          return self->Fail(Unavailable("receive from " + self->address_ + ": " + error.message()));
+        }
+        MutableObject object = std::move(*self->receiving_);
+        self->receiving_.reset();
+        Status sealed = self->local_->Seal(object.id);
+        if (!sealed.ok()) (void)self->local_->Abort(object.id);
+        self->FinishFront(sealed, object.data.size() + object.metadata.size());
+      });
 }
 
 void PeerConnection::Discard() {
   if (discard_left_ == 0) return FinishFront(discard_status_, 0);
   if (scratch_.empty()) scratch_.resize(kScratchSize);
   size_t n = static_cast<size_t>(std::min<uint64_t>(discard_left_, scratch_.size()));
-  asio::async_read(socket_, asio::buffer(scratch_.data(), n),
-                   [self = shared_from_this(), n](boost::system::error_code error, size_t) {
-                     if (self->closed_) return;
-                     if (error) {
-                       return self->Fail(Unavailable("receive from " + self->address_ + ": " +
-                                                     error.message()));
-                     }
-                     self->discard_left_ -= n;
-                     self->Discard();
-                   });
+  asio::async_read(
+      socket_, asio::buffer(scratch_.data(), n),
+      [self = shared_from_this(), n](boost::system::error_code error, size_t) {
+        if (self->closed_) return;
+        if (error) {
+          return self->Fail(Unavailable("receive from " + self->address_ + ": " + error.message()));
+        }
+        self->discard_left_ -= n;
+        self->Discard();
+      });
 }
 
 void PeerConnection::FinishFront(Status status, uint64_t bytes) {

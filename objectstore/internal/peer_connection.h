@@ -44,8 +44,7 @@ class PeerEvents {
   // pooled connection was found broken as it was reused, before any reply; or a reply was
   // malformed, and then the first of them fails).
   virtual void Broken(PeerConnection* peer, const Status& error,
-                      std::vector<std::shared_ptr<ObjectTransfer>> unanswered,
-                      bool ask_again) = 0;
+                      std::vector<std::shared_ptr<ObjectTransfer>> unanswered, bool ask_again) = 0;
 };
 
 // "host:port" split; kInvalidArgument naming the address otherwise.
@@ -107,7 +106,7 @@ class PeerConnection : public std::enable_shared_from_this<PeerConnection> {
   std::string rest_;
   uint64_t data_size_ = 0, metadata_size_ = 0;
   std::optional<MutableObject> receiving_;  // created here, being filled
-  uint64_t discard_left_ = 0;                // bytes of a reply read and dropped
+  uint64_t discard_left_ = 0;               // bytes of a reply read and dropped
   Status discard_status_;
   std::vector<uint8_t> scratch_;
 };

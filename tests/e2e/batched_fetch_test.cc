@@ -109,9 +109,8 @@ TEST_F(BatchedFetch, FailsWithDeadlineExceededUnderOneDeadlineWhenThePeerStopsAn
   }
   // Nobody waits on that connection any more: it was closed, and no partial copy is left.
   EXPECT_EQ(puller.Snapshot().connections_open, 0u);
-  EXPECT_TRUE(WaitForStats(c, [](const objectstore::StoreStats& s) {
-    return s.num_creating == 0;
-  }));
+  EXPECT_TRUE(
+      WaitForStats(c, [](const objectstore::StoreStats& s) { return s.num_creating == 0; }));
   // The peer answers again: the next Get redials and gets everything.
   for (const Status& s : puller.PullEach(wanted, 30000)) EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(puller.Snapshot().connections_dialled, 2u);
@@ -156,9 +155,8 @@ TEST_F(BatchedFetch, PeerDyingMidBatchFailsOnlyItsObjects) {
     EXPECT_NE(pulled[i].message().find(a_address), std::string::npos);
     EXPECT_FALSE(c->observer->Contains(wanted[i].id));
   }
-  EXPECT_TRUE(WaitForStats(c, [](const objectstore::StoreStats& s) {
-    return s.num_creating == 0;
-  }));
+  EXPECT_TRUE(
+      WaitForStats(c, [](const objectstore::StoreStats& s) { return s.num_creating == 0; }));
   StopNode(b);
   StopNode(c);
 }
@@ -169,8 +167,8 @@ TEST_F(BatchedFetch, MissingObjectFailsAloneNamingItsIdAndNode) {
   ASSERT_TRUE(a && c);
   ASSERT_NO_FATAL_FAILURE(PutPattern(a, Id(1), kObjectSize));
   ASSERT_NO_FATAL_FAILURE(PutPattern(a, Id(3), kObjectSize));
-  std::vector<PullRequest> wanted = {{Id(1), a->transfer}, {Id(2), a->transfer},
-                                     {Id(3), a->transfer}, {Id(4), "no-port"}};
+  std::vector<PullRequest> wanted = {
+      {Id(1), a->transfer}, {Id(2), a->transfer}, {Id(3), a->transfer}, {Id(4), "no-port"}};
   ObjectPuller puller(c->observer.get());
   std::vector<Status> pulled = puller.PullEach(wanted, 30000);
   EXPECT_TRUE(pulled[0].ok()) << pulled[0].ToString();
