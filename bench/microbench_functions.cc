@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "airt/api.h"
+#include "airt/buffer.h"
 
 // Ray's microbenchmark's `small_value`: a task that does nothing and returns a tiny value, so
 // that what is measured is the runtime's own cost per task.
@@ -21,4 +22,9 @@ std::vector<uint8_t> FilledBytes(int64_t size) {
   return std::vector<uint8_t>(static_cast<size_t>(size), 0x5a);
 }
 
-AIRT_REMOTE(SmallValue, BenchActor::Create, &BenchActor::SmallValue, FilledBytes);
+// fetch_bench's objects: `size` bytes as an airt::Buffer (a msgpack bin, read back as a view).
+airt::Buffer FilledBuffer(int64_t size) {
+  return airt::Buffer(std::vector<uint8_t>(static_cast<size_t>(size), 0x5a));
+}
+
+AIRT_REMOTE(SmallValue, BenchActor::Create, &BenchActor::SmallValue, FilledBytes, FilledBuffer);

@@ -1,5 +1,6 @@
 // TransferServer: an Asio acceptor on its own thread; one Session per connection reads requests,
 // pins the object in the local store, and writes the reply header and the pinned bytes.
+#include <atomic>
 #include <thread>
 
 #include "common/asio.h"
@@ -17,10 +18,20 @@ using internal::WireWriter;
 
 constexpr size_t kRequestSize = 4 + ObjectId::kSize;
 
+// The service's counters (TransferServerSnapshot), written on the io thread, read from any.
+struct Counters {
+  std::atomic<uint64_t> accepted{0}, open{0}, objects{0}, bytes{0};
+};
+
 // Confined to the server's io thread.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, StoreClient* store) : socket_(std::move(socket)), store_(store) {}
+  Session(tcp::socket socket, StoreClient* store, Counters* counters)
+      : socket_(std::move(socket)), store_(store), counters_(counters) {
+    counters_->accepted.fetch_add(1, std::memory_order_relaxed);
+    counters_->open.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~Session() { counters_->open.fetch_sub(1, std::memory_order_relaxed); }
 
   void ReadRequest() {
     asio::async_read(socket_, asio::buffer(request_),
@@ -58,6 +69,9 @@ class Session : public std::enable_shared_from_this<Session> {
       return Write({asio::buffer(header_)});
     }
     pin_ = std::move(*pin);
+    counters_->objects.fetch_add(1, std::memory_order_relaxed);
+    counters_->bytes.fetch_add(pin_.data().size() + pin_.metadata().size(),
+                               std::memory_order_relaxed);
     header_ = internal::ReplyBody(Status::Ok());
     WireWriter(&header_).Put(static_cast<uint64_t>(pin_.data().size()));
     WireWriter(&header_).Put(static_cast<uint64_t>(pin_.metadata().size()));
@@ -75,6 +89,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   tcp::socket socket_;
   StoreClient* store_;
+  Counters* counters_;
   std::array<char, kRequestSize> request_{};
   std::string header_;
   ObjectPin pin_;  // held until its bytes are written
@@ -97,13 +112,21 @@ class TransferServer::Impl {
     thread_ = std::thread([this] { io_.run(); });
   }
   uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  TransferServerSnapshot Snapshot() const {
+    TransferServerSnapshot s;
+    s.connections_accepted = counters_.accepted.load(std::memory_order_relaxed);
+    s.connections_open = counters_.open.load(std::memory_order_relaxed);
+    s.objects_served = counters_.objects.load(std::memory_order_relaxed);
+    s.bytes_served = counters_.bytes.load(std::memory_order_relaxed);
+    return s;
+  }
 
  private:
   void Accept() {
     acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
       if (!ec) {
         socket.set_option(tcp::no_delay(true));
-        std::make_shared<Session>(std::move(socket), store_.get())->ReadRequest();
+        std::make_shared<Session>(std::move(socket), store_.get(), &counters_)->ReadRequest();
       } else if (ec == asio::error::operation_aborted) {
         return;
       }
@@ -113,6 +136,7 @@ class TransferServer::Impl {
 
   // Declared first so it is destroyed last: sessions hold pins of this client.
   std::unique_ptr<StoreClient> store_;
+  Counters counters_;  // before io_: sessions the io_context destroys still count down
   asio::io_context io_;
   tcp::acceptor acceptor_;
   std::thread thread_;
@@ -140,5 +164,6 @@ Result<std::unique_ptr<TransferServer>> TransferServer::Start(Options options) {
 TransferServer::TransferServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TransferServer::~TransferServer() = default;
 uint16_t TransferServer::port() const { return impl_->port(); }
+TransferServerSnapshot TransferServer::Snapshot() const { return impl_->Snapshot(); }
 
 }  // namespace airt::objectstore

@@ -165,6 +165,11 @@ void CoreWorker::Impl::Stop() {
     stopping_ = true;
     EndServing();  // a worker's proto::Worker goes before the store its tasks use
   });
+  {
+    std::lock_guard<std::mutex> lock(prefetch_mu_);
+    prefetches_.clear();
+  }
+  puller_.reset();  // its connections write into store_
   store_.reset();
   OnLoop([&] { stop_->fulfill(); });
   thread_.join();

@@ -28,6 +28,7 @@
 #include "common/inbox.h"
 #include "common/proto/cluster.capnp.h"
 #include "objectstore/object_store.h"
+#include "objectstore/transfer.h"
 
 namespace airt::core {
 
@@ -55,12 +56,9 @@ class CoreWorker::Impl {
   Status GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
                  const std::function<void(size_t, GotObject&)>& use);
   std::vector<bool> Ready(std::span<const ObjectId> ids) const { return memory_.Ready(ids); }
-  std::vector<bool> Wait(std::span<const ObjectId> ids, size_t n, int64_t timeout_ms) {
-    std::vector<bool> ready = memory_.Ready(ids);
-    if (static_cast<size_t>(std::count(ready.begin(), ready.end(), true)) >= n) return ready;
-    Blocked blocked(*this);
-    return memory_.WaitFor(ids, n, timeout_ms);
-  }
+  // Also starts pulling the ready objects that lie on other nodes (one batch per call), so that
+  // a Get after it finds them here.
+  std::vector<bool> Wait(std::span<const ObjectId> ids, size_t n, int64_t timeout_ms);
   const JobId& job_id() const { return job_id_; }
   Result<ActorId> CreateActor(const std::string& factory, std::vector<TaskArgument> args,
                               ActorOptions options);
@@ -166,6 +164,14 @@ class CoreWorker::Impl {
   TaskId driver_task_;
   std::string node_address_, transfer_address_, store_socket_;
   std::unique_ptr<objectstore::StoreClient> store_;
+  // Fetching from other nodes (core_worker_objects.cc): made at the first Get that needs it,
+  // destroyed before store_. Any thread.
+  objectstore::ObjectPuller& Puller();
+  std::once_flag puller_once_;
+  std::unique_ptr<objectstore::ObjectPuller> puller_;
+  uint64_t store_capacity_ = 0;  // set with puller_
+  std::mutex prefetch_mu_;
+  std::vector<std::unique_ptr<objectstore::PullBatch>> prefetches_;  // guarded by prefetch_mu_
   std::atomic<uint32_t> put_index_{0};
   // Loop thread.
   ReferenceCounter refs_{[this](const ObjectId& id) { Free(id); }};

@@ -1,6 +1,8 @@
 // The core worker's objects (puts, gets, reference counting and freeing) and its questions to the
 // head's tables (KV, cluster view). The rest is in core_worker.cc.
 #include <algorithm>
+#include <chrono>
+#include <mutex>
 #include <optional>
 
 #include "api/core_worker/capnp_util.h"
@@ -153,38 +155,142 @@ Result<ObjectId> CoreWorker::Impl::Put(uint64_t size, const std::function<void(u
   return id;
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long the pulls Wait starts in the background may take.
+constexpr int64_t kPrefetchTimeoutMs = 60'000;
+
+// Whether `entry` lies in another node's store and is not in this node's.
+bool Remote(const ObjectEntry& entry, const objectstore::StoreClient& store) {
+  return entry.location && !entry.location->transfer_address.empty() &&
+         !store.Contains(entry.location->id);
+}
+
+}  // namespace
+
+objectstore::ObjectPuller& CoreWorker::Impl::Puller() {
+  std::call_once(puller_once_, [this] {
+    Result<objectstore::StoreStats> stats = store_->Stats();
+    store_capacity_ = stats.ok() ? stats->capacity_bytes : 0;
+    puller_ = std::make_unique<objectstore::ObjectPuller>(store_.get());
+  });
+  return *puller_;
+}
+
 Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
                                  const std::function<void(size_t, GotObject&)>& use) {
+  std::optional<Clock::time_point> deadline;
+  if (timeout_ms >= 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto left = [&]() -> int64_t {
+    if (!deadline) return -1;
+    auto ms = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+    return std::max<int64_t>(ms, 0);
+  };
   std::vector<bool> ready = memory_.Ready(ids);
   std::optional<Blocked> blocked;
   if (std::find(ready.begin(), ready.end(), false) != ready.end()) blocked.emplace(*this);
   AIRT_ASSIGN_OR_RETURN(std::vector<ObjectEntry> entries, memory_.Wait(ids, timeout_ms));
   blocked.reset();
+
+  // The objects on other nodes are pulled in batches (one pipelined stream per node, all nodes
+  // at once, one deadline for the whole Get), a window at a time: a window holds at most half of
+  // this node's store, so that its copies are not evicted by the next window's before they are
+  // read (a Get of more than the store holds still reads every object, in turn).
+  std::vector<Status> pulled(entries.size(), Status::Ok());
+  bool any_remote = std::any_of(entries.begin(), entries.end(),
+                                [&](const ObjectEntry& e) { return Remote(e, *store_); });
+  if (any_remote) Puller();
+  auto pull_window = [&](size_t from) {
+    uint64_t budget = store_capacity_ > 0 ? store_capacity_ / 2 : UINT64_MAX;
+    std::vector<objectstore::PullRequest> wanted;
+    std::vector<size_t> index;
+    uint64_t bytes = 0;
+    size_t end = from;
+    for (; end < entries.size(); ++end) {
+      if (!Remote(entries[end], *store_)) continue;
+      const ObjectLocation& where = *entries[end].location;
+      if (!wanted.empty() && bytes + where.size > budget) break;
+      bytes += where.size;
+      wanted.push_back(objectstore::PullRequest{where.id, where.transfer_address});
+      index.push_back(end);
+    }
+    if (!wanted.empty()) {
+      std::vector<Status> statuses = Puller().PullEach(wanted, left());
+      for (size_t k = 0; k < index.size(); ++k) pulled[index[k]] = std::move(statuses[k]);
+    }
+    return end;
+  };
+
+  size_t window_end = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
+    if (i == window_end && any_remote) {
+      window_end = pull_window(i);
+      // A deadline fails the whole Get, before any object of the window is used.
+      for (size_t j = i; j < window_end; ++j) {
+        if (pulled[j].code() == Code::kDeadlineExceeded) return pulled[j];
+      }
+    }
     GotObject got;
     got.error = entries[i].error;
     got.value = entries[i].value;
     if (entries[i].location) {
       const ObjectLocation& where = *entries[i].location;
-      Status pulled = Status::Ok();
-      if (!store_->Contains(where.id)) {
-        pulled = objectstore::ObjectPuller(store_.get())
-                     .Pull(where.transfer_address, where.id, timeout_ms);
+      if (!pulled[i].ok()) {
+        // This object alone fails (the message names it and its node); the others arrive.
+        got.error = LostObject(where, pulled[i]);
+        use(i, got);
+        continue;
       }
-      // Read in place, pinned only while `use` runs: a Get of more than the store holds reads
-      // one object at a time (spilled ones restored in turn).
-      if (pulled.ok()) {
-        Result<objectstore::ObjectPin> pin = store_->Get(where.id, timeout_ms);
-        if (pin.ok()) got.pin = std::move(*pin);
-        pulled = pin.status();
+      // Read in place, pinned only while `use` runs (or while it keeps the object). The caller's
+      // timeout stays a timeout; a copy that cannot be read is the object's error.
+      Result<objectstore::ObjectPin> pin = store_->Get(where.id, left());
+      if (pin.status().code() == Code::kDeadlineExceeded) return pin.status();
+      if (pin.ok()) {
+        got.pin = std::move(*pin);
+      } else {
+        got.error = LostObject(where, pin.status());
       }
-      // The caller's timeout stays a timeout; a copy that cannot be read is the object's error.
-      if (pulled.code() == Code::kDeadlineExceeded) return pulled;
-      if (!pulled.ok()) got.error = LostObject(where, pulled);
     }
     use(i, got);
   }
   return Status::Ok();
+}
+
+std::vector<bool> CoreWorker::Impl::Wait(std::span<const ObjectId> ids, size_t n,
+                                         int64_t timeout_ms) {
+  std::vector<bool> ready = memory_.Ready(ids);
+  if (static_cast<size_t>(std::count(ready.begin(), ready.end(), true)) < n) {
+    Blocked blocked(*this);
+    ready = memory_.WaitFor(ids, n, timeout_ms);
+  }
+  // Start pulling the ready objects that lie on other nodes (at most half the store's worth).
+  std::vector<ObjectId> ready_ids;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ready[i]) ready_ids.push_back(ids[i]);
+  }
+  if (ready_ids.empty()) return ready;
+  Result<std::vector<ObjectEntry>> entries = memory_.Wait(ready_ids, 0);
+  if (!entries.ok()) return ready;  // one was freed meanwhile: nothing to prefetch for it
+  std::vector<objectstore::PullRequest> wanted;
+  uint64_t bytes = 0;
+  for (const ObjectEntry& entry : *entries) {
+    if (!Remote(entry, *store_)) continue;
+    if (wanted.empty()) Puller();
+    if (!wanted.empty() && store_capacity_ > 0 &&
+        bytes + entry.location->size > store_capacity_ / 2)
+      break;
+    bytes += entry.location->size;
+    wanted.push_back(
+        objectstore::PullRequest{entry.location->id, entry.location->transfer_address});
+  }
+  if (wanted.empty()) return ready;
+  std::unique_ptr<objectstore::PullBatch> batch = Puller().Start(wanted, kPrefetchTimeoutMs);
+  std::lock_guard<std::mutex> lock(prefetch_mu_);
+  std::erase_if(prefetches_, [](const auto& b) { return b->Done(); });
+  prefetches_.push_back(std::move(batch));
+  return ready;
 }
 
 }  // namespace airt::core

@@ -69,6 +69,22 @@ TaskFailure ArgumentFailure(const Status& status) {
   return TaskFailure{kind, status.ToString(), ""};
 }
 
+// The task's object arguments (list elements too) that lie on other nodes and are not here.
+std::vector<objectstore::PullRequest> RemoteArguments(const TaskToRun& task,
+                                                      const objectstore::StoreClient& store) {
+  std::vector<objectstore::PullRequest> wanted;
+  auto add = [&](const TaskArgument& arg) {
+    if (arg.is_object && !arg.transfer_address.empty() && !store.Contains(arg.object_id)) {
+      wanted.push_back(objectstore::PullRequest{arg.object_id, arg.transfer_address});
+    }
+  };
+  for (const TaskArgument& arg : task.args) {
+    add(arg);
+    for (const TaskArgument& element : arg.elements) add(element);
+  }
+  return wanted;
+}
+
 }  // namespace
 
 TaskId CurrentTaskId() {
@@ -79,6 +95,8 @@ TaskId CurrentTaskId() {
 TaskExecutor::TaskExecutor(const internal::FunctionRegistry& registry,
                            objectstore::StoreClient* store, Options options)
     : registry_(registry), store_(store), options_(std::move(options)) {
+  if (options_.puller == nullptr) own_puller_ = std::make_unique<objectstore::ObjectPuller>(store_);
+  puller_ = options_.puller != nullptr ? options_.puller : own_puller_.get();
   if (!options_.on_caller_thread) thread_ = std::thread([this] { Loop(); });
 }
 
@@ -101,9 +119,10 @@ void TaskExecutor::Stop() {
 }
 
 void TaskExecutor::Submit(TaskToRun task, std::function<void(TaskOutcome)> done) {
+  std::unique_ptr<objectstore::PullBatch> prefetch = StartPulls(task);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(Item{std::move(task), std::move(done), nullptr});
+    queue_.push_back(Item{std::move(task), std::move(done), nullptr, std::move(prefetch)});
     queued_.store(queue_.size(), std::memory_order_relaxed);
   }
   wake_.notify_one();
@@ -146,7 +165,8 @@ void TaskExecutor::Loop() {
       if (item.task) running_ids_.push_back(item.task->task_id);
     }
     if (item.task) {
-      TaskOutcome outcome = Run(*item.task);
+      TaskOutcome outcome = RunPrefetched(*item.task, item.prefetch.get());
+      item.prefetch.reset();
       bool start_threads = item.task->kind == TaskKind::kActorCreation && !outcome.failure &&
                            outcome.status.ok() && item.task->max_concurrency > 1;
       if (start_threads) {
@@ -261,11 +281,15 @@ bool TaskExecutor::RunsAlone(const TaskId& task) {
 bool TaskExecutor::CanRunInline(const TaskToRun& task) {
   if (options_.interrupt) return false;  // the loop must stay free to take a cancelTask
   if (task.kind == TaskKind::kActorCreation && task.max_concurrency > 1) return false;
+  // Pulling arguments from other nodes must not hold the RPC loop: such a task is queued.
+  if (!RemoteArguments(task, *store_).empty()) return false;
   std::lock_guard<std::mutex> lock(mu_);
   return queue_.empty() && running_ == 0 && extra_threads_.empty();
 }
 
-TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
+TaskOutcome TaskExecutor::Run(const TaskToRun& task) { return RunPrefetched(task, nullptr); }
+
+TaskOutcome TaskExecutor::RunPrefetched(const TaskToRun& task, objectstore::PullBatch* prefetch) {
   RunningTaskScope scope(task);
   TaskOutcome outcome;
   bool known = static_cast<bool>(options_.fallback) ||
@@ -280,7 +304,9 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
     return outcome;
   }
 
-  // Resolve the arguments: inline bytes as they are, objects pinned in the local store.
+  // Resolve the arguments: inline bytes as they are, objects pinned in the local store (those on
+  // other nodes pulled first, all in one batch).
+  std::unordered_map<ObjectId, Status> failed = FetchArguments(task, prefetch);
   std::vector<objectstore::ObjectPin> pins;
   std::deque<std::string> assembled;  // list arguments' msgpack arrays
   std::vector<std::string_view> args;
@@ -288,7 +314,7 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
   for (size_t i = 0; i < task.args.size(); ++i) {
     const TaskArgument& arg = task.args[i];
     if (arg.is_list) {
-      Result<std::string> array = AssembleList(arg);
+      Result<std::string> array = AssembleList(arg, failed);
       if (!array.ok()) {
         outcome.failure = ArgumentFailure(
             array.status().WithContext("argument " + std::to_string(i) + " of " + Describe(task)));
@@ -302,7 +328,7 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
       args.push_back(arg.inline_bytes);
       continue;
     }
-    Result<objectstore::ObjectPin> pin = Fetch(arg);
+    Result<objectstore::ObjectPin> pin = Fetch(arg, failed);
     if (!pin.ok()) {
       outcome.failure = ArgumentFailure(pin.status().WithContext(
           "argument " + std::to_string(i) + " of " + Describe(task) + ", object " +
@@ -357,7 +383,8 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) {
   return outcome;
 }
 
-Result<std::string> TaskExecutor::AssembleList(const TaskArgument& list) {
+Result<std::string> TaskExecutor::AssembleList(const TaskArgument& list,
+                                               const std::unordered_map<ObjectId, Status>& failed) {
   // A std::vector<T> in msgpack is an array header and then each T: the elements' own bytes.
   std::string array;
   internal::StringSink sink{&array};
@@ -369,7 +396,7 @@ Result<std::string> TaskExecutor::AssembleList(const TaskArgument& list) {
       array += element.inline_bytes;
       continue;
     }
-    Result<objectstore::ObjectPin> pin = Fetch(element);
+    Result<objectstore::ObjectPin> pin = Fetch(element, failed);
     if (!pin.ok()) {
       return pin.status().WithContext("element " + std::to_string(j) + ", object " +
                                       element.object_id.Hex());
@@ -379,12 +406,30 @@ Result<std::string> TaskExecutor::AssembleList(const TaskArgument& list) {
   return array;
 }
 
-Result<objectstore::ObjectPin> TaskExecutor::Fetch(const TaskArgument& arg) {
-  if (!store_->Contains(arg.object_id) && !arg.transfer_address.empty()) {
-    objectstore::ObjectPuller puller(store_);
-    Status pulled = puller.Pull(arg.transfer_address, arg.object_id, options_.fetch_timeout_ms);
-    if (!pulled.ok()) return pulled.WithContext("pulling from " + arg.transfer_address);
+std::unique_ptr<objectstore::PullBatch> TaskExecutor::StartPulls(const TaskToRun& task) {
+  std::vector<objectstore::PullRequest> wanted = RemoteArguments(task, *store_);
+  if (wanted.empty()) return nullptr;
+  return puller_->Start(wanted, options_.fetch_timeout_ms);
+}
+
+std::unordered_map<ObjectId, Status> TaskExecutor::FetchArguments(
+    const TaskToRun& task, objectstore::PullBatch* prefetch) {
+  // What the prefetch did not bring (it failed, or its deadline passed while the task was
+  // queued) is asked for again, under a deadline of its own.
+  if (prefetch != nullptr) prefetch->Wait();
+  std::unordered_map<ObjectId, Status> failed;
+  std::vector<objectstore::PullRequest> wanted = RemoteArguments(task, *store_);
+  if (wanted.empty()) return failed;
+  std::vector<Status> pulled = puller_->PullEach(wanted, options_.fetch_timeout_ms);
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    if (!pulled[i].ok()) failed.emplace(wanted[i].id, std::move(pulled[i]));
   }
+  return failed;
+}
+
+Result<objectstore::ObjectPin> TaskExecutor::Fetch(
+    const TaskArgument& arg, const std::unordered_map<ObjectId, Status>& failed) {
+  if (auto it = failed.find(arg.object_id); it != failed.end()) return it->second;
   // Local (or just pulled): pin it. With no address, wait for it to be sealed here.
   return store_->Get(arg.object_id, options_.fetch_timeout_ms);
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "airt/internal/function_registry.h"
@@ -27,6 +28,11 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "objectstore/object_store.h"
+
+namespace airt::objectstore {
+class ObjectPuller;
+class PullBatch;
+}  // namespace airt::objectstore
 
 namespace airt::worker {
 
@@ -112,6 +118,10 @@ class TaskExecutor {
     // Tasks run on the thread that calls RunQueued (a Python worker's main thread), not on a
     // thread the executor starts.
     bool on_caller_thread = false;
+    // Pulls object arguments from other nodes (shared with the process's core worker, so that
+    // each peer node gets one connection); must outlive the executor. Null: the executor makes
+    // its own over `store`.
+    objectstore::ObjectPuller* puller = nullptr;
   };
 
   // What Cancel did.
@@ -139,6 +149,8 @@ class TaskExecutor {
   void Stop();
 
   // Queues `task`; `done` is called with its outcome on the executor's thread. Thread-safe.
+  // The task's object arguments on other nodes start arriving now (one batch per task, under
+  // fetch_timeout_ms), while the tasks ahead of it run.
   void Submit(TaskToRun task, std::function<void(TaskOutcome)> done);
   // Calls `done` on the executor's thread once every task submitted before it has finished.
   void AfterQueued(std::function<void()> done);
@@ -164,20 +176,33 @@ class TaskExecutor {
     std::optional<TaskToRun> task;  // none: a marker from AfterQueued
     std::function<void(TaskOutcome)> done;
     std::function<void()> marker;
+    std::unique_ptr<objectstore::PullBatch> prefetch;  // the task's arguments arriving, if any
   };
+  // Runs `task`, whose arguments `prefetch` (null: none) has started pulling.
+  TaskOutcome RunPrefetched(const TaskToRun& task, objectstore::PullBatch* prefetch);
+  // Starts pulling the task's object arguments that lie on other nodes; null when there are none.
+  std::unique_ptr<objectstore::PullBatch> StartPulls(const TaskToRun& task);
+  // Waits for `prefetch`, then pulls what is still missing in one batch. The failed objects and
+  // why.
+  std::unordered_map<ObjectId, Status> FetchArguments(const TaskToRun& task,
+                                                      objectstore::PullBatch* prefetch);
   void Loop();
   // Invokes the task's function, factory or method on `args`.
   internal::InvokeOutcome Invoke(const TaskToRun& task, std::span<const std::string_view> args,
                                  std::optional<TaskFailure>* refused);
-  Result<objectstore::ObjectPin> Fetch(const TaskArgument& arg);
+  Result<objectstore::ObjectPin> Fetch(const TaskArgument& arg,
+                                       const std::unordered_map<ObjectId, Status>& failed);
   // A list argument's msgpack array, from its elements' bytes.
-  Result<std::string> AssembleList(const TaskArgument& list);
+  Result<std::string> AssembleList(const TaskArgument& list,
+                                   const std::unordered_map<ObjectId, Status>& failed);
   Status StoreReturns(const TaskToRun& task, std::vector<std::string> values,
                       std::vector<TaskReturnValue>* out);
 
   const internal::FunctionRegistry& registry_;
   objectstore::StoreClient* store_;
   Options options_;
+  std::unique_ptr<objectstore::ObjectPuller> own_puller_;  // when options_.puller is null
+  objectstore::ObjectPuller* puller_;
 
   std::mutex mu_;
   std::condition_variable wake_;

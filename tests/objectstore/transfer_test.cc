@@ -98,6 +98,48 @@ TEST_F(TransferTest, ManyObjectsArePipelinedOnOneConnection) {
   for (uint32_t i = 0; i < 200; ++i) ExpectPattern(ids[i], i, 1000 + i);
 }
 
+TEST_F(TransferTest, PullsReuseOnePooledConnectionPerPeer) {
+  ObjectPuller puller(client_b_.get());
+  for (uint32_t i = 0; i < 5; ++i) {
+    ObjectId id = PutPattern(i, 4096);
+    ASSERT_TRUE(puller.Pull(address_, id, 5000).ok());
+    ExpectPattern(id, i, 4096);
+  }
+  PullerSnapshot s = puller.Snapshot();
+  EXPECT_EQ(s.connections_dialled, 1u);
+  EXPECT_EQ(s.connections_open, 1u);
+  EXPECT_EQ(s.objects_pulled, 5u);
+  EXPECT_EQ(transfer_->Snapshot().connections_accepted, 1u);
+  EXPECT_EQ(transfer_->Snapshot().objects_served, 5u);
+}
+
+TEST_F(TransferTest, BrokenPooledConnectionIsDroppedAndRedialled) {
+  ObjectPuller puller(client_b_.get());
+  ASSERT_TRUE(puller.Pull(address_, PutPattern(1, 4096), 5000).ok());
+  uint16_t port = transfer_->port();
+  transfer_.reset();  // the peer restarts: the pooled connection is cut
+  auto server = TransferServer::Start({a_->socket_path(), "127.0.0.1", port});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  transfer_ = std::move(*server);
+  ObjectId second = PutPattern(2, 4096);
+  Status s = puller.Pull(address_, second, 5000);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  ExpectPattern(second, 2, 4096);
+  EXPECT_EQ(puller.Snapshot().connections_dialled, 2u);
+}
+
+TEST_F(TransferTest, ConcurrentPullsOfOneObjectRequestItOnce) {
+  ObjectPuller puller(client_b_.get());
+  ObjectId id = PutPattern(1, 8 << 20);
+  std::vector<PullRequest> wanted = {{id, address_}, {id, address_}};
+  auto first = puller.Start(wanted, 10000);
+  auto second = puller.Start(wanted, 10000);
+  for (const Status& st : first->Wait()) EXPECT_TRUE(st.ok()) << st.ToString();
+  for (const Status& st : second->Wait()) EXPECT_TRUE(st.ok()) << st.ToString();
+  ExpectPattern(id, 1, 8 << 20);
+  EXPECT_EQ(transfer_->Snapshot().objects_served, 1u);
+}
+
 TEST_F(TransferTest, MissingObjectIsNotFoundAndNothingIsCreated) {
   ObjectId present = PutPattern(1, 10);
   ObjectId missing = NewId(2);
@@ -105,7 +147,7 @@ TEST_F(TransferTest, MissingObjectIsNotFoundAndNothingIsCreated) {
   Status s = ObjectPuller(client_b_.get()).Pull(address_, ids, 10000);
   EXPECT_EQ(s.code(), Code::kNotFound);
   EXPECT_NE(s.message().find(missing.Hex()), std::string::npos);
-  EXPECT_TRUE(client_b_->Contains(present));  // what came before the failure is kept
+  EXPECT_TRUE(client_b_->Contains(present));  // the others still arrive
   EXPECT_FALSE(client_b_->Contains(missing));
   EXPECT_EQ(b_->Stats().num_creating, 0u);
 }
