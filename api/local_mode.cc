@@ -6,12 +6,13 @@
 
 #include "airt/internal/function_registry.h"
 #include "airt/internal/serialization.h"
+#include "api/internal/error_kinds.h"
 
 namespace airt::local {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using core::ObjectErrorKind;
+using core::ErrorKind;
 
 constexpr std::string_view kMsgpackNil = "\xc0";  // a void function's "done"
 constexpr size_t kMaxNamesListed = 20;
@@ -54,17 +55,17 @@ class RunningTaskScope {
 std::vector<LocalObject> Outcome(const std::string& function, internal::InvokeOutcome invoked,
                                  size_t num_returns) {
   std::vector<LocalObject> out(num_returns);
-  auto fail_all = [&](ObjectErrorKind kind, const std::string& message) {
-    for (LocalObject& o : out) o.error = core::ObjectError{kind, function, message};
+  auto fail_all = [&](ErrorKind kind, const std::string& message, const std::string& data = "") {
+    for (LocalObject& o : out) o.error = core::ObjectError{kind, function, message, data};
     return out;
   };
-  if (invoked.kind != internal::InvokeOutcome::Kind::kOk) {
-    return fail_all(ObjectErrorKind::kTaskError, invoked.error);
+  if (!invoked.ok()) {
+    return fail_all(internal::ToProto(*invoked.failure), invoked.error, invoked.data);
   }
   std::vector<std::string>& values = invoked.returns;
   if (values.empty() && num_returns == 1) values.emplace_back(kMsgpackNil);
   if (values.size() != num_returns) {
-    return fail_all(ObjectErrorKind::kTaskError,
+    return fail_all(ErrorKind::USER_EXCEPTION,
                     "'" + function + "' returns " + std::to_string(values.size()) +
                         " value(s), the task asks for " + std::to_string(num_returns));
   }
@@ -135,7 +136,7 @@ void LocalRuntime::Store(const ObjectId& id, LocalObject object) {
   changed_.notify_all();
 }
 
-void LocalRuntime::Fail(const std::vector<ObjectId>& ids, ObjectErrorKind kind,
+void LocalRuntime::Fail(const std::vector<ObjectId>& ids, ErrorKind kind,
                         const std::string& function, const std::string& message) {
   for (const ObjectId& id : ids) {
     LocalObject failed;
@@ -257,7 +258,7 @@ std::vector<ObjectId> LocalRuntime::SubmitTask(const std::string& function,
   ReapFinished();
   if (stopping_) {
     for (const ObjectId& id : returns) {
-      objects_.emplace(id, LocalObject{nullptr, core::ObjectError{ObjectErrorKind::kUnavailable,
+      objects_.emplace(id, LocalObject{nullptr, core::ObjectError{ErrorKind::UNAVAILABLE,
                                                                   function, "shut down"}});
     }
     return returns;
@@ -276,7 +277,7 @@ void LocalRuntime::RunTask(const TaskId& task, const std::string& function,
                            const std::vector<ObjectId>& returns) {
   const internal::Invoker* invoker = internal::FunctionRegistry::Global().Find(function);
   if (invoker == nullptr) {
-    Fail(returns, ObjectErrorKind::kFunctionNotFound, function, NotRegistered(function));
+    Fail(returns, ErrorKind::FUNCTION_NOT_FOUND, function, NotRegistered(function));
     return;
   }
   std::optional<core::ObjectError> failed;
@@ -345,7 +346,7 @@ std::vector<ObjectId> LocalRuntime::SubmitActorTask(const ActorId& id, const std
     }
   }
   if (!dead_because.empty()) {
-    Fail(returns, ObjectErrorKind::kActorDied, method, dead_because);
+    Fail(returns, ErrorKind::ACTOR_DIED, method, dead_because);
   } else {
     changed_.notify_all();
   }
@@ -383,7 +384,7 @@ void LocalRuntime::RunCall(Actor* actor, Call& call) {
     if (actor->dead) dead_because = "the actor is dead: " + actor->death_cause;
   }
   if (!dead_because.empty()) {
-    Fail(call.returns, ObjectErrorKind::kActorDied, call.function, dead_because);
+    Fail(call.returns, ErrorKind::ACTOR_DIED, call.function, dead_because);
     return;
   }
   const internal::FunctionRegistry& registry = internal::FunctionRegistry::Global();
@@ -423,7 +424,7 @@ void LocalRuntime::RunCall(Actor* actor, Call& call) {
       why = "an argument of its constructor failed: " + failed->message;
     } else if (!not_found.empty()) {
       why = not_found;
-    } else if (invoked.kind != internal::InvokeOutcome::Kind::kOk) {
+    } else if (!invoked.ok()) {
       why = "its constructor threw: " + invoked.error;
     } else if (!invoked.instance) {
       why = "'" + call.function + "' is not an actor factory (a function returning T*)";
@@ -445,13 +446,13 @@ void LocalRuntime::RunCall(Actor* actor, Call& call) {
     std::string why = actor->dead ? "the actor died while running the call: " + actor->death_cause
                                   : "the actor was restarted while running the call";
     out.assign(call.returns.size(), LocalObject{nullptr, core::ObjectError{
-                                                             ObjectErrorKind::kActorDied,
+                                                             ErrorKind::ACTOR_DIED,
                                                              call.function, why}});
   } else if (failed) {
     out.assign(call.returns.size(), LocalObject{nullptr, failed});
   } else if (!not_found.empty()) {
     out.assign(call.returns.size(),
-               LocalObject{nullptr, core::ObjectError{ObjectErrorKind::kFunctionNotFound,
+               LocalObject{nullptr, core::ObjectError{ErrorKind::FUNCTION_NOT_FOUND,
                                                       call.function, not_found}});
   } else {
     out = Outcome(call.function, std::move(invoked), call.returns.size());
@@ -468,7 +469,7 @@ void LocalRuntime::MarkDead(Actor& actor, const std::string& cause) {
   actor.exit_requested = false;
   for (Call& call : actor.queue) {
     for (const ObjectId& id : call.returns) {
-      objects_.emplace(id, LocalObject{nullptr, core::ObjectError{ObjectErrorKind::kActorDied,
+      objects_.emplace(id, LocalObject{nullptr, core::ObjectError{ErrorKind::ACTOR_DIED,
                                                                   call.function,
                                                                   "the actor is dead: " + cause}});
     }

@@ -91,7 +91,7 @@ class LocalRuntime {
   };
 
   void Store(const ObjectId& id, LocalObject object);
-  void Fail(const std::vector<ObjectId>& ids, core::ObjectErrorKind kind,
+  void Fail(const std::vector<ObjectId>& ids, core::ErrorKind kind,
             const std::string& function, const std::string& message);
   // The arguments' bytes (reference arguments waited for), or the error of the first that failed.
   Result<std::vector<std::string>> Resolve(const std::vector<core::TaskArgument>& args,
