@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <set>
 #include <memory>
+#include <set>
 #include <unordered_map>
 #include <vector>
 

@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
   }
   uint bound_port = listener->getPort();
 
-  // The store outlives the server below (declared after it is destroyed) and is destroyed before
-  // the event loop its writes answer on.
+  // Declared after the event loop its writes answer on and before the server that uses it, so it
+  // is destroyed after the server and before the loop.
   std::unique_ptr<airt::head::MetadataStore> store;
   if (redis) {
     auto connected = airt::head::RedisMetadataStore::Connect(*redis);

@@ -137,22 +137,21 @@ void HeadServer::RunCommits() {
     }
     writing_ = true;
     WriteBatch rows = std::move(change->rows);
-    tasks_.add(store_.Write(std::move(rows))
-                   .catch_([](kj::Exception&& e) {
-                     return Status(Internal(e.getDescription().cStr()));
-                   })
-                   .then([this, change = std::move(*change),
-                          done = kj::mv(next.done)](Status written) mutable {
-                     if (written.ok()) {
-                       change.Apply();
-                     } else {
-                       written = written.WithContext(change.what);
-                       AIRT_LOG(WARNING) << written.ToString() << "; nothing changed";
-                     }
-                     done->fulfill(std::move(written));
-                     writing_ = false;
-                     RunCommits();
-                   }));
+    tasks_.add(
+        store_.Write(std::move(rows))
+            .catch_([](kj::Exception&& e) { return Status(Internal(e.getDescription().cStr())); })
+            .then([this, change = std::move(*change),
+                   done = kj::mv(next.done)](Status written) mutable {
+              if (written.ok()) {
+                change.Apply();
+              } else {
+                written = written.WithContext(change.what);
+                AIRT_LOG(WARNING) << written.ToString() << "; nothing changed";
+              }
+              done->fulfill(std::move(written));
+              writing_ = false;
+              RunCommits();
+            }));
   }
 }
 
@@ -176,7 +175,8 @@ kj::Promise<std::vector<NodeId>> HeadServer::CheckLiveness() {
 kj::Promise<void> HeadServer::WatchLiveness(kj::Timer& timer, kj::Duration interval) {
   return timer.afterDelay(interval)
       .then([this] { return CheckLiveness(); })
-      .then([this, &timer, interval](std::vector<NodeId>) { return WatchLiveness(timer, interval); });
+      .then(
+          [this, &timer, interval](std::vector<NodeId>) { return WatchLiveness(timer, interval); });
 }
 
 // ---- nodes ------------------------------------------------------------------------------------
@@ -408,16 +408,16 @@ kj::Promise<void> HeadServer::killActor(KillActorContext context) {
   if (!cause.ok()) return Fail(cause.status());
   if (cause->empty()) *cause = kDefaultKillCause;
   auto killed = std::make_shared<internal::ActorRecord>();
-  return Answer(Commit([this, id = *id, cause = std::move(*cause),
-                        killed]() -> Result<internal::Change> {
-                  AIRT_ASSIGN_OR_RETURN(internal::Staged<internal::ActorRecord> staged,
-                                        actors_->Kill(id, cause));
-                  *killed = std::move(staged.value);
-                  return std::move(staged.change);
-                }),
-                [context, killed]() mutable {
-                  internal::FillActorInfo(*killed, context.getResults().initInfo());
-                });
+  return Answer(
+      Commit([this, id = *id, cause = std::move(*cause), killed]() -> Result<internal::Change> {
+        AIRT_ASSIGN_OR_RETURN(internal::Staged<internal::ActorRecord> staged,
+                              actors_->Kill(id, cause));
+        *killed = std::move(staged.value);
+        return std::move(staged.change);
+      }),
+      [context, killed]() mutable {
+        internal::FillActorInfo(*killed, context.getResults().initInfo());
+      });
 }
 
 kj::Promise<void> HeadServer::placeActor(PlaceActorContext context) {

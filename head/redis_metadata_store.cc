@@ -1,13 +1,13 @@
 #include "head/redis_metadata_store.h"
 
-#include <hiredis/hiredis.h>
-#include <sys/time.h>
-
 #include <charconv>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
 
 #include "common/logging.h"
 
@@ -151,8 +151,8 @@ class RedisMetadataStore::Worker {
       }
     }
     for (Job& job : jobs) {
-      job.done->fulfill(Unavailable(last_error_.empty() ? where_ + " cannot be reached"
-                                                        : last_error_));
+      job.done->fulfill(
+          Unavailable(last_error_.empty() ? where_ + " cannot be reached" : last_error_));
     }
   }
 
@@ -198,8 +198,8 @@ class RedisMetadataStore::Worker {
       Result<Reply> reply = ReadReply();
       if (!reply.ok()) return reply.status();
       if ((*reply)->type == REDIS_REPLY_ERROR && first.ok()) {
-        first = Unavailable(where_ + " refused the write: " +
-                            std::string((*reply)->str, (*reply)->len));
+        first = Unavailable(where_ +
+                            " refused the write: " + std::string((*reply)->str, (*reply)->len));
       } else if (i == commands + 1 && (*reply)->type != REDIS_REPLY_ARRAY && first.ok()) {
         first = Unavailable(where_ + " discarded the write");
       }
@@ -255,8 +255,8 @@ class RedisMetadataStore::Worker {
     Status written = ReadBatchReply(all.size());
     if (!written.ok()) return written;
     if (restore) {
-      AIRT_LOG(WARNING) << where_ << " came back without the head's rows (its marker "
-                        << marker << " is gone); wrote all " << all.size() - 1 << " rows again";
+      AIRT_LOG(WARNING) << where_ << " came back without the head's rows (its marker " << marker
+                        << " is gone); wrote all " << all.size() - 1 << " rows again";
     }
     return Status::Ok();
   }
@@ -316,9 +316,9 @@ class RedisMetadataStore::Worker {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;     // guarded by mu_
+  bool stop_ = false;      // guarded by mu_
   std::deque<Job> queue_;  // guarded by mu_
-  Rows rows_;             // guarded by mu_: what Redis holds under the prefix, as confirmed
+  Rows rows_;              // guarded by mu_: what Redis holds under the prefix, as confirmed
 };
 
 Result<std::unique_ptr<RedisMetadataStore>> RedisMetadataStore::Connect(

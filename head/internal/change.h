@@ -19,7 +19,8 @@ namespace airt::head::internal {
 
 struct Change {
   WriteBatch rows;
-  std::string what;  // what the change does, as context for the store's error ("registering node ..")
+  std::string
+      what;  // what the change does, as context for the store's error ("registering node ..")
   std::vector<std::function<void()>> on_written;  // run in order by Apply
 
   // Appends `other`'s rows and memory updates after this change's own.

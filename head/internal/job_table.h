@@ -1,7 +1,7 @@
 // The job table: one job per driver, with ids handed out from a counter. Rows go through the
-// MetadataStore as staged Changes (change.h) ("job:<8 hex digits of the counter>"). Each finish is numbered (1, 2, ...) so that
-// nodes can ask which jobs finished since the number they saw last. Confined to the head's loop
-// thread.
+// MetadataStore as staged Changes (change.h) ("job:<8 hex digits of the counter>"). Each finish is
+// numbered (1, 2, ...) so that nodes can ask which jobs finished since the number they saw last.
+// Confined to the head's loop thread.
 #pragma once
 
 #include <cstddef>

@@ -90,8 +90,8 @@ Change NodeTable::Register(NodeInfo info) {
     Entry& e = by_seq_[seq];
     if (e.seq != 0 && !e.alive) --dead_;
     AIRT_LOG(INFO) << "node " << Short(info.id) << " "
-                   << (e.seq != 0 ? "re-registered" : "registered") << " at " << info.address
-                   << ":" << info.node_port << " with " << info.total.size() << " resources, "
+                   << (e.seq != 0 ? "re-registered" : "registered") << " at " << info.address << ":"
+                   << info.node_port << " with " << info.total.size() << " resources, "
                    << info.gpu_ids.size() << " GPUs";
     e.seq = seq;
     e.alive = true;

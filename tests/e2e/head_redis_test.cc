@@ -39,8 +39,8 @@ std::string RedisServerBinary() {
   for (size_t start = 0; start <= dirs.size();) {
     size_t end = dirs.find(':', start);
     if (end == std::string::npos) end = dirs.size();
-    std::filesystem::path candidate = std::filesystem::path(dirs.substr(start, end - start)) /
-                                      "redis-server";
+    std::filesystem::path candidate =
+        std::filesystem::path(dirs.substr(start, end - start)) / "redis-server";
     if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
     start = end + 1;
   }
@@ -110,17 +110,25 @@ class HeadRedisTest : public ::testing::Test {
   void StartRedis(const std::string& password = "") {
     std::string dir = dir_.File("redis-" + std::to_string(++redis_starts_));
     std::filesystem::create_directories(dir);
-    std::vector<std::string> argv = {redis_bin_,    "--port",       std::to_string(redis_port_),
-                                     "--bind",      "127.0.0.1",    "--daemonize",
-                                     "no",          "--save",       "",
-                                     "--appendonly", "no",          "--dir",
+    std::vector<std::string> argv = {redis_bin_,
+                                     "--port",
+                                     std::to_string(redis_port_),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--daemonize",
+                                     "no",
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--dir",
                                      dir};
     if (!password.empty()) argv.insert(argv.end(), {"--requirepass", password});
     logs_.push_back(dir + "/redis.log");
     redis_ = std::make_unique<testing::ChildProcess>(argv, logs_.back());
     ASSERT_TRUE(redis_->started());
-    ASSERT_TRUE(testing::WaitUntil([&] { return Accepts(redis_port_) || !redis_->Running(); },
-                                   10s));
+    ASSERT_TRUE(
+        testing::WaitUntil([&] { return Accepts(redis_port_) || !redis_->Running(); }, 10s));
     ASSERT_TRUE(redis_->Running()) << "redis-server exited";
   }
   void StopRedis() {
@@ -379,6 +387,23 @@ TEST_F(HeadRedisTest, TakenPortNamesWhatHoldsItAndTheFlag) {
                      std::to_string(redis_->pid()) + "); choose another with --port"),
             std::string::npos)
       << out;
+}
+
+TEST_F(HeadRedisTest, AnUnreachableOrMalformedRedisAddressStopsTheHeadWithAClearError) {
+  std::string unreachable = dir_.File("unreachable.log");
+  testing::ChildProcess down({AIRT_HEAD_BIN, "--port=0", RedisFlag()}, unreachable);
+  EXPECT_EQ(down.Wait(30s), 1);
+  EXPECT_NE(testing::ReadFile(unreachable)
+                .find("Redis at 127.0.0.1:" + std::to_string(redis_port_) + " cannot be reached"),
+            std::string::npos)
+      << testing::ReadFile(unreachable);
+
+  std::string malformed = dir_.File("malformed.log");
+  testing::ChildProcess bad({AIRT_HEAD_BIN, "--port=0", "--redis-address=nohost"}, malformed);
+  EXPECT_EQ(bad.Wait(30s), 2) << "a usage error";
+  EXPECT_NE(testing::ReadFile(malformed).find("--redis-address 'nohost' names no host and port"),
+            std::string::npos)
+      << testing::ReadFile(malformed);
 }
 
 }  // namespace

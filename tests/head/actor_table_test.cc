@@ -83,7 +83,8 @@ TEST_F(ActorTableTest, RegisterRefusesAnIdTwiceAndANameTakenInItsNamespace) {
   EXPECT_EQ(taken.code(), Code::kAlreadyExists);
   EXPECT_EQ(taken.message(), "the actor name 'trainer' in namespace 'team' exists already (actor " +
                                  first.id.Hex() + ")");
-  EXPECT_TRUE(commit_(actors_.Register(Actor("trainer", "other-team"))).ok()) << "another namespace";
+  EXPECT_TRUE(commit_(actors_.Register(Actor("trainer", "other-team"))).ok())
+      << "another namespace";
   EXPECT_TRUE(commit_(actors_.Register(Actor())).ok()) << "unnamed actors never clash";
   EXPECT_TRUE(commit_(actors_.Register(Actor())).ok());
 }
@@ -243,7 +244,8 @@ TEST_F(ActorTableTest, LoadRestoresEveryActorAndItsNames) {
   ActorRecord named = Actor("trainer", "team");
   ActorRecord dead = Actor("old", "team");
   ActorRecord updated = Alive(Actor());
-  for (const ActorRecord& a : {named, dead, updated}) ASSERT_TRUE(commit_(actors_.Register(a)).ok());
+  for (const ActorRecord& a : {named, dead, updated})
+    ASSERT_TRUE(commit_(actors_.Register(a)).ok());
   ASSERT_TRUE(commit_(actors_.Kill(dead.id, "ray.kill")).ok());
   ASSERT_TRUE(commit_(actors_.Update(updated)).ok());
 

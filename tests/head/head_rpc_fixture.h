@@ -10,8 +10,8 @@
 #include <string>
 
 #include <capnp/ez-rpc.h>
-#include <kj/async-io.h>
 #include <gtest/gtest.h>
+#include <kj/async-io.h>
 
 #include "common/ids.h"
 #include "common/proto/cluster.capnp.h"

@@ -244,8 +244,8 @@ TEST_F(HeadServerTest, ConcurrentCallsApplyInOrderAndAnswerOnlyOnceWritten) {
     auto request = head().kvPutRequest();
     request.setNamespace("ns");
     request.setKey("k");
-    request.setValue(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(value.data()),
-                                         value.size()));
+    request.setValue(
+        capnp::Data::Reader(reinterpret_cast<const kj::byte*>(value.data()), value.size()));
     request.setOverwrite(false);
     return request.send();
   };

@@ -173,7 +173,8 @@ TEST_F(JobTableTest, FailedFinishLeavesTheJobRunning) {
 }
 
 TEST_F(JobTableTest, FinishesAreNumberedAndFinishedSinceAnswersTheNewOnes) {
-  JobId a = *commit_(jobs_.Register(1, "a")), b = *commit_(jobs_.Register(2, "b")), c = *commit_(jobs_.Register(3, "c"));
+  JobId a = *commit_(jobs_.Register(1, "a")), b = *commit_(jobs_.Register(2, "b")),
+        c = *commit_(jobs_.Register(3, "c"));
   EXPECT_EQ(jobs_.FinishedSince(0).seq, 0u);
   EXPECT_TRUE(jobs_.FinishedSince(0).jobs.empty());
   ASSERT_TRUE(commit_(jobs_.Finish(b)).ok());

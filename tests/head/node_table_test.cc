@@ -1,9 +1,9 @@
 // The node table with a manual clock: registration, heartbeats, liveness, persistence.
 #include "head/internal/node_table.h"
-#include "head/internal/wire.h"
 
 #include <gtest/gtest.h>
 
+#include "head/internal/wire.h"
 #include "tests/head/head_doubles.h"
 
 namespace airt::head::internal {
