@@ -240,6 +240,8 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
   options.num_returns = static_cast<uint32_t>(std::max(settings.num_returns, 1));
   options.max_retries = static_cast<uint32_t>(settings.max_retries < 0 ? 0 : settings.max_retries);
   options.python = settings.python;
+  options.stream.streaming = settings.streaming;
+  options.stream.backpressure = settings.generator_backpressure;
   return Binaries(Core().SubmitTask(function, CoreArguments(std::move(args)), options));
 }
 
@@ -407,6 +409,40 @@ std::vector<bool> WaitReady(const std::vector<std::string>& ids, int num_ready,
   std::vector<ObjectId> object_ids;
   for (const std::string& id : ids) object_ids.push_back(IdOf(id));
   return Core().Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
+}
+
+// Streaming generators (airt/generator.h).
+std::vector<std::string> SubmitStreamingActorTask(const std::string& actor_id,
+                                                  const std::string& method,
+                                                  std::vector<Argument> args, int backpressure) {
+  return Binaries(Core().SubmitActorTask(ActorIdOf(actor_id), method,
+                                         CoreArguments(std::move(args)), 1,
+                                         core::StreamOptions{true, backpressure}));
+}
+
+std::string NextGeneratorItem(const std::string& completed, int64_t timeout_ms) {
+  Result<std::optional<ObjectId>> next = Core().NextGeneratorItem(IdOf(completed), timeout_ms);
+  if (!next.ok()) {
+    if (next.status().code() == Code::kDeadlineExceeded) throw TimeoutError(next.status().message());
+    if (next.status().code() == Code::kNotFound) throw Exception(next.status().ToString());
+    throw UnavailableError(next.status().ToString());
+  }
+  return *next ? (*next)->Binary() : std::string();
+}
+
+std::shared_ptr<void> HoldGenerator(const std::string& completed) {
+  std::shared_ptr<void> reference = HoldObject(completed);
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_core) return reference;
+    generation = g_generation;
+  }
+  ObjectId id = IdOf(completed);
+  return std::shared_ptr<void>(nullptr, [id, generation, reference](void*) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_core && g_generation == generation) g_core->DropGenerator(id);
+  });
 }
 
 }  // namespace internal

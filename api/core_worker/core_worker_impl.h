@@ -19,6 +19,7 @@
 
 #include "api/core_worker/actor_manager.h"
 #include "api/core_worker/core_worker.h"
+#include "api/core_worker/generator_stream.h"
 #include "api/core_worker/memory_store.h"
 #include "api/core_worker/reference_counter.h"
 #include "api/core_worker/task_dispatcher.h"
@@ -60,7 +61,11 @@ class CoreWorker::Impl {
   Result<ActorId> CreateActor(const std::string& factory, std::vector<TaskArgument> args,
                               ActorOptions options);
   std::vector<ObjectId> SubmitActorTask(const ActorId& actor, const std::string& method,
-                                        std::vector<TaskArgument> args, uint32_t num_returns);
+                                        std::vector<TaskArgument> args, uint32_t num_returns,
+                                        StreamOptions stream);
+  // Streaming generators: generator_calls.cc.
+  Result<std::optional<ObjectId>> NextGeneratorItem(const ObjectId& completed, int64_t timeout_ms);
+  void DropGenerator(const ObjectId& completed);
   Result<ActorId> GetActor(const std::string& name, const std::string& ns);
   Status KillActor(const ActorId& actor, bool no_restart);
   Status CancelTask(const ObjectId& object, bool force, bool recursive);
@@ -126,6 +131,11 @@ class CoreWorker::Impl {
   // nodes that hold it (when it arrives, if it is not there yet).
   void Free(const ObjectId& id);
   void FlushRemoteFrees();
+  // Makes `task` a streaming one (StreamOptions): its stream is open from now on. Any thread,
+  // before the task is posted to the loop.
+  void OpenStream(PendingTask& task, const StreamOptions& stream);
+  // Frees the copy of `id` in the store of the node at `node`, leaving the owner's entry alone.
+  void FreeAt(const std::string& node, const ObjectId& id);
   // A new task of `kind` with `num_returns` return ids (at least one).
   kj::Own<PendingTask> NewTask(proto::TaskKind kind, const ActorId& actor, std::string function,
                                std::vector<TaskArgument> args, uint32_t num_returns);
@@ -148,6 +158,7 @@ class CoreWorker::Impl {
   std::map<std::string, std::vector<ObjectId>> remote_frees_;  // by node, sent once per loop turn
   std::unordered_map<TaskId, PendingTask*> live_tasks_;  // normal tasks submitted, not yet done
   bool stopping_ = false;  // no frees once the connections are closing
+  GeneratorStreams generators_;  // the open streams (thread-safe)
 };
 
 }  // namespace airt::core

@@ -68,6 +68,7 @@ void FillTaskSpec(const PendingTask& task, const JobId& job, proto::TaskSpec::Bu
   spec.setKind(task.kind);
   if (task.kind != proto::TaskKind::NORMAL) spec.setActorId(AsData(task.actor_id.Binary()));
   spec.setMaxConcurrency(task.max_concurrency);
+  if (task.stream) spec.setGeneratorSink(MakeGeneratorSink(task.stream));
   auto args = spec.initArgs(static_cast<uint>(task.args.size()));
   // A resolved reference: its value inline when the owner has it, else where it lies.
   auto set_resolved = [](const ObjectEntry& dep, proto::TaskArg::Builder out) {

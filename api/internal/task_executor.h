@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "airt/generator.h"
 #include "airt/internal/function_registry.h"
 #include "common/ids.h"
 #include "common/status.h"
@@ -61,6 +62,9 @@ struct TaskToRun {
   std::string name;  // the user's name for the task, for logs
   std::vector<TaskArgument> args;
   uint32_t num_returns = 0;
+  // A streaming generator's task: where its items go (its thread's ThisThreadsGenerator while it
+  // runs). Such a task never runs inline on the event loop, which carries its items.
+  std::shared_ptr<internal::GeneratorEmitter> generator;
 };
 
 struct TaskFailure {
@@ -148,6 +152,10 @@ class TaskExecutor {
   // nothing is queued or running here, and no actor's methods run on several threads (an
   // actor's creation that asks for several must go through the queue, which starts them).
   bool CanRunInline(const TaskToRun& task);
+  // Keeps one value `task` made as a return: inline when small, else put in the node's store as
+  // `id` (a re-run finding it there already is fine). kResourceExhausted: the store is full.
+  // Thread-safe.
+  Result<TaskReturnValue> KeepValue(const ObjectId& id, std::string bytes);
 
  private:
   struct Item {

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "airt/generator.h"
 #include "airt/internal/function_registry.h"
 #include "airt/internal/serialization.h"
 
@@ -173,6 +174,11 @@ struct TaskSettings {
   int max_retries = 3;
   int num_returns = 1;
   bool python = false;  // a Python function (the airt package's): runs on a Python worker
+  // A generator's task (airt/generator.h): its items stream back while it runs.
+  bool streaming = false;
+  // Streaming: at most this many items ahead of the consumer (Ray's
+  // _generator_backpressure_num_objects); <= 0: no limit, Ray's default.
+  int generator_backpressure = -1;
 };
 
 // The cluster's nodes as the head sees them (the Python client's ray.nodes() and resources).
@@ -193,6 +199,11 @@ std::optional<std::string> KvGet(const std::string& ns, const std::string& key);
 
 std::vector<std::string> SubmitTask(const std::string& function, std::vector<Argument> args,
                                     const TaskSettings& settings);
+// Calls a generator method of the actor `actor_id` (airt/generator.h): the id of its completion,
+// which NextGeneratorItem takes.
+std::vector<std::string> SubmitStreamingActorTask(const std::string& actor_id,
+                                                  const std::string& method,
+                                                  std::vector<Argument> args, int backpressure);
 // The name the function at `address` was registered under; throws Exception naming `what`
 // ("function", "actor factory") when it was not registered.
 std::string RegisteredName(const void* address, const char* what);
@@ -295,6 +306,12 @@ class TaskOptions : public SchedulingOptions<Self, TaskSettings> {
     this->settings_.max_retries = max_retries;
     return this->self();
   }
+  // A generator task (airt::Generator<T>) makes at most `items` items ahead of what its
+  // consumer took; <= 0 (the default): no limit.
+  Self& SetGeneratorBackpressure(int items) {
+    this->settings_.generator_backpressure = items;
+    return this->self();
+  }
 };
 
 }  // namespace internal
@@ -305,14 +322,22 @@ class TaskCaller : public internal::TaskOptions<TaskCaller<R, P...>> {
  public:
   explicit TaskCaller(R (*fn)(P...)) : fn_(fn) {}
 
-  // Each argument is a value of the parameter's type or an ObjectRef to one.
+  // Each argument is a value of the parameter's type or an ObjectRef to one. An ObjectRef<R>, or
+  // for a generator (R = Generator<T>) an ObjectRefGenerator<T> whose items stream in.
   template <typename... A>
-  ObjectRef<R> Remote(A&&... args) {
+  auto Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "Remote takes one argument per parameter");
     std::string name = internal::RegisteredName(reinterpret_cast<const void*>(fn_), "function");
     std::vector<internal::Argument> arguments = {
         internal::MakeArgument<P>(std::forward<A>(args))...};
-    return ObjectRef<R>(internal::SubmitTask(name, std::move(arguments), this->settings_).at(0));
+    if constexpr (internal::IsGenerator<R>::value) {
+      internal::TaskSettings settings = this->settings_;
+      settings.streaming = true;
+      return ObjectRefGenerator<typename R::value_type>(
+          internal::SubmitTask(name, std::move(arguments), settings).at(0));
+    } else {
+      return ObjectRef<R>(internal::SubmitTask(name, std::move(arguments), this->settings_).at(0));
+    }
   }
 
  private:
