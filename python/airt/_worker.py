@@ -21,6 +21,7 @@ import traceback
 import cloudpickle
 
 from airt import _airt
+from airt import generator
 from airt import runtime_env
 from airt.actor import METHOD_PREFIX, is_async_class, running_call
 from airt.exceptions import encode_cause
@@ -104,17 +105,20 @@ def _retryable(error, settings):
     return isinstance(error, cloudpickle.loads(retry))
 
 
-def _run_task(target, positional, keywords, settings):
+def _run_task(target, positional, keywords, settings, finish=None):
+    """Runs `target` in the call's runtime_env, retrying as retry_exceptions allows; `finish`
+    (a generator's drain) runs on its result there too, and is never retried (its items went)."""
     key = settings.get("env")
     applied = runtime_env.Applied(key)
     saved_parent = runtime_env.parent()
     if key:
         runtime_env.set_parent(runtime_env.fetch(key), key)
     try:
-        attempts = 1 + max(int(settings.get("max_retries", 0)), 0)
+        attempts = 1 if finish else 1 + max(int(settings.get("max_retries", 0)), 0)
         for attempt in range(attempts):
             try:
-                return target(*positional, **keywords)
+                result = target(*positional, **keywords)
+                return finish(result) if finish else result
             except Exception as error:  # retry_exceptions: run it again while it may
                 if attempt + 1 >= attempts or not _retryable(error, settings):
                     raise
@@ -132,10 +136,15 @@ def _call(kind, name, actor, args, interrupter=None):
     try:
         positional, keywords, settings = _decode_arguments(args)
         num_returns = settings.get("num_returns", 1)
+        # A generator's call: its items go to the owner as they are made (airt.generator).
+        emitter = _airt.current_generator() if num_returns == generator.STREAMING else None
         if kind == "method":
             if not name.startswith(METHOD_PREFIX):
                 return False, f"{name} is not a method of a Python actor"
             result = actor.call(name[len(METHOD_PREFIX):], positional, keywords)
+            if emitter is not None:
+                return True, generator.drain(result, emitter, actor.loop, actor.interrupter,
+                                             _airt.current_task()[0])
             return True, _pickled_returns(result, num_returns)
         if not name.startswith(FUNCTION_PREFIX):
             return False, f"{name} is not a Python function of airt (a C++ one on a Python worker?)"
@@ -146,6 +155,9 @@ def _call(kind, name, actor, args, interrupter=None):
             if key:
                 runtime_env.set_parent(runtime_env.fetch(key), key)
             return True, _Actor(target(*positional, **keywords), environment, interrupter)
+        if emitter is not None:
+            return True, _run_task(target, positional, keywords, settings,
+                                   lambda result: generator.drain(result, emitter))
         return True, _pickled_returns(_run_task(target, positional, keywords, settings),
                                       num_returns)
     except BaseException as error:  # the user's error, whatever it is, goes back to the caller
