@@ -423,8 +423,9 @@ std::vector<std::string> SubmitStreamingActorTask(const std::string& actor_id,
 std::string NextGeneratorItem(const std::string& completed, int64_t timeout_ms) {
   Result<std::optional<ObjectId>> next = Core().NextGeneratorItem(IdOf(completed), timeout_ms);
   if (!next.ok()) {
-    if (next.status().code() == Code::kDeadlineExceeded) throw TimeoutError(next.status().message());
-    if (next.status().code() == Code::kNotFound) throw Exception(next.status().ToString());
+    Code code = next.status().code();
+    if (code == Code::kDeadlineExceeded) throw TimeoutError(next.status().message());
+    if (code == Code::kNotFound) throw Exception(next.status().ToString());
     throw UnavailableError(next.status().ToString());
   }
   return *next ? (*next)->Binary() : std::string();

@@ -95,8 +95,8 @@ void GeneratorStream::RejectHeld() {
     held_count_ = 0;
   }
   for (auto& [index, answer] : held) {
-    answer->reject(ToKjException(Cancelled("the stream of task " + task_.Hex() + " (" +
-                                           function_ + ") has ended")));
+    answer->reject(ToKjException(
+        Cancelled("the stream of task " + task_.Hex() + " (" + function_ + ") has ended")));
   }
 }
 
@@ -144,7 +144,8 @@ Result<std::optional<ObjectId>> GeneratorStream::Take(int64_t timeout_ms) {
     ObjectId wait_for[2] = {ItemId(task_, next), completed_};
     std::vector<bool> ready = memory_.WaitFor(wait_for, 1, left);
     if (ready[1]) {
-      Result<std::vector<ObjectEntry>> done = memory_.Wait(std::span<const ObjectId>(&completed_, 1), 0);
+      Result<std::vector<ObjectEntry>> done =
+          memory_.Wait(std::span<const ObjectId>(&completed_, 1), 0);
       if (done.ok()) End((*done)[0]);
       continue;
     }

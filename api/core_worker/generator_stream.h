@@ -80,12 +80,12 @@ class GeneratorStream : public std::enable_shared_from_this<GeneratorStream> {
   StreamHooks hooks_;
 
   mutable std::mutex mu_;
-  uint64_t received_ = 0;           // guarded by mu_: items 0..received_-1 are in the store
-  uint64_t consumed_ = 0;           // guarded by mu_: items handed to the consumer
-  std::optional<uint64_t> total_;   // guarded by mu_: set at the end (with the error item)
-  bool abandoned_ = false;          // guarded by mu_
-  bool release_posted_ = false;     // guarded by mu_
-  size_t held_count_ = 0;           // guarded by mu_: held_.size()
+  uint64_t received_ = 0;          // guarded by mu_: items 0..received_-1 are in the store
+  uint64_t consumed_ = 0;          // guarded by mu_: items handed to the consumer
+  std::optional<uint64_t> total_;  // guarded by mu_: set at the end (with the error item)
+  bool abandoned_ = false;         // guarded by mu_
+  bool release_posted_ = false;    // guarded by mu_
+  size_t held_count_ = 0;          // guarded by mu_: held_.size()
   // Loop thread: the answers held back, by item index.
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<void>>> held_;
 };

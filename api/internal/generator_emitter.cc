@@ -31,9 +31,8 @@ class SinkEmitter final : public internal::GeneratorEmitter {
       throw Exception("item " + std::to_string(index) + " of task " + task_.Hex() + ": " +
                       kept.status().ToString());
     }
-    Status sent = CatchKj([&] {
-      loop_->executeSync([&] { return sinks_.Send(task_, index, *kept); });
-    });
+    Status sent =
+        CatchKj([&] { loop_->executeSync([&] { return sinks_.Send(task_, index, *kept); }); });
     if (sent.ok()) return;
     if (sent.code() == Code::kCancelled) throw TaskCancelledError(sent.message());
     throw Exception("sending item " + std::to_string(index) + " of task " + task_.Hex() +
@@ -50,8 +49,9 @@ class SinkEmitter final : public internal::GeneratorEmitter {
 
 }  // namespace
 
-std::shared_ptr<internal::GeneratorEmitter> GeneratorSinks::Open(
-    const TaskId& task, proto::GeneratorSink::Client sink, KeepItem keep) {
+std::shared_ptr<internal::GeneratorEmitter> GeneratorSinks::Open(const TaskId& task,
+                                                                 proto::GeneratorSink::Client sink,
+                                                                 KeepItem keep) {
   sinks_.insert_or_assign(task, kj::mv(sink));
   return std::make_shared<SinkEmitter>(task, *this, kj::getCurrentThreadExecutor(),
                                        std::move(keep));

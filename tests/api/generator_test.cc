@@ -271,8 +271,8 @@ TEST_F(GeneratorStreamTest, ARerunsItemsTheOwnerHasAreDroppedNotDelivered) {
   EXPECT_FALSE(Wait(Push(task, "count", stream)));  // the retry makes all 4
   Complete(task, std::nullopt);
   auto values = Consume(stream);
-  EXPECT_EQ(WaitFor(values), (std::vector<std::string>{
-                                 "0", "stored " + std::to_string(200 << 10), "2", "3"}));
+  EXPECT_EQ(WaitFor(values),
+            (std::vector<std::string>{"0", "stored " + std::to_string(200 << 10), "2", "3"}));
   // The retry's copy of item 1 is the same object in the same store: it stays.
   EXPECT_TRUE(freed_at_.empty());
   EXPECT_TRUE(client_->Contains(GeneratorStream::ItemId(task, 1)));

@@ -36,17 +36,16 @@ airt::Generator<int> CountTo(int n) {
 // "first", then (once `go_file` exists, which the consumer writes) "0" .. "n-1". Throws when the
 // file does not come within 60 s.
 airt::Generator<std::string> GatedItems(std::string go_file, int n) {
-  return airt::Generator<std::string>(
-      [i = -1, n, go_file]() mutable -> std::optional<std::string> {
-        if (i++ == -1) return std::string("first");
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        while (!std::filesystem::exists(go_file)) {
-          if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error(go_file);
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        if (i > n) return std::nullopt;
-        return std::to_string(i - 1);
-      });
+  return airt::Generator<std::string>([i = -1, n, go_file]() mutable -> std::optional<std::string> {
+    if (i++ == -1) return std::string("first");
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!std::filesystem::exists(go_file)) {
+      if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error(go_file);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (i > n) return std::nullopt;
+    return std::to_string(i - 1);
+  });
 }
 
 // 0 .. n - 1, writing how many items it made into `count_file` as it makes each.

@@ -69,8 +69,8 @@ TEST_F(Generators, ItemsArriveWhileTheGeneratorStillRuns) {
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(*Get(*first), "first");
   // The generator waits for `go`, which only this test writes: it still runs.
-  EXPECT_TRUE(Wait(std::vector<ObjectRef<msgpack::type::nil_t>>{items.Completed()}, 1, 0)
-                  .ready.empty());
+  EXPECT_TRUE(
+      Wait(std::vector<ObjectRef<msgpack::type::nil_t>>{items.Completed()}, 1, 0).ready.empty());
   { std::ofstream(go).put('\n'); }
   EXPECT_EQ(Values(items), (std::vector<std::string>{"0", "1"}));
 }
@@ -78,7 +78,8 @@ TEST_F(Generators, ItemsArriveWhileTheGeneratorStillRuns) {
 TEST_F(Generators, BackpressureHoldsTheGeneratorNItemsAheadOfTheConsumer) {
   constexpr int kItems = 10, kAhead = 2;
   std::string count = File("count");
-  ObjectRefGenerator<int> items = Task(CountInto).SetGeneratorBackpressure(kAhead).Remote(count, kItems);
+  ObjectRefGenerator<int> items =
+      Task(CountInto).SetGeneratorBackpressure(kAhead).Remote(count, kItems);
   int taken = 0;
   for (const ObjectRef<int>& item : items) {
     EXPECT_EQ(*Get(item), taken);

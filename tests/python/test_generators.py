@@ -323,3 +323,25 @@ assert [airt.get(r) for r in far.where.remote(2)] == [(node2, 0), (node2, 1)]
 print("OK")
 """
     assert two_nodes.run_driver(code, *two_nodes.node_ids).strip().endswith("OK")
+
+
+def test_an_async_generator_function_streams_as_a_task(cluster):
+    @airt.remote
+    async def ticks(n):
+        import asyncio
+        for i in range(n):
+            await asyncio.sleep(0)
+            yield i
+
+    assert [airt.get(r) for r in ticks.remote(3)] == [0, 1, 2]
+
+
+def test_streaming_a_function_that_is_no_generator_fails_on_the_first_item(cluster):
+    @airt.remote(num_returns="streaming")
+    def plain():
+        return 1
+
+    refs = list(plain.remote())
+    assert len(refs) == 1
+    with pytest.raises(exceptions.RayTaskError, match="must return a generator"):
+        airt.get(refs[0])
