@@ -411,6 +411,8 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
   options.num_returns = static_cast<uint32_t>(std::max(settings.num_returns, 1));
   options.max_retries = settings.max_retries < 0 ? -1 : settings.max_retries;
   options.python = settings.python;
+  options.stream.streaming = settings.streaming;
+  options.stream.backpressure = settings.generator_backpressure;
   return Binaries(Core().SubmitTask(target, CoreArguments(std::move(args)), options));
 }
 
@@ -627,6 +629,41 @@ std::vector<bool> WaitReady(const std::vector<std::string>& ids, int num_ready,
     return local->Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
   }
   return Core().Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
+}
+
+// Streaming generators (airt/generator.h).
+std::vector<std::string> SubmitStreamingActorTask(const std::string& actor_id,
+                                                  const std::string& method,
+                                                  std::vector<Argument> args, int backpressure) {
+  return Binaries(Core().SubmitActorTask(ActorIdOf(actor_id), method,
+                                         CoreArguments(std::move(args)), 1,
+                                         core::StreamOptions{true, backpressure}));
+}
+
+std::string NextGeneratorItem(const std::string& completed, int64_t timeout_ms) {
+  Result<std::optional<ObjectId>> next = Core().NextGeneratorItem(IdOf(completed), timeout_ms);
+  if (!next.ok()) {
+    Code code = next.status().code();
+    if (code == Code::kDeadlineExceeded) throw TimeoutError(next.status().message());
+    if (code == Code::kNotFound) throw Exception(next.status().ToString());
+    throw UnavailableError(next.status().ToString());
+  }
+  return *next ? (*next)->Binary() : std::string();
+}
+
+std::shared_ptr<void> HoldGenerator(const std::string& completed) {
+  std::shared_ptr<void> reference = HoldObject(completed);
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_core) return reference;
+    generation = g_generation;
+  }
+  ObjectId id = IdOf(completed);
+  return std::shared_ptr<void>(nullptr, [id, generation, reference](void*) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_core && g_generation == generation) g_core->DropGenerator(id);
+  });
 }
 
 }  // namespace internal

@@ -407,6 +407,85 @@ PYBIND11_MODULE(_airt, m) {
     return py::bytes(*value);
   });
 
+  // Streaming generators (airt/generator.h): a generator call's id is its completion's; its
+  // items come from generator_next, each id once, None at the end.
+  m.def(
+      "submit_streaming",
+      [](const std::string& name, const py::list& args,
+         const std::map<std::string, double>& resources, int max_retries, bool python,
+         const std::string& accelerator_type, const std::string& task_name, int backpressure) {
+        std::vector<airt::internal::Argument> arguments = Arguments(args);
+        airt::internal::TaskSettings settings;
+        settings.resources = resources;
+        settings.max_retries = max_retries;
+        settings.python = python;
+        settings.accelerator_type = accelerator_type;
+        settings.name = task_name;
+        settings.streaming = true;
+        settings.generator_backpressure = backpressure;
+        std::string id;
+        {
+          py::gil_scoped_release unlocked;
+          id = airt::internal::SubmitTask(name, std::move(arguments), settings).at(0);
+        }
+        return py::bytes(id);
+      },
+      py::arg("name"), py::arg("args"), py::arg("resources"), py::arg("max_retries"),
+      py::arg("python"), py::arg("accelerator_type"), py::arg("task_name"),
+      py::arg("backpressure"));
+  m.def(
+      "submit_streaming_actor_task",
+      [](py::bytes actor, const std::string& method, const py::list& args, int backpressure) {
+        std::string actor_id(actor);
+        std::vector<airt::internal::Argument> arguments = Arguments(args);
+        std::string id;
+        {
+          py::gil_scoped_release unlocked;
+          id = airt::internal::SubmitStreamingActorTask(actor_id, method, std::move(arguments),
+                                                        backpressure)
+                   .at(0);
+        }
+        return py::bytes(id);
+      },
+      py::arg("actor"), py::arg("method"), py::arg("args"), py::arg("backpressure"));
+  // The next item's id of the stream `completed`, waiting at most `timeout` seconds (None: no
+  // limit); None once the generator ended and every item was taken.
+  m.def(
+      "generator_next",
+      [](py::bytes completed, std::optional<double> timeout) -> py::object {
+        std::string id(completed);
+        std::string next;
+        {
+          py::gil_scoped_release unlocked;
+          next = airt::internal::NextGeneratorItem(id, TimeoutMs(timeout));
+        }
+        if (next.empty()) return py::none();
+        return py::bytes(next);
+      },
+      py::arg("completed"), py::arg("timeout"));
+  // Keeps the stream `completed` open until the returned object goes (then its untaken items
+  // are freed and the generator runs on unheld).
+  m.def("hold_generator", [](py::bytes completed) {
+    std::string raw(completed);
+    return Reference{raw, airt::internal::HoldGenerator(raw)};
+  });
+  // In a worker: the item sink of the streaming task this thread runs, or None.
+  struct Emitter {
+    std::shared_ptr<airt::internal::GeneratorEmitter> emitter;
+  };
+  py::class_<Emitter>(m, "GeneratorEmitter")
+      .def("emit", [](Emitter& e, py::bytes item) {
+        std::string bytes(item);
+        py::gil_scoped_release unlocked;
+        e.emitter->Emit(std::move(bytes));
+      });
+  m.def("current_generator", []() -> py::object {
+    std::shared_ptr<airt::internal::GeneratorEmitter> emitter =
+        airt::internal::ThisThreadsGenerator();
+    if (!emitter) return py::none();
+    return py::cast(Emitter{std::move(emitter)});
+  });
+
   // A Python worker's life (python -m airt._worker FLAGS): airt-worker's own loop, whose tasks
   // for functions no C++ library registers go to `call(function, args) -> (ok, bytes or str)`.
   // `interrupt(task_id)` (None: tasks cannot be interrupted) is called on the loop's thread to

@@ -215,6 +215,7 @@ std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,
   auto task =
       NewTask(proto::TaskKind::NORMAL, ActorId(), function, std::move(args), options.num_returns);
   task->options = options;
+  if (options.stream.streaming) OpenStream(*task, options.stream);
   std::vector<ObjectId> returns = task->returns;
   inbox_.Post([this, task = kj::mv(task)]() mutable {
     HoldArguments(*task);
@@ -285,8 +286,10 @@ Result<ActorId> CoreWorker::Impl::CreateActor(const std::string& factory,
 std::vector<ObjectId> CoreWorker::Impl::SubmitActorTask(const ActorId& actor,
                                                         const std::string& method,
                                                         std::vector<TaskArgument> args,
-                                                        uint32_t num_returns) {
+                                                        uint32_t num_returns,
+                                                        StreamOptions stream) {
   auto call = NewTask(proto::TaskKind::ACTOR_METHOD, actor, method, std::move(args), num_returns);
+  if (stream.streaming) OpenStream(*call, stream);
   std::vector<ObjectId> returns = call->returns;
   inbox_.Post([this, call = kj::mv(call)]() mutable {
     HoldArguments(*call);
@@ -446,8 +449,8 @@ Result<ActorId> CoreWorker::CreateActor(const std::string& factory, std::vector<
 }
 std::vector<ObjectId> CoreWorker::SubmitActorTask(const ActorId& actor, const std::string& method,
                                                   std::vector<TaskArgument> args,
-                                                  uint32_t num_returns) {
-  return impl_->SubmitActorTask(actor, method, std::move(args), num_returns);
+                                                  uint32_t num_returns, StreamOptions stream) {
+  return impl_->SubmitActorTask(actor, method, std::move(args), num_returns, stream);
 }
 Result<ActorId> CoreWorker::GetActor(const std::string& name, const std::string& ns) {
   return impl_->GetActor(name, ns);

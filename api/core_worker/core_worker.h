@@ -70,6 +70,16 @@ struct WorkerServing {
   std::function<void()> on_node_lost;
 };
 
+// A generator's call (Ray's num_returns="streaming"): its one return is its completion (nil, or
+// the generator's error), and the items it yields arrive as returns 2, 3, ... while it runs
+// (CoreWorker::NextGeneratorItem).
+struct StreamOptions {
+  bool streaming = false;
+  // The generator runs at most this many items ahead of what its consumer took (Ray's
+  // _generator_backpressure_num_objects); <= 0: no limit (Ray's default).
+  int64_t backpressure = -1;
+};
+
 struct TaskOptions {
   std::map<std::string, double> resources = {{"CPU", 1}};
   std::string accelerator_type;
@@ -77,6 +87,7 @@ struct TaskOptions {
   int32_t max_retries = 3;  // re-runs when the worker dies; -1: without limit (Ray's -1)
   std::string name;
   bool python = false;  // runs on a Python worker (the function is a pickled Python one)
+  StreamOptions stream;
 };
 
 struct ActorOptions {
@@ -179,7 +190,18 @@ class CoreWorker {
   // Calls `method` on the actor; returns its returns' ids at once. Calls from this process run in
   // the order they were made. Errors arrive in the returns (kActorDied when the actor died).
   std::vector<ObjectId> SubmitActorTask(const ActorId& actor, const std::string& method,
-                                        std::vector<TaskArgument> args, uint32_t num_returns);
+                                        std::vector<TaskArgument> args, uint32_t num_returns,
+                                        StreamOptions stream = {});
+
+  // Streaming generators (the calls submitted with StreamOptions::streaming), by their completion
+  // (return 1). The next item's id, waiting for it, or nullopt once the generator ended and every
+  // item was taken; after an error the last item holds it. kDeadlineExceeded after timeout_ms
+  // (< 0: no limit); kNotFound when `completed` is no open stream of this process. Any thread.
+  Result<std::optional<ObjectId>> NextGeneratorItem(const ObjectId& completed,
+                                                    int64_t timeout_ms);
+  // The consumer is done with the stream: the items it did not take are freed and the generator
+  // is no longer held back. Unknown streams are ignored. Any thread; never blocks.
+  void DropGenerator(const ObjectId& completed);
   // The actor named `name` in `ns` ("" for this job's namespace). kNotFound when there is none.
   Result<ActorId> GetActor(const std::string& name, const std::string& ns);
   // Stops the actor's process now; with no_restart it is DEAD for good, else its owner restarts

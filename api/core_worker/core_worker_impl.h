@@ -21,6 +21,7 @@
 
 #include "api/core_worker/actor_manager.h"
 #include "api/core_worker/core_worker.h"
+#include "api/core_worker/generator_stream.h"
 #include "api/core_worker/memory_store.h"
 #include "api/core_worker/reference_counter.h"
 #include "api/core_worker/task_dispatcher.h"
@@ -63,7 +64,11 @@ class CoreWorker::Impl {
   Result<ActorId> CreateActor(const std::string& factory, std::vector<TaskArgument> args,
                               ActorOptions options);
   std::vector<ObjectId> SubmitActorTask(const ActorId& actor, const std::string& method,
-                                        std::vector<TaskArgument> args, uint32_t num_returns);
+                                        std::vector<TaskArgument> args, uint32_t num_returns,
+                                        StreamOptions stream);
+  // Streaming generators: generator_calls.cc.
+  Result<std::optional<ObjectId>> NextGeneratorItem(const ObjectId& completed, int64_t timeout_ms);
+  void DropGenerator(const ObjectId& completed);
   Result<ActorId> GetActor(const std::string& name, const std::string& ns);
   Status KillActor(const ActorId& actor, bool no_restart);
   Result<uint32_t> ActorRestarts(const ActorId& actor);
@@ -147,6 +152,11 @@ class CoreWorker::Impl {
   // nodes that hold it (when it arrives, if it is not there yet).
   void Free(const ObjectId& id);
   void FlushRemoteFrees();
+  // Makes `task` a streaming one (StreamOptions): its stream is open from now on. Any thread,
+  // before the task is posted to the loop.
+  void OpenStream(PendingTask& task, const StreamOptions& stream);
+  // Frees the copy of `id` in the store of the node at `node`, leaving the owner's entry alone.
+  void FreeAt(const std::string& node, const ObjectId& id);
   // A new task of `kind` with `num_returns` return ids (at least one).
   kj::Own<PendingTask> NewTask(proto::TaskKind kind, const ActorId& actor, std::string function,
                                std::vector<TaskArgument> args, uint32_t num_returns);
@@ -181,6 +191,7 @@ class CoreWorker::Impl {
   std::mutex serving_mu_;
   std::condition_variable serving_cv_;
   bool serving_ = false;  // guarded by serving_mu_: ServeWorker succeeded, serving not ended
+  GeneratorStreams generators_;  // the open streams (thread-safe)
 };
 
 }  // namespace airt::core

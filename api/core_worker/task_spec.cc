@@ -72,6 +72,7 @@ void FillTaskSpec(const PendingTask& task, const JobId& job, proto::TaskSpec::Bu
     SetAmounts(spec.initResources(static_cast<uint>(task.options.resources.size())),
                task.options.resources);
   }
+  if (task.stream) spec.setGeneratorSink(MakeGeneratorSink(task.stream));
   auto args = spec.initArgs(static_cast<uint>(task.args.size()));
   // A resolved reference: its value inline when the owner has it, else where it lies.
   auto set_resolved = [](const ObjectEntry& dep, proto::TaskArg::Builder out) {

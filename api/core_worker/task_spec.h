@@ -12,6 +12,7 @@
 #include <kj/async.h>
 
 #include "api/core_worker/core_worker.h"
+#include "api/core_worker/generator_stream.h"
 #include "api/core_worker/lease_client.h"
 #include "api/core_worker/memory_store.h"
 #include "common/ids.h"
@@ -40,6 +41,8 @@ struct PendingTask {
   // Keeps the task's reference arguments counted until the task is destroyed (done).
   std::shared_ptr<void> holds;
   kj::Own<kj::PromiseFulfiller<void>> done;  // set by whoever dispatches it
+  // A streaming generator's call: where its items go (each push carries a sink over it).
+  std::shared_ptr<GeneratorStream> stream;
 };
 
 // Resolves once every reference argument of `task` has an entry in the memory store, copied into

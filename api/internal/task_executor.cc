@@ -39,6 +39,19 @@ class RunningTaskScope {
   internal::RunningTask saved_;
 };
 
+// Sets the calling thread's generator emitter (internal::ThisThreadsGenerator) for a scope.
+class GeneratorScope {
+ public:
+  explicit GeneratorScope(std::shared_ptr<internal::GeneratorEmitter> emitter)
+      : saved_(std::exchange(internal::ThisThreadsGenerator(), std::move(emitter))) {}
+  ~GeneratorScope() { internal::ThisThreadsGenerator() = std::move(saved_); }
+  GeneratorScope(const GeneratorScope&) = delete;
+  GeneratorScope& operator=(const GeneratorScope&) = delete;
+
+ private:
+  std::shared_ptr<internal::GeneratorEmitter> saved_;
+};
+
 std::string Describe(const TaskToRun& task) {
   std::string out = "task " + task.task_id.Hex() + " (" + task.function_name;
   if (!task.name.empty() && task.name != task.function_name) out += ", \"" + task.name + "\"";
@@ -280,6 +293,7 @@ bool TaskExecutor::RunsAlone(const TaskId& task) {
 
 bool TaskExecutor::CanRunInline(const TaskToRun& task) {
   if (options_.interrupt) return false;  // the loop must stay free to take a cancelTask
+  if (task.generator) return false;      // the loop carries its items
   if (task.kind == TaskKind::kActorCreation && task.max_concurrency > 1) return false;
   // Pulling arguments from other nodes must not hold the RPC loop: such a task is queued.
   if (!RemoteArguments(task, *store_).empty()) return false;
@@ -291,6 +305,7 @@ TaskOutcome TaskExecutor::Run(const TaskToRun& task) { return RunPrefetched(task
 
 TaskOutcome TaskExecutor::RunPrefetched(const TaskToRun& task, objectstore::PullBatch* prefetch) {
   RunningTaskScope scope(task);
+  GeneratorScope streaming(task.generator);
   TaskOutcome outcome;
   bool known = static_cast<bool>(options_.fallback) ||
                (task.kind == TaskKind::kActorMethod
@@ -432,6 +447,24 @@ Result<objectstore::ObjectPin> TaskExecutor::Fetch(
   if (auto it = failed.find(arg.object_id); it != failed.end()) return it->second;
   // Local (or just pulled): pin it. With no address, wait for it to be sealed here.
   return store_->Get(arg.object_id, options_.fetch_timeout_ms);
+}
+
+Result<TaskReturnValue> TaskExecutor::KeepValue(const ObjectId& id, std::string bytes) {
+  TaskReturnValue value;
+  value.size = bytes.size();
+  if (bytes.size() <= options_.inline_threshold) {
+    value.inline_bytes = std::move(bytes);
+    return value;
+  }
+  value.in_store = true;
+  value.object_id = id;
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  Status put = store_->Put(id, std::span<const uint8_t>(data, bytes.size()));
+  // A re-run of the task (a retry, lineage) finds its return there already: same bytes.
+  if (!put.ok() && put.code() != Code::kAlreadyExists) {
+    return put.WithContext("object " + id.Hex() + ", " + std::to_string(value.size) + " bytes");
+  }
+  return value;
 }
 
 Status TaskExecutor::StoreReturns(const TaskToRun& task, std::vector<std::string> values,

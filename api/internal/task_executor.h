@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "airt/generator.h"
 #include "airt/internal/function_registry.h"
 #include "common/error_kind.h"
 #include "common/ids.h"
@@ -73,6 +74,9 @@ struct TaskToRun {
   // holds for its life (its methods carry none).
   std::map<std::string, double> resources;
   uint32_t actor_restarts = 0;  // kActorCreation: restarts of the actor before this one
+  // A streaming generator's task: where its items go (its thread's ThisThreadsGenerator while it
+  // runs). Such a task never runs inline on the event loop, which carries its items.
+  std::shared_ptr<internal::GeneratorEmitter> generator;
 };
 
 // Why a task failed, as its TaskError says it (the schema's ErrorKind).
@@ -170,6 +174,10 @@ class TaskExecutor {
   // nothing is queued or running here, and no actor's methods run on several threads (an
   // actor's creation that asks for several must go through the queue, which starts them).
   bool CanRunInline(const TaskToRun& task);
+  // Keeps one value `task` made as a return: inline when small, else put in the node's store as
+  // `id` (a re-run finding it there already is fine). kResourceExhausted: the store is full.
+  // Thread-safe.
+  Result<TaskReturnValue> KeepValue(const ObjectId& id, std::string bytes);
 
  private:
   struct Item {

@@ -178,7 +178,8 @@ WorkerService::WorkerService(TaskExecutor& executor, JobId job, ReturnsAt return
       job_(job),
       returns_at_(std::move(returns_at)),
       on_exit_(kj::mv(on_exit)),
-      cancel_children_(std::move(cancel_children)) {
+      cancel_children_(std::move(cancel_children)),
+      generators_(returns_at_.transfer_address, returns_at_.node_address) {
   tasks_.add(finished_->Serve());
 }
 
@@ -193,6 +194,15 @@ kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
   Result<TaskToRun> task = ParseTaskSpec(context.getParams().getTask(), job_);
   if (!task.ok()) throw ToKjException(task.status().WithContext("pushTask"));
   std::string function_name = task->function_name;
+  std::optional<TaskId> streaming;  // a generator's task: its sink, until it is answered
+  if (context.getParams().getTask().hasGeneratorSink()) {
+    streaming = task->task_id;
+    task->generator = generators_.Open(
+        task->task_id, context.getParams().getTask().getGeneratorSink(),
+        [this](const ObjectId& item, std::string bytes) {
+          return executor_.KeepValue(item, std::move(bytes));
+        });
+  }
 
   // Never run here: this loop is the core worker's, which a task's Get or Wait waits on.
   // The executor's thread writes the outcome and posts the task's number back to this loop,
@@ -232,7 +242,10 @@ kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
   return paf.promise.then(
       [this, context, outcome, function_name = std::move(function_name)]() mutable {
         FillTaskResults(*outcome, function_name, returns_at_, context.getResults());
-      });
+      })
+      .attach(kj::defer([this, streaming] {
+        if (streaming) generators_.Close(*streaming);
+      }));
 }
 
 kj::Promise<void> WorkerService::exit(ExitContext) {

@@ -11,6 +11,7 @@
 
 #include <kj/async.h>
 
+#include "api/internal/generator_emitter.h"
 #include "api/internal/task_executor.h"
 #include "common/ids.h"
 #include "common/inbox.h"
@@ -86,6 +87,7 @@ class WorkerService final : public proto::Worker::Server, private kj::TaskSet::E
   kj::Own<kj::PromiseFulfiller<void>> on_exit_;
   bool exiting_ = false;
   CancelChildren cancel_children_;
+  GeneratorSinks generators_;  // the streaming tasks' sinks
 };
 
 }  // namespace airt::worker

@@ -123,6 +123,11 @@ struct TaskSpec {
   resources @9 :List(Cluster.Resource);  # what the task holds while it runs (a normal task's
                                # request; an actor creation: what the actor holds for its life)
   actorRestarts @10 :UInt32;   # actor creation: how often the actor was restarted before this
+  # A streaming generator's task (a generator function or method): the worker sends each item it
+  # yields to this sink as it is made, in order, and its pushTask answers one return (nil: the
+  # generator finished) or the error the generator raised after the items it sent. Null: an
+  # ordinary task.
+  generatorSink @11 :GeneratorSink;
 }
 
 enum TaskKind {
@@ -188,4 +193,16 @@ interface Worker {
   # is left alone; only its submitted tasks are cancelled (when `recursive`). A task this worker
   # does not have (finished, or never pushed) is ignored.
   cancelTask @2 (taskId :Data, force :Bool, recursive :Bool) -> ();
+}
+
+# The owner's end of a streaming generator (TaskSpec.generatorSink). The worker sends item
+# `index` (0, 1, 2, ... of one run; a retried task starts again at 0) and makes the next item only
+# once the call has answered: the owner answers when the item is recorded and its consumer is
+# close enough behind (the generator's back-pressure), so a slow consumer pauses the generator.
+# `value` is inline, or an object put in the worker node's store as ObjectId(task, index + 2).
+# An owner that already has `index` (a retry's re-run) drops the duplicate and answers at once.
+# Errors: kCancelled when the stream was cancelled or ended (the worker stops the generator);
+# kInvalidArgument for an index past the next one expected.
+interface GeneratorSink {
+  item @0 (index :UInt64, value :TaskReturn) -> ();
 }

@@ -28,6 +28,7 @@ from airt import runtime_env as _runtime_env
 from airt import util
 from airt.cross_language import cpp_actor_class, cpp_function
 from airt.object_ref import ObjectRef
+from airt.generator import ObjectRefGenerator
 from airt.remote_function import RemoteFunction
 from airt.actor import ActorClass, ActorHandle, get_actor, kill, method
 from airt.runtime_context import RuntimeContext, get_runtime_context
@@ -36,7 +37,7 @@ __all__ = [
     "init", "shutdown", "is_initialized", "put", "get", "wait", "remote", "method", "cancel",
     "cpp_function", "cpp_actor_class", "get_actor", "kill", "get_gpu_ids", "ActorHandle",
     "nodes", "cluster_resources", "available_resources", "get_runtime_context",
-    "cross_language", "exceptions", "util", "ObjectRef",
+    "cross_language", "exceptions", "util", "ObjectRef", "ObjectRefGenerator",
 ]
 
 
@@ -170,7 +171,10 @@ def cancel(ref, *, force=False, recursive=True):
     cancel it. An actor method's call: one not yet sent is dropped, a sent one is dropped by
     the actor or interrupted (an async method's coroutine gets asyncio.CancelledError, a sync
     method on the actor's main thread a KeyboardInterrupt); the actor lives on. force=True on an
-    actor call raises ValueError, as in Ray."""
+    actor call raises ValueError, as in Ray. An ObjectRefGenerator cancels its generator's call:
+    the generator stops, and the next item's get raises TaskCancelledError."""
+    if isinstance(ref, ObjectRefGenerator):
+        ref = ref.completed()
     if not isinstance(ref, ObjectRef):
         raise TypeError(f"cancel() takes an ObjectRef, got {type(ref).__name__}")
     try:

@@ -12,6 +12,7 @@ from airt import exceptions
 TASK_OPTIONS = {
     "num_cpus", "num_gpus", "memory", "resources", "accelerator_type", "num_returns",
     "max_retries", "retry_exceptions", "scheduling_strategy", "name", "runtime_env",
+    "_generator_backpressure_num_objects",
 }
 ACTOR_OPTIONS = {
     "num_cpus", "num_gpus", "memory", "resources", "accelerator_type", "max_restarts",
@@ -20,7 +21,8 @@ ACTOR_OPTIONS = {
 }
 TASK_DEFAULTS = dict(num_cpus=1, num_gpus=0, memory=None, resources=None, accelerator_type=None,
                      num_returns=1, max_retries=3, retry_exceptions=False,
-                     scheduling_strategy=None, name=None, runtime_env=None)
+                     scheduling_strategy=None, name=None, runtime_env=None,
+                     _generator_backpressure_num_objects=None)
 ACTOR_DEFAULTS = dict(num_cpus=None, num_gpus=0, memory=None, resources=None,
                       accelerator_type=None, max_restarts=0, max_task_retries=0,
                       max_concurrency=None, name=None, namespace=None, lifetime=None,
@@ -51,9 +53,8 @@ def check(options, allowed, what):
             raise ValueError(f"The keyword '{counting}' only accepts None, 0, -1 or a positive "
                              f"integer, where -1 represents infinity, got {count!r}.")
     num_returns = options.get("num_returns", 1)
-    if num_returns in ("dynamic", "streaming"):
-        raise exceptions.UnimplementedError(
-            f"num_returns={num_returns!r}: generator returns are not built; give a number")
+    if num_returns in ("dynamic", "streaming"):  # a generator's stream (airt.generator)
+        return
     if not isinstance(num_returns, int) or num_returns < 0:
         raise ValueError(f"num_returns must be a whole number >= 0, got {num_returns!r}")
 

@@ -21,6 +21,7 @@ import traceback
 import cloudpickle
 
 from airt import _airt
+from airt import generator
 from airt import runtime_context
 from airt import runtime_env
 from airt.actor import METHOD_PREFIX, is_async_class, running_call
@@ -124,16 +125,20 @@ def _apply_env(key):
                               f"{os.getpid()}: {error!r}") from error
 
 
-def _run_task(target, positional, keywords, settings):
+def _run_task(target, positional, keywords, settings, finish=None):
+    """Runs `target` in the call's runtime_env, retrying as retry_exceptions allows; `finish`
+    (a generator's drain) runs on its result there too, and is never retried (its items went)."""
     key = settings.get("env")
     saved_parent = runtime_env.parent()
     applied = _apply_env(key)
     try:
-        retries = int(settings.get("max_retries", 0))  # -1: for as long as it raises
+        # -1: for as long as it raises; a generator is never retried here (its items went)
+        retries = 0 if finish else int(settings.get("max_retries", 0))
         attempt = 0
         while True:
             try:
-                return target(*positional, **keywords)
+                result = target(*positional, **keywords)
+                return finish(result) if finish else result
             except Exception as error:  # retry_exceptions: run it again while it may
                 attempt += 1
                 if (0 <= retries < attempt) or not _retryable(error, settings):
@@ -154,10 +159,15 @@ def _call(kind, name, actor, args, interrupter=None):
     try:
         positional, keywords, settings = _decode_arguments(args)
         num_returns = settings.get("num_returns", 1)
+        # A generator's call: its items go to the owner as they are made (airt.generator).
+        emitter = _airt.current_generator() if num_returns == generator.STREAMING else None
         if kind == "method":
             if not name.startswith(METHOD_PREFIX):
                 return False, f"{name} is not a method of a Python actor"
             result = actor.call(name[len(METHOD_PREFIX):], positional, keywords)
+            if emitter is not None:
+                return True, generator.drain(result, emitter, actor.loop, actor.interrupter,
+                                             _airt.current_task()[0])
             return True, _pickled_returns(result, num_returns)
         if not name.startswith(FUNCTION_PREFIX):
             return False, f"{name} is not a Python function of airt (a C++ one on a Python worker?)"
@@ -166,6 +176,9 @@ def _call(kind, name, actor, args, interrupter=None):
             runtime_context.record_actor_creation()
             environment = _apply_env(settings.get("env"))  # never restored: the actor's process
             return True, _Actor(target(*positional, **keywords), environment, interrupter)
+        if emitter is not None:
+            return True, _run_task(target, positional, keywords, settings,
+                                   lambda result: generator.drain(result, emitter))
         return True, _pickled_returns(_run_task(target, positional, keywords, settings),
                                       num_returns)
     except _EnvSetupFailed as error:

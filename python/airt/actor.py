@@ -6,6 +6,7 @@ import inspect
 from airt import _airt
 from airt import _options
 from airt import exceptions
+from airt import generator
 from airt import runtime_env
 from airt.object_ref import ObjectRef, encode_cpp_args, encode_python_args
 from airt.remote_function import FUNCTION_PREFIX, export, wrap_returns
@@ -35,14 +36,25 @@ def method(*args, **kwargs):
 class ActorMethod:
     """handle.method: .remote(*args, **kwargs) calls it; calls run in the order they were made."""
 
-    def __init__(self, actor_id, name, cpp=False, num_returns=1):
+    def __init__(self, actor_id, name, cpp=False, num_returns=1, backpressure=None):
         self._actor_id = actor_id
         self._name = name
         self._cpp = cpp  # a C++ actor's method: msgpack arguments and return
         self._num_returns = num_returns
+        self._backpressure = backpressure  # _generator_backpressure_num_objects
 
     def remote(self, *args, **kwargs):
         num_returns = self._num_returns
+        if not self._cpp and generator.is_streaming(num_returns):
+            encoded = encode_python_args(args, kwargs, {"num_returns": generator.STREAMING})
+            try:
+                completed = _airt.submit_streaming_actor_task(
+                    self._actor_id, METHOD_PREFIX + self._name, encoded,
+                    generator.backpressure(
+                        {"_generator_backpressure_num_objects": self._backpressure}))
+            except _airt.Error as error:
+                raise exceptions.translate(error) from None
+            return generator.ObjectRefGenerator(completed)
         if self._cpp:
             if kwargs:
                 raise TypeError("C++ methods take positional arguments only")
@@ -58,14 +70,18 @@ class ActorMethod:
             raise exceptions.translate(error) from None
         return wrap_returns(ids, num_returns, value_format)
 
-    def options(self, num_returns=None, **unsupported):
+    def options(self, num_returns=None, _generator_backpressure_num_objects=None, **unsupported):
         if unsupported:
             raise ValueError(f"Invalid option keywords {sorted(unsupported)} for actor methods "
-                             "(num_returns is the one they take)")
+                             "(num_returns and _generator_backpressure_num_objects are the ones "
+                             "they take)")
         if num_returns is None:
-            return self
+            num_returns = self._num_returns
         _options.check({"num_returns": num_returns}, {"num_returns"}, "actor methods")
-        return ActorMethod(self._actor_id, self._name, self._cpp, num_returns)
+        return ActorMethod(self._actor_id, self._name, self._cpp, num_returns,
+                           _generator_backpressure_num_objects
+                           if _generator_backpressure_num_objects is not None
+                           else self._backpressure)
 
 
 class ActorHandle:
@@ -103,6 +119,8 @@ def _method_returns(cls):
         options = getattr(member, "__airt_method_options__", None)
         if options and "num_returns" in options:
             returns[name] = options["num_returns"]
+        elif generator.is_generator(member):
+            returns[name] = generator.STREAMING  # Ray 2.x's default for generator methods
     return returns
 
 

@@ -7,6 +7,7 @@ import cloudpickle
 from airt import _airt
 from airt import _options
 from airt import exceptions
+from airt import generator
 from airt import runtime_env
 from airt.object_ref import ObjectRef, encode_python_args
 
@@ -40,6 +41,8 @@ class RemoteFunction:
         _options.check(options, _options.TASK_OPTIONS, "remote functions")
         self._function = function
         self._options = {**_options.TASK_DEFAULTS, **options}
+        if "num_returns" not in options and generator.is_generator(function):
+            self._options["num_returns"] = generator.STREAMING  # Ray 2.x's default
         self._key = None
         self.__name__ = getattr(function, "__name__", "function")
         self.__doc__ = getattr(function, "__doc__", None)
@@ -63,6 +66,8 @@ class RemoteFunction:
 
     def remote(self, *args, **kwargs):
         o = self._options
+        if generator.is_streaming(o["num_returns"]):
+            return self._remote_streaming(o, args, kwargs)
         env_key = runtime_env.key_for(o["runtime_env"])
         encoded = encode_python_args(args, kwargs, _options.call_settings(o, env_key))
         # A zero-return task still gets one (None) return to wait on inside airt.
@@ -75,3 +80,17 @@ class RemoteFunction:
         except _airt.Error as error:
             raise exceptions.translate(error) from None
         return wrap_returns(ids, num_returns)
+
+    def _remote_streaming(self, o, args, kwargs):
+        """A generator's call: its ObjectRefGenerator (airt.generator)."""
+        o = {**o, "num_returns": generator.STREAMING}
+        env_key = runtime_env.key_for(o["runtime_env"])
+        encoded = encode_python_args(args, kwargs, _options.call_settings(o, env_key))
+        try:
+            completed = _airt.submit_streaming(
+                FUNCTION_PREFIX + self._exported_key(), encoded, _options.resource_shape(o, 1),
+                int(o["max_retries"]), True, o["accelerator_type"] or "",
+                o["name"] or self.__name__, generator.backpressure(o))
+        except _airt.Error as error:
+            raise exceptions.translate(error) from None
+        return generator.ObjectRefGenerator(completed)

@@ -93,8 +93,6 @@ def test_what_is_not_built_says_so(cluster):
     def f():
         return 1
 
-    with pytest.raises(airt.exceptions.UnimplementedError, match="generator"):
-        f.options(num_returns="dynamic").remote()
     from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
     with pytest.raises(airt.exceptions.UnimplementedError, match="placement group"):
         f.options(scheduling_strategy=PlacementGroupSchedulingStrategy(None)).remote()

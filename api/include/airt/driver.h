@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "airt/exceptions.h"
+#include "airt/generator.h"
 #include "airt/internal/function_registry.h"
 #include "airt/internal/serialization.h"
 #include "airt/runtime_env.h"
@@ -161,6 +162,13 @@ struct TaskSettings {
   bool python = false;  // a Python function (the airt package's): runs on a Python worker
   // SetRuntimeEnv's env_vars: set while the task runs. Unset: none of its own.
   std::optional<std::map<std::string, std::string>> env_vars;
+    return this->self();
+  }
+  // A generator's task (airt/generator.h): its items stream back while it runs.
+  bool streaming = false;
+  // Streaming: at most this many items ahead of the consumer (Ray's
+  // _generator_backpressure_num_objects); <= 0: no limit, Ray's default.
+  int generator_backpressure = -1;
 };
 
 // The env_vars of `env`, checked: UnimplementedError names a field airt's C++ workers cannot
@@ -189,6 +197,11 @@ std::optional<std::string> KvGet(const std::string& ns, const std::string& key);
 
 std::vector<std::string> SubmitTask(const std::string& function, std::vector<Argument> args,
                                     const TaskSettings& settings);
+// Calls a generator method of the actor `actor_id` (airt/generator.h): the id of its completion,
+// which NextGeneratorItem takes.
+std::vector<std::string> SubmitStreamingActorTask(const std::string& actor_id,
+                                                  const std::string& method,
+                                                  std::vector<Argument> args, int backpressure);
 // The name the function at `address` was registered under; throws Exception naming `what`
 // ("function", "actor factory") when it was not registered.
 std::string RegisteredName(const void* address, const char* what);
@@ -297,6 +310,12 @@ class TaskOptions : public SchedulingOptions<Self, TaskSettings> {
     this->settings_.env_vars = RuntimeEnvVars(env);
     return this->self();
   }
+  // A generator task (airt::Generator<T>) makes at most `items` items ahead of what its
+  // consumer took; <= 0 (the default): no limit.
+  Self& SetGeneratorBackpressure(int items) {
+    this->settings_.generator_backpressure = items;
+    return this->self();
+  }
 };
 
 }  // namespace internal
@@ -307,14 +326,22 @@ class TaskCaller : public internal::TaskOptions<TaskCaller<R, P...>> {
  public:
   explicit TaskCaller(R (*fn)(P...)) : fn_(fn) {}
 
-  // Each argument is a value of the parameter's type or an ObjectRef to one.
+  // Each argument is a value of the parameter's type or an ObjectRef to one. An ObjectRef<R>, or
+  // for a generator (R = Generator<T>) an ObjectRefGenerator<T> whose items stream in.
   template <typename... A>
-  ObjectRef<R> Remote(A&&... args) {
+  auto Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "Remote takes one argument per parameter");
     std::string name = internal::RegisteredName(reinterpret_cast<const void*>(fn_), "function");
     std::vector<internal::Argument> arguments = {
         internal::MakeArgument<P>(std::forward<A>(args))...};
-    return ObjectRef<R>(internal::SubmitTask(name, std::move(arguments), this->settings_).at(0));
+    if constexpr (internal::IsGenerator<R>::value) {
+      internal::TaskSettings settings = this->settings_;
+      settings.streaming = true;
+      return ObjectRefGenerator<typename R::value_type>(
+          internal::SubmitTask(name, std::move(arguments), settings).at(0));
+    } else {
+      return ObjectRef<R>(internal::SubmitTask(name, std::move(arguments), this->settings_).at(0));
+    }
   }
 
  private:

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "airt/generator.h"
 #include "airt/internal/function_registry.h"
 #include "airt/internal/serialization.h"
 
@@ -68,6 +69,12 @@ InvokeOutcome InvokeWith(const std::string& function, Call&& call,
   try {
     if constexpr (std::is_void_v<R>) {
       call(std::forward<Args>(*std::get<I>(values))...);
+    } else if constexpr (IsGenerator<R>::value) {
+      R generator = call(std::forward<Args>(*std::get<I>(values))...);
+      if (!StreamItems(generator)) {
+        return UserException("'" + function + "' returns a generator: call it as a streaming " +
+                             "task (Task(f).Remote gives an ObjectRefGenerator)");
+      }
     } else if constexpr (std::is_pointer_v<R>) {
       using Actor = std::remove_pointer_t<R>;
       std::shared_ptr<Actor> instance(call(std::forward<Args>(*std::get<I>(values))...));
