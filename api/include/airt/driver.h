@@ -162,8 +162,6 @@ struct TaskSettings {
   bool python = false;  // a Python function (the airt package's): runs on a Python worker
   // SetRuntimeEnv's env_vars: set while the task runs. Unset: none of its own.
   std::optional<std::map<std::string, std::string>> env_vars;
-    return this->self();
-  }
   // A generator's task (airt/generator.h): its items stream back while it runs.
   bool streaming = false;
   // Streaming: at most this many items ahead of the consumer (Ray's
