@@ -224,7 +224,7 @@ class CoreWorkerRpc : public LocalStoreTest {
                                    std::span<const std::string_view> args) {
       internal::InvokeOutcome outcome;
       if (function != "twice" || args.size() != 1) {
-        outcome.kind = internal::InvokeOutcome::Kind::kBadArguments;
+        outcome.failure = ErrorKind::kBadArguments;
         outcome.error = "only twice(int)";
         return outcome;
       }
@@ -258,8 +258,8 @@ class CoreWorkerRpc : public LocalStoreTest {
   }
 
   // The value of `id` (an int), or the error's kind.
-  std::variant<int, core::ObjectErrorKind, Status> Get(const ObjectId& id) {
-    std::variant<int, core::ObjectErrorKind, Status> got = Status::Ok();
+  std::variant<int, core::ErrorKind, Status> Get(const ObjectId& id) {
+    std::variant<int, core::ErrorKind, Status> got = Status::Ok();
     ObjectId ids[] = {id};
     Status s = driver_->GetEach(ids, 20'000, [&](size_t, core::GotObject& object) {
       if (object.error) {
@@ -332,8 +332,8 @@ TEST_F(CoreWorkerRpc, CancelReachesTheWorkerRunningTheTask) {
   ASSERT_TRUE(WaitFor([&] { return Pushed() == 1; }));
   ASSERT_TRUE(driver_->CancelTask(returns.at(0), /*force=*/false, /*recursive=*/true).ok());
   auto got = Get(returns.at(0));
-  ASSERT_TRUE(std::holds_alternative<core::ObjectErrorKind>(got));
-  EXPECT_EQ(std::get<core::ObjectErrorKind>(got), core::ObjectErrorKind::kCancelled);
+  ASSERT_TRUE(std::holds_alternative<core::ErrorKind>(got));
+  EXPECT_EQ(std::get<core::ErrorKind>(got), core::ErrorKind::CANCELLED);
   ASSERT_TRUE(WaitFor([&] {
     std::lock_guard<std::mutex> lock(state_->mu);
     return !state_->cancelled.empty();

@@ -256,7 +256,7 @@ TEST_F(GeneratorStreamTest, AnErrorAfterKItemsIsTheNextItem) {
   TaskId task = NewTask();
   auto stream = Stream(task, core::kNoGeneratorBackpressure);
   EXPECT_TRUE(Wait(Push(task, "fail", stream)));  // the pushTask answers the error
-  Complete(task, core::ObjectError{core::ObjectErrorKind::kTaskError, "gen", "failed after 2"});
+  Complete(task, core::ObjectError{core::ErrorKind::USER_EXCEPTION, "gen", "failed after 2"});
   auto values = Consume(stream);
   EXPECT_EQ(WaitFor(values), (std::vector<std::string>{"0", "1", "error: failed after 2"}));
 }
@@ -286,7 +286,7 @@ TEST_F(GeneratorStreamTest, CancellingFailsTheHeldItemAndStopsTheGenerator) {
   while (generators_.made < 1) {
     io_.provider->getTimer().afterDelay(1 * kj::MILLISECONDS).wait(io_.waitScope);
   }
-  Complete(task, core::ObjectError{core::ObjectErrorKind::kCancelled, "gen", "cancelled"});
+  Complete(task, core::ObjectError{core::ErrorKind::CANCELLED, "gen", "cancelled"});
   EXPECT_TRUE(Wait(kj::mv(reply)));
   EXPECT_TRUE(generators_.saw_cancelled.load());
   EXPECT_LE(generators_.made.load(), 2);

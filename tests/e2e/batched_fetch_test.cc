@@ -303,9 +303,13 @@ TEST_F(BatchedFetch, TaskFailsNamingTheArgumentWhoseNodeDoesNotHoldIt) {
   arg.transfer_address = a->transfer;
   t.args.push_back(arg);
   worker::TaskOutcome ran = executor.Run(t);
-  EXPECT_EQ(ran.status.code(), Code::kNotFound) << ran.status.ToString();
-  EXPECT_NE(ran.status.message().find(Id(9).Hex()), std::string::npos);
-  EXPECT_NE(ran.status.message().find(a->transfer), std::string::npos);
+  // The task fails as its argument's loss (the one error map: OBJECT_LOST), naming the object and
+  // the node asked for it.
+  ASSERT_TRUE(ran.status.ok()) << ran.status.ToString();
+  ASSERT_TRUE(ran.failure.has_value());
+  EXPECT_EQ(ran.failure->kind, proto::ErrorKind::OBJECT_LOST);
+  EXPECT_NE(ran.failure->message.find(Id(9).Hex()), std::string::npos) << ran.failure->message;
+  EXPECT_NE(ran.failure->message.find(a->transfer), std::string::npos) << ran.failure->message;
   StopNode(a);
   StopNode(c);
 }

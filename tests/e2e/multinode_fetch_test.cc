@@ -113,7 +113,7 @@ TEST_F(MultiNodeFetch, ObjectsOfADeadNodeFailAloneNamingThemWhileTheOthersArrive
   try {
     Get(mixed, 60000);
     FAIL() << "a Get of objects on a dead node succeeded";
-  } catch (const UnavailableError& e) {
+  } catch (const ObjectLostError& e) {
     // The first failed object, in order: on_third[0], naming it and its node.
     EXPECT_NE(std::string(e.what()).find(IdOf(on_third[0].ID()).Hex()), std::string::npos)
         << e.what();
@@ -122,7 +122,7 @@ TEST_F(MultiNodeFetch, ObjectsOfADeadNodeFailAloneNamingThemWhileTheOthersArrive
   for (const auto& ref : on_second) EXPECT_TRUE((*local)->Contains(IdOf(ref.ID())));
   std::vector<std::shared_ptr<std::vector<uint8_t>>> values = Get(on_second, 60000);
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(HasPattern(values[i]->data(), values[i]->size(), i));
-  for (const auto& ref : on_third) EXPECT_THROW(Get(ref, 60000), UnavailableError);
+  for (const auto& ref : on_third) EXPECT_THROW(Get(ref, 60000), ObjectLostError);
 }
 
 }  // namespace
