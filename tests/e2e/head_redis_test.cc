@@ -160,10 +160,12 @@ class HeadRedisTest : public ::testing::Test {
     return heads_.back().get();
   }
   // SIGKILL: nothing of the head's shutdown runs.
+  // Kills the head first and only then drops the connection: dropping it first would hand the
+  // head the job leases' release (it finishes those jobs) before the kill.
   void KillHead(Head* head) {
-    head->Disconnect();
     head->process->Kill(SIGKILL);
     head->process->Wait(10s);
+    head->Disconnect();
   }
 
   static Status KvPut(Head* h, const std::string& ns, const std::string& key,
