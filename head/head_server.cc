@@ -306,11 +306,14 @@ kj::Promise<void> HeadServer::registerJob(RegisterJobContext context) {
   Result<std::string> code = ParseText(params.getCodeSearchPath(), "codeSearchPath",
                                        internal::kMaxCodeSearchPathBytes, /*allow_empty=*/true);
   if (!code.ok()) return Fail(code.status());
+  Result<std::string> ns = ParseNamespace(params.getNamespace());
+  if (!ns.ok()) return Fail(ns.status());
   auto id = std::make_shared<JobId>();
   return Answer(Commit([this, pid = params.getDriverPid(), address = std::move(*address),
-                        code = std::move(*code), id]() -> Result<internal::Change> {
+                        code = std::move(*code), ns = std::move(*ns),
+                        id]() -> Result<internal::Change> {
                   AIRT_ASSIGN_OR_RETURN(internal::Staged<JobId> staged,
-                                        jobs_->Register(pid, address, code));
+                                        jobs_->Register(pid, address, code, ns));
                   *id = staged.value;
                   return std::move(staged.change);
                 }),

@@ -381,6 +381,8 @@ PYBIND11_MODULE(_airt, m) {
     return out;
   });
   m.def("job_id", [] { return airt::internal::JobIdHex(); });
+  // The job's namespace: a driver's init(namespace=), which its workers read from the head.
+  m.def("namespace", [] { return airt::GetNamespace(); });
   m.def("worker_id", [] { return airt::internal::WorkerIdHex(); });
   m.def("head_address", [] { return airt::internal::HeadAddress(); });
   // The running task's (name, resources it holds, actor restarts before it): an actor creation's

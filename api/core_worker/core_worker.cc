@@ -74,7 +74,7 @@ Status CoreWorker::Impl::Start() {
     OnLoop([&]() -> kj::Promise<void> {
       if (!options_.worker.IsNil()) {
         JoinAsWorker();
-        return kj::READY_NOW;
+        return ReadJobNamespace();
       }
       loop_->head = Connect(options_.head_address).castAs<proto::Head>();
       kj::Promise<void> joined = kj::READY_NOW;
@@ -82,6 +82,7 @@ Status CoreWorker::Impl::Start() {
         auto job = loop_->head.registerJobRequest();
         job.setDriverPid(::getpid());
         job.setCodeSearchPath(options_.code_search_path);
+        job.setNamespace(options_.ns);
         joined = job.send().then([this](auto reply) {
           std::string id = ToString(reply.getJobId());
           if (id.size() != JobId::kSize) throw Fail(Internal("the head gave a malformed job id"));
@@ -130,7 +131,8 @@ Status CoreWorker::Impl::Start() {
   driver_task_ = options_.job.IsNil() && options_.worker.IsNil()
                      ? TaskId::ForDriver(job_id_)
                      : TaskId::Of(ActorId::NilFor(job_id_));
-  namespace_ = options_.ns.empty() ? "anonymous-job-" + job_id_.Hex() : options_.ns;
+  if (namespace_.empty()) namespace_ = options_.ns;  // a worker's: its job's, read at start
+  if (namespace_.empty()) namespace_ = "anonymous-job-" + job_id_.Hex();
   // The index only: the data pages of the objects this process writes and reads are mapped as it
   // touches them (a put of 800 MB still runs at ~16 GB/s here), and a driver does not spend
   // seconds of CPU populating a large store's page tables while it works.

@@ -89,6 +89,9 @@ class CoreWorker::Impl {
   const std::string& node_address() const { return node_address_; }
   const CoreWorkerOptions& options() const { return options_; }
   Result<uint16_t> ServeWorker(WorkerServing serving);
+  // A worker's: reads its job's namespace (its driver's init(namespace=)) from the head into
+  // namespace_; a head that cannot answer leaves the anonymous one (logged). Loop thread.
+  kj::Promise<void> ReadJobNamespace();
   void WaitServingEnded();
   objectstore::StoreClient& store() { return *store_; }
 

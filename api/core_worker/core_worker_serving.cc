@@ -33,6 +33,27 @@ void CoreWorker::Impl::JoinAsWorker() {
   MakeSubmitters();
 }
 
+kj::Promise<void> CoreWorker::Impl::ReadJobNamespace() {
+  if (!options_.ns.empty() || options_.job.IsNil() || options_.head_address.empty()) {
+    return kj::READY_NOW;
+  }
+  return loop_->head.listJobsRequest()
+      .send()
+      .then([this](auto reply) {
+        for (auto job : reply.getJobs()) {
+          if (job.getJobId().size() == JobId::kSize &&
+              JobId::FromRaw(job.getJobId().begin()) == job_id_) {
+            namespace_ = job.getNamespace().cStr();  // "": the job's anonymous one
+          }
+        }
+      })
+      .catch_([this](kj::Exception&& e) {
+        AIRT_LOG(WARNING) << "job " << job_id_.Hex() << "'s namespace could not be read from the "
+                          << "head (" << FromKjException(e).ToString()
+                          << "): this worker's tasks use the job's anonymous namespace";
+      });
+}
+
 Result<uint16_t> CoreWorker::Impl::ServeWorker(WorkerServing serving) {
   if (options_.worker.IsNil()) {
     return FailedPrecondition("serving proto::Worker: this is a driver's core worker, not a "

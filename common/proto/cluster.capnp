@@ -50,6 +50,7 @@ struct JobInfo {
   endMs @4 :UInt64;         # 0 while running
   alive @5 :Bool;
   codeSearchPath @6 :Text;  # the libraries its workers load (':'-separated), besides the nodes'
+  namespace @7 :Text;       # its driver's init(namespace=); "": the job's anonymous one
 }
 
 # An actor's life as the head's directory records it. PENDING until its constructor has run;
@@ -132,7 +133,9 @@ interface Head {
   # One job per driver. The job finishes at finishJob, or when the driver drops `lease` (its
   # connection closed). Finishing a job marks its non-detached actors DEAD.
   # `codeSearchPath`: the job's own code (the head's library table lists it with the job).
-  registerJob @8 (driverPid :Int32, driverAddress :Text, codeSearchPath :Text)
+  # `namespace`: where the job's named actors live ("": an anonymous one); its workers read it
+  # from listJobs, so that tasks and actors use their driver's namespace.
+  registerJob @8 (driverPid :Int32, driverAddress :Text, codeSearchPath :Text, namespace :Text)
       -> (jobId :Data, lease :JobLease);
   finishJob @9 (jobId :Data) -> ();
   listJobs @10 () -> (jobs :List(JobInfo));

@@ -65,7 +65,7 @@ Status JobTable::Load() {
 }
 
 Result<Staged<JobId>> JobTable::Register(int32_t driver_pid, std::string driver_address,
-                                         std::string code_search_path) {
+                                         std::string code_search_path, std::string ns) {
   if (next_ > kLastJob) return ResourceExhausted("every job id has been handed out");
   uint32_t value = next_++;
   JobRecord job;
@@ -73,6 +73,7 @@ Result<Staged<JobId>> JobTable::Register(int32_t driver_pid, std::string driver_
   job.driver_pid = driver_pid;
   job.driver_address = std::move(driver_address);
   job.code_search_path = std::move(code_search_path);
+  job.ns = std::move(ns);
   job.start_ms = static_cast<uint64_t>(clock_.WallMs());
   job.alive = true;
   Staged<JobId> out{job.id, {}};

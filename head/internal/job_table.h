@@ -47,7 +47,7 @@ class JobTable {
   // A new running job with an id never handed out before (1, 2, ...), even when its change is
   // never written. kResourceExhausted after 2^32 - 2 jobs.
   Result<Staged<JobId>> Register(int32_t driver_pid, std::string driver_address,
-                                 std::string code_search_path = "");
+                                 std::string code_search_path = "", std::string ns = "");
   // Marks the job finished now and gives the finish the next number; an empty change (and no new
   // number) when it finished already. kNotFound: no such job.
   Result<Change> Finish(const JobId& id);

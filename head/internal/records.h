@@ -62,6 +62,7 @@ struct JobRecord {
   int32_t driver_pid = 0;
   std::string driver_address;
   std::string code_search_path;  // the job's own libraries, ':'-separated
+  std::string ns;                // its driver's namespace ("": the anonymous one)
   uint64_t start_ms = 0;
   uint64_t end_ms = 0;
   bool alive = false;

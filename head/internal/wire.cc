@@ -336,6 +336,7 @@ void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out) {
   out.setDriverPid(job.driver_pid);
   out.setDriverAddress(AsText(job.driver_address));
   out.setCodeSearchPath(AsText(job.code_search_path));
+  out.setNamespace(AsText(job.ns));
   out.setStartMs(job.start_ms);
   out.setEndMs(job.end_ms);
   out.setAlive(job.alive);
@@ -396,6 +397,8 @@ Result<JobRecord> DecodeJobRow(std::string_view bytes) {
         AIRT_ASSIGN_OR_RETURN(
             job.code_search_path,
             ParseText(row.getCodeSearchPath(), "codeSearchPath", kMaxCodeSearchPathBytes, true));
+        AIRT_ASSIGN_OR_RETURN(job.ns,
+                              ParseText(row.getNamespace(), "namespace", kMaxNameBytes, true));
         job.start_ms = row.getStartMs();
         job.end_ms = row.getEndMs();
         job.alive = row.getAlive();

@@ -83,7 +83,6 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
                    namespace or "")
     except _airt.Error as error:
         raise exceptions.translate(error) from None
-    _runtime_context._namespace[0] = namespace or ""
     key = _runtime_env.store(job_env)
     _runtime_env.set_parent(_runtime_env.fetch(key) if key else {}, key)
 

@@ -14,8 +14,6 @@ _worker_mode = [False]
 # The actor this worker hosts, recorded while its creation task runs (its methods' tasks carry
 # none of this): {"name", "resources", "restarts"}.
 _actor = {}
-# The driver's init(namespace=...) ("" for its anonymous one).
-_namespace = [""]
 
 # Resource names that are not resources a task holds: the node constraint a scheduling strategy
 # adds (airt._options asks for a sliver of the node's "node:<id>" resource).
@@ -100,8 +98,9 @@ class RuntimeContext:
 
     @property
     def namespace(self):
-        """The job's namespace (a driver's: init(namespace=...), else its anonymous one)."""
-        return _namespace[0] or f"anonymous-job-{_airt.job_id()}"
+        """The job's namespace: its driver's init(namespace=...), else the job's anonymous one
+        (in the driver and in every task and actor of the job)."""
+        return _airt.namespace()
 
     @property
     def was_current_actor_reconstructed(self):
