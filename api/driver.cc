@@ -27,17 +27,17 @@ using internal::ThrowError;
 
 std::mutex g_mu;
 std::unique_ptr<LocalCluster> g_cluster;   // what Init started, if anything; guarded by g_mu
-std::unique_ptr<core::CoreWorker> g_core;  // a driver's, made by Init; guarded by g_mu
+std::unique_ptr<core_worker::CoreWorker> g_core;  // a driver's, made by Init; guarded by g_mu
 // In airt-worker: the process's one core worker (RunWorker owns it; Shutdown leaves it alone),
 // and why the API cannot use it, if it cannot ("" when it can). Guarded by g_mu.
-core::CoreWorker* g_worker_core = nullptr;
+core_worker::CoreWorker* g_worker_core = nullptr;
 std::string g_worker_unusable;
 uint64_t g_generation = 0;  // guarded by g_mu: bumped by each new core worker
 // A driver's worker id (Ray's get_worker_id() in a driver), drawn by each Init; guarded by g_mu.
 WorkerId g_driver_worker;
 // Objects GetPinned handed out, released at Shutdown if still held (a pin must not outlive the
 // store connection it came from).
-std::vector<std::weak_ptr<core::GotObject>> g_pinned;  // guarded by g_mu
+std::vector<std::weak_ptr<core_worker::GotObject>> g_pinned;  // guarded by g_mu
 // Config::local_mode's runtime, instead of a core worker; guarded by g_mu for Init/Shutdown.
 std::unique_ptr<local::LocalRuntime> g_local;
 std::map<std::string, std::string> g_job_env;  // guarded by g_mu: Config::runtime_env's env_vars
@@ -55,7 +55,7 @@ local::LocalRuntime* Local() {
 }
 
 // The process's core worker, or null. g_mu held.
-core::CoreWorker* Current() { return g_worker_core ? g_worker_core : g_core.get(); }
+core_worker::CoreWorker* Current() { return g_worker_core ? g_worker_core : g_core.get(); }
 
 // Every failure the API throws goes through one of the two Throws: a Status's (internal::
 // ThrowStatus, the one Status map), or an object's error (below); both end in ThrowError, the one
@@ -69,7 +69,7 @@ Status Unreachable(const Status& status) {
   return Unavailable(status.ToString());
 }
 
-core::CoreWorker& Core() {
+core_worker::CoreWorker& Core() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_worker_core) {
     if (!g_worker_unusable.empty()) Throw(Unavailable(g_worker_unusable));
@@ -96,7 +96,7 @@ ObjectId IdOf(const std::string& binary) {
 
 // An object's error (a task's, or what its owner saw): what() names the function, when there is
 // one, before the message.
-[[noreturn]] void Throw(const core::ObjectError& e) {
+[[noreturn]] void Throw(const core_worker::ObjectError& e) {
   std::string what = e.function_name.empty() ? e.message : e.function_name + ": " + e.message;
   ThrowError(FromProto(e.kind), what, e.data);
 }
@@ -168,7 +168,7 @@ void Init(const Config& config) {
     g_local = std::make_unique<local::LocalRuntime>(config.ray_namespace);
     return;
   }
-  core::CoreWorkerOptions options;
+  core_worker::CoreWorkerOptions options;
   options.head_address = config.address;
   if (options.head_address.empty()) {
     if (const char* env = std::getenv("AIRT_ADDRESS")) options.head_address = env;
@@ -181,7 +181,7 @@ void Init(const Config& config) {
   options.node_address = config.node_address;
   options.code_search_path = JobCodeSearchPath(config);
   options.ns = config.ray_namespace;
-  Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(options);
+  Result<std::unique_ptr<core_worker::CoreWorker>> core = core_worker::CoreWorker::Connect(options);
   if (!core.ok()) Throw(Unreachable(core.status()));
   g_core = std::move(*core);
   ++g_generation;
@@ -235,7 +235,7 @@ bool IsInitialized() {
 }
 
 void Shutdown() {
-  std::unique_ptr<core::CoreWorker> core;
+  std::unique_ptr<core_worker::CoreWorker> core;
   std::unique_ptr<LocalCluster> cluster;
   std::unique_ptr<local::LocalRuntime> local_runtime;
   {
@@ -245,8 +245,8 @@ void Shutdown() {
     local_runtime = std::move(g_local);
     g_job_env.clear();
     g_default_detached = false;
-    for (const std::weak_ptr<core::GotObject>& held : g_pinned) {
-      if (std::shared_ptr<core::GotObject> object = held.lock()) object->pin.Release();
+    for (const std::weak_ptr<core_worker::GotObject>& held : g_pinned) {
+      if (std::shared_ptr<core_worker::GotObject> object = held.lock()) object->pin.Release();
     }
     g_pinned.clear();
   }
@@ -303,7 +303,7 @@ std::shared_ptr<void> HoldObject(const std::string& id) {
   });
 }
 
-void EnterWorkerMode(core::CoreWorker* core, std::string unusable) {
+void EnterWorkerMode(core_worker::CoreWorker* core, std::string unusable) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_worker_core = core;
   g_worker_unusable = std::move(unusable);
@@ -316,8 +316,8 @@ void LeaveWorkerMode() {
   g_worker_core = nullptr;
   g_worker_unusable.clear();
   ++g_generation;
-  for (const std::weak_ptr<core::GotObject>& held : g_pinned) {
-    if (std::shared_ptr<core::GotObject> object = held.lock()) object->pin.Release();
+  for (const std::weak_ptr<core_worker::GotObject>& held : g_pinned) {
+    if (std::shared_ptr<core_worker::GotObject> object = held.lock()) object->pin.Release();
   }
   g_pinned.clear();
 }
@@ -362,11 +362,11 @@ void WrapWithEnv(const char* wrapper, const std::map<std::string, std::string>& 
 constexpr size_t kInlineArgumentLimit = 100 * 1024;
 
 // The API's arguments as the core worker takes them.
-std::vector<core::TaskArgument> CoreArguments(std::vector<Argument> args) {
-  std::vector<core::TaskArgument> arguments;
+std::vector<core_worker::TaskArgument> CoreArguments(std::vector<Argument> args) {
+  std::vector<core_worker::TaskArgument> arguments;
   arguments.reserve(args.size());
   for (Argument& a : args) {
-    core::TaskArgument t;
+    core_worker::TaskArgument t;
     if (a.is_list) {
       t.is_list = true;
       for (const std::string& ref : a.ref_list) t.ref_list.push_back(IdOf(ref));
@@ -404,7 +404,7 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
   }
   std::string target = function;
   WrapWithEnv(kTaskWithEnv, CallEnv(settings.env_vars), settings.python, &target, &args);
-  core::TaskOptions options;
+  core_worker::TaskOptions options;
   options.resources = settings.resources;
   options.accelerator_type = settings.accelerator_type;
   options.name = settings.name.empty() && target != function ? function : settings.name;
@@ -418,7 +418,7 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
 
 std::string CreateActor(const std::string& factory, std::vector<Argument> args,
                         const ActorSettings& settings) {
-  core::ActorOptions options;
+  core_worker::ActorOptions options;
   options.resources = settings.resources;
   options.accelerator_type = settings.accelerator_type;
   options.name = settings.name;
@@ -461,8 +461,8 @@ std::vector<std::string> SubmitActorTask(const std::string& actor_id, const std:
 
 std::vector<NodeInfo> ClusterNodes() {
   if (Local()) LocalModeLacks("the cluster's node list");
-  core::CoreWorker& core = Core();
-  Result<std::vector<core::CoreWorker::NodeView>> view = core.ClusterView();
+  core_worker::CoreWorker& core = Core();
+  Result<std::vector<core_worker::CoreWorker::NodeView>> view = core.ClusterView();
   if (!view.ok()) Throw(view.status());
   std::vector<NodeInfo> out;
   for (const auto& n : *view) {
@@ -577,10 +577,11 @@ void GetEach(const std::vector<std::string>& ids, int64_t timeout_ms,
     }
     return;
   }
-  Status got = Core().GetEach(object_ids, timeout_ms, [&](size_t i, const core::GotObject& g) {
-    if (g.error) Throw(*g.error);
-    use(i, g.bytes());
-  });
+  Status got =
+      Core().GetEach(object_ids, timeout_ms, [&](size_t i, const core_worker::GotObject& g) {
+        if (g.error) Throw(*g.error);
+        use(i, g.bytes());
+      });
   if (!got.ok()) Throw(got);
 }
 
@@ -596,17 +597,18 @@ std::vector<PinnedBytes> GetPinned(const std::vector<std::string>& ids, int64_t 
     }
     return out;
   }
-  std::vector<std::shared_ptr<core::GotObject>> held;
-  Status got = Core().GetEach(object_ids, timeout_ms, [&](size_t i, core::GotObject& g) {
+  std::vector<std::shared_ptr<core_worker::GotObject>> held;
+  Status got = Core().GetEach(object_ids, timeout_ms, [&](size_t i, core_worker::GotObject& g) {
     if (g.error) Throw(*g.error);
-    auto object = std::make_shared<core::GotObject>(std::move(g));
+    auto object = std::make_shared<core_worker::GotObject>(std::move(g));
     out[i] = PinnedBytes{object->bytes(), object};
     if (object->pin.valid()) held.push_back(object);
   });
   if (!got.ok()) Throw(got);
   if (!held.empty()) {
     std::lock_guard<std::mutex> lock(g_mu);
-    std::erase_if(g_pinned, [](const std::weak_ptr<core::GotObject>& p) { return p.expired(); });
+    std::erase_if(g_pinned,
+                  [](const std::weak_ptr<core_worker::GotObject>& p) { return p.expired(); });
     for (auto& object : held) g_pinned.push_back(object);
   }
   return out;
@@ -637,7 +639,7 @@ std::vector<std::string> SubmitStreamingActorTask(const std::string& actor_id,
                                                   std::vector<Argument> args, int backpressure) {
   return Binaries(Core().SubmitActorTask(ActorIdOf(actor_id), method,
                                          CoreArguments(std::move(args)), 1,
-                                         core::StreamOptions{true, backpressure}));
+                                         core_worker::StreamOptions{true, backpressure}));
 }
 
 std::string NextGeneratorItem(const std::string& completed, int64_t timeout_ms) {

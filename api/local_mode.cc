@@ -12,7 +12,7 @@ namespace airt::local {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using core::ErrorKind;
+using core_worker::ErrorKind;
 
 constexpr std::string_view kMsgpackNil = "\xc0";  // a void function's "done"
 constexpr size_t kMaxNamesListed = 20;
@@ -56,7 +56,7 @@ std::vector<LocalObject> Outcome(const std::string& function, internal::InvokeOu
                                  size_t num_returns) {
   std::vector<LocalObject> out(num_returns);
   auto fail_all = [&](ErrorKind kind, const std::string& message, const std::string& data = "") {
-    for (LocalObject& o : out) o.error = core::ObjectError{kind, function, message, data};
+    for (LocalObject& o : out) o.error = core_worker::ObjectError{kind, function, message, data};
     return out;
   };
   if (!invoked.ok()) {
@@ -80,8 +80,8 @@ std::vector<LocalObject> Outcome(const std::string& function, internal::InvokeOu
 struct LocalRuntime::Actor {
   ActorId id;
   std::string factory;
-  std::vector<core::TaskArgument> args;  // the factory's, kept for restarts
-  core::ActorOptions options;
+  std::vector<core_worker::TaskArgument> args;  // the factory's, kept for restarts
+  core_worker::ActorOptions options;
   std::shared_ptr<void> instance;
   std::deque<Call> queue;
   std::vector<std::thread> threads;
@@ -140,7 +140,7 @@ void LocalRuntime::Fail(const std::vector<ObjectId>& ids, ErrorKind kind,
                         const std::string& function, const std::string& message) {
   for (const ObjectId& id : ids) {
     LocalObject failed;
-    failed.error = core::ObjectError{kind, function, message};
+    failed.error = core_worker::ObjectError{kind, function, message};
     Store(id, std::move(failed));
   }
 }
@@ -199,11 +199,12 @@ std::vector<bool> LocalRuntime::Wait(std::span<const ObjectId> ids, size_t num_r
   return ready();
 }
 
-Result<std::vector<std::string>> LocalRuntime::Resolve(const std::vector<core::TaskArgument>& args,
-                                                       std::optional<core::ObjectError>* failed) {
+Result<std::vector<std::string>> LocalRuntime::Resolve(
+    const std::vector<core_worker::TaskArgument>& args,
+    std::optional<core_worker::ObjectError>* failed) {
   // Every reference first, in one wait.
   std::vector<ObjectId> refs;
-  for (const core::TaskArgument& a : args) {
+  for (const core_worker::TaskArgument& a : args) {
     if (a.ref) refs.push_back(*a.ref);
     refs.insert(refs.end(), a.ref_list.begin(), a.ref_list.end());
   }
@@ -215,7 +216,7 @@ Result<std::vector<std::string>> LocalRuntime::Resolve(const std::vector<core::T
     if (o.error && !*failed) *failed = o.error;
     return o.error ? nullptr : &o;
   };
-  for (const core::TaskArgument& a : args) {
+  for (const core_worker::TaskArgument& a : args) {
     if (a.is_list) {
       // A std::vector<T> in msgpack: an array header, then each T's own bytes.
       std::string array;
@@ -247,7 +248,7 @@ void LocalRuntime::ReapFinished() {
 }
 
 std::vector<ObjectId> LocalRuntime::SubmitTask(const std::string& function,
-                                               std::vector<core::TaskArgument> args,
+                                               std::vector<core_worker::TaskArgument> args,
                                                uint32_t num_returns) {
   TaskId task = TaskId::Of(ActorId::NilFor(job_));
   std::vector<ObjectId> returns;
@@ -258,8 +259,8 @@ std::vector<ObjectId> LocalRuntime::SubmitTask(const std::string& function,
   ReapFinished();
   if (stopping_) {
     for (const ObjectId& id : returns) {
-      objects_.emplace(id, LocalObject{nullptr, core::ObjectError{ErrorKind::UNAVAILABLE,
-                                                                  function, "shut down"}});
+      objects_.emplace(id, LocalObject{nullptr, core_worker::ObjectError{ErrorKind::UNAVAILABLE,
+                                                                         function, "shut down"}});
     }
     return returns;
   }
@@ -273,14 +274,14 @@ std::vector<ObjectId> LocalRuntime::SubmitTask(const std::string& function,
 }
 
 void LocalRuntime::RunTask(const TaskId& task, const std::string& function,
-                           const std::vector<core::TaskArgument>& args,
+                           const std::vector<core_worker::TaskArgument>& args,
                            const std::vector<ObjectId>& returns) {
   const internal::Invoker* invoker = internal::FunctionRegistry::Global().Find(function);
   if (invoker == nullptr) {
     Fail(returns, ErrorKind::FUNCTION_NOT_FOUND, function, NotRegistered(function));
     return;
   }
-  std::optional<core::ObjectError> failed;
+  std::optional<core_worker::ObjectError> failed;
   Result<std::vector<std::string>> values = Resolve(args, &failed);
   if (failed) {
     Fail(returns, failed->kind, failed->function_name, failed->message);
@@ -293,8 +294,8 @@ void LocalRuntime::RunTask(const TaskId& task, const std::string& function,
 }
 
 Result<ActorId> LocalRuntime::CreateActor(const std::string& factory,
-                                          std::vector<core::TaskArgument> args,
-                                          const core::ActorOptions& options) {
+                                          std::vector<core_worker::TaskArgument> args,
+                                          const core_worker::ActorOptions& options) {
   if (options.detached && options.name.empty()) {
     return InvalidArgument("a detached actor needs a name");
   }
@@ -326,7 +327,7 @@ Result<ActorId> LocalRuntime::CreateActor(const std::string& factory,
 }
 
 std::vector<ObjectId> LocalRuntime::SubmitActorTask(const ActorId& id, const std::string& method,
-                                                    std::vector<core::TaskArgument> args,
+                                                    std::vector<core_worker::TaskArgument> args,
                                                     uint32_t num_returns) {
   Call call{TaskId::Of(id), method, std::move(args), {}, false};
   for (uint32_t i = 0; i < std::max<uint32_t>(num_returns, 1); ++i) {
@@ -388,7 +389,7 @@ void LocalRuntime::RunCall(Actor* actor, Call& call) {
     return;
   }
   const internal::FunctionRegistry& registry = internal::FunctionRegistry::Global();
-  std::optional<core::ObjectError> failed;
+  std::optional<core_worker::ObjectError> failed;
   Result<std::vector<std::string>> values = Resolve(call.args, &failed);
   std::vector<std::string_view> views;
   if (values.ok()) views.assign(values->begin(), values->end());
@@ -445,15 +446,15 @@ void LocalRuntime::RunCall(Actor* actor, Call& call) {
   if (actor->incarnation != incarnation) {
     std::string why = actor->dead ? "the actor died while running the call: " + actor->death_cause
                                   : "the actor was restarted while running the call";
-    out.assign(call.returns.size(), LocalObject{nullptr, core::ObjectError{
-                                                             ErrorKind::ACTOR_DIED,
-                                                             call.function, why}});
+    out.assign(
+        call.returns.size(),
+        LocalObject{nullptr, core_worker::ObjectError{ErrorKind::ACTOR_DIED, call.function, why}});
   } else if (failed) {
     out.assign(call.returns.size(), LocalObject{nullptr, failed});
   } else if (!not_found.empty()) {
     out.assign(call.returns.size(),
-               LocalObject{nullptr, core::ObjectError{ErrorKind::FUNCTION_NOT_FOUND,
-                                                      call.function, not_found}});
+               LocalObject{nullptr, core_worker::ObjectError{ErrorKind::FUNCTION_NOT_FOUND,
+                                                             call.function, not_found}});
   } else {
     out = Outcome(call.function, std::move(invoked), call.returns.size());
   }
@@ -469,9 +470,9 @@ void LocalRuntime::MarkDead(Actor& actor, const std::string& cause) {
   actor.exit_requested = false;
   for (Call& call : actor.queue) {
     for (const ObjectId& id : call.returns) {
-      objects_.emplace(id, LocalObject{nullptr, core::ObjectError{ErrorKind::ACTOR_DIED,
-                                                                  call.function,
-                                                                  "the actor is dead: " + cause}});
+      objects_.emplace(
+          id, LocalObject{nullptr, core_worker::ObjectError{ErrorKind::ACTOR_DIED, call.function,
+                                                            "the actor is dead: " + cause}});
     }
   }
   actor.queue.clear();

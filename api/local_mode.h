@@ -33,7 +33,7 @@ namespace airt::local {
 // An object's outcome: its bytes, or why there are none.
 struct LocalObject {
   std::shared_ptr<const std::string> value;
-  std::optional<core::ObjectError> error;
+  std::optional<core_worker::ObjectError> error;
 };
 
 // Thread-safe. The destructor fails every queued actor call, then waits for the running tasks and
@@ -58,15 +58,18 @@ class LocalRuntime {
 
   // Runs `function` (a registered free function) on a thread of its own once its reference
   // arguments exist; returns its returns' ids at once.
-  std::vector<ObjectId> SubmitTask(const std::string& function, std::vector<core::TaskArgument> args,
+  std::vector<ObjectId> SubmitTask(const std::string& function,
+                                   std::vector<core_worker::TaskArgument> args,
                                    uint32_t num_returns);
   // Creates an actor: its factory runs on the actor's first thread. kAlreadyExists when its name
   // is taken in its namespace.
-  Result<ActorId> CreateActor(const std::string& factory, std::vector<core::TaskArgument> args,
-                              const core::ActorOptions& options);
+  Result<ActorId> CreateActor(const std::string& factory,
+                              std::vector<core_worker::TaskArgument> args,
+                              const core_worker::ActorOptions& options);
   // Queues a call of `method`; errors arrive in the returns (kActorDied once the actor is dead).
   std::vector<ObjectId> SubmitActorTask(const ActorId& actor, const std::string& method,
-                                        std::vector<core::TaskArgument> args, uint32_t num_returns);
+                                        std::vector<core_worker::TaskArgument> args,
+                                        uint32_t num_returns);
   // The live actor named `name` in `ns` ("": this job's). kNotFound when there is none.
   Result<ActorId> Lookup(const std::string& name, const std::string& ns);
   // Ends the actor: its queued calls fail, and so does the one running (when it ends). Without
@@ -85,20 +88,21 @@ class LocalRuntime {
   struct Call {
     TaskId task;
     std::string function;  // the factory for the creation, else the method
-    std::vector<core::TaskArgument> args;
+    std::vector<core_worker::TaskArgument> args;
     std::vector<ObjectId> returns;
     bool creation = false;
   };
 
   void Store(const ObjectId& id, LocalObject object);
-  void Fail(const std::vector<ObjectId>& ids, core::ErrorKind kind,
+  void Fail(const std::vector<ObjectId>& ids, core_worker::ErrorKind kind,
             const std::string& function, const std::string& message);
   // The arguments' bytes (reference arguments waited for), or the error of the first that failed.
-  Result<std::vector<std::string>> Resolve(const std::vector<core::TaskArgument>& args,
-                                           std::optional<core::ObjectError>* failed);
+  Result<std::vector<std::string>> Resolve(const std::vector<core_worker::TaskArgument>& args,
+                                           std::optional<core_worker::ObjectError>* failed);
   // Runs one normal task on the calling thread and stores its returns.
   void RunTask(const TaskId& task, const std::string& function,
-               const std::vector<core::TaskArgument>& args, const std::vector<ObjectId>& returns);
+               const std::vector<core_worker::TaskArgument>& args,
+               const std::vector<ObjectId>& returns);
   void ActorThread(Actor* actor);
   void RunCall(Actor* actor, Call& call);
   // Marks the actor dead (mu_ held): its queued calls fail with `cause`.

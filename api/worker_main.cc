@@ -14,7 +14,7 @@
 int main(int argc, char** argv) {
   airt::InitProcess("airt-worker");
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  auto options = airt::worker::ParseWorkerOptions(argc, argv);
+  auto options = airt::internal::ParseWorkerOptions(argc, argv);
   if (!options.ok()) {
     if (options.status().code() == airt::Code::kCancelled) {
       std::cout << options.status().message();
@@ -22,12 +22,12 @@ int main(int argc, char** argv) {
     }
     std::cerr << "airt-worker: " << options.status().message() << "\n"
               << "run airt-worker --help for the flags\n";
-    return airt::worker::kExitBadFlags;
+    return airt::internal::kExitBadFlags;
   }
   if (!options->log_file.empty()) {
     if (airt::Status s = airt::SetLogFile(options->log_file); !s.ok()) {
       std::cerr << "airt-worker: " << s.ToString() << "; logging to stderr\n";
     }
   }
-  return airt::worker::RunWorker(*options);
+  return airt::internal::RunWorker(*options);
 }

@@ -76,7 +76,7 @@ constexpr size_t kViewThreshold = 64 << 10;
 
 // Calls `interrupt(task_id)` (a Python callable, or None for no hook) with the GIL taken; its
 // errors are logged, never raised into the worker's loop.
-airt::worker::Interrupt InterruptHook(py::object interrupt) {
+airt::internal::Interrupt InterruptHook(py::object interrupt) {
   if (interrupt.is_none()) return nullptr;
   std::shared_ptr<py::object> hook(new py::object(std::move(interrupt)), [](py::object* f) {
     py::gil_scoped_acquire locked;
@@ -488,16 +488,16 @@ PYBIND11_MODULE(_airt, m) {
     return py::cast(Emitter{std::move(emitter)});
   });
 
-  // A Python worker's life (python -m airt._worker FLAGS): airt-worker's own loop, whose tasks
-  // for functions no C++ library registers go to `call(function, args) -> (ok, bytes or str)`.
-  // `interrupt(task_id)` (None: tasks cannot be interrupted) is called on the loop's thread to
-  // stop a running task that is cancelled.
+  // A Python worker's life (python -m airt._private.worker FLAGS): airt-worker's own loop, whose
+  // tasks for functions no C++ library registers go to `call(function, args) -> (ok, bytes or
+  // str)`. `interrupt(task_id)` (None: tasks cannot be interrupted) is called on the loop's thread
+  // to stop a running task that is cancelled.
   m.def("run_worker", [](std::vector<std::string> argv, py::function call, py::object interrupt) {
     std::vector<char*> args;
-    std::string program = "airt._worker";
+    std::string program = "airt._private.worker";
     args.push_back(program.data());
     for (std::string& a : argv) args.push_back(a.data());
-    auto options = airt::worker::ParseWorkerOptions(static_cast<int>(args.size()), args.data());
+    auto options = airt::internal::ParseWorkerOptions(static_cast<int>(args.size()), args.data());
     if (!options.ok()) throw std::invalid_argument(options.status().ToString());
     if (!options->log_file.empty()) (void)airt::SetLogFile(options->log_file);
     // Copied and dropped by the worker's threads without the GIL: held through a pointer whose
@@ -509,29 +509,30 @@ PYBIND11_MODULE(_airt, m) {
     // call(kind, function, actor, args) -> (ok, value): kind "task" or "method" answers the
     // pickled return (or a list, one per return), "create" the new actor instance; not ok:
     // (False, the remote traceback, the pickled exception, its kind's number).
-    airt::worker::Fallback fallback = [callback](airt::worker::TaskKind kind,
-                                                 const std::string& function, void* actor,
-                                                 std::span<const std::string_view> in) {
+    airt::internal::Fallback fallback = [callback](airt::internal::TaskKind kind,
+                                                   const std::string& function, void* actor,
+                                                   std::span<const std::string_view> in) {
       py::gil_scoped_acquire locked;
       py::function& call = *callback;
       airt::internal::InvokeOutcome outcome;
-      const char* kind_name = kind == airt::worker::TaskKind::kNormal          ? "task"
-                              : kind == airt::worker::TaskKind::kActorCreation ? "create"
-                                                                               : "method";
+      const char* kind_name = kind == airt::internal::TaskKind::kNormal          ? "task"
+                              : kind == airt::internal::TaskKind::kActorCreation ? "create"
+                                                                                 : "method";
       try {
         py::list values;
         for (std::string_view a : in) values.append(py::bytes(a.data(), a.size()));
         py::object instance = actor ? *static_cast<py::object*>(actor) : py::none();
         py::tuple result = call(kind_name, function, instance, values);
         if (!result[0].cast<bool>()) {
-          // (False, traceback[, the pickled exception, the schema's kind]): airt._worker._call.
+          // (False, traceback[, the pickled exception, the schema's kind]):
+          // airt._private.worker._call.
           bool full = result.size() >= 4;
           outcome = airt::internal::UserException(
               result[1].cast<std::string>(), full ? std::string(result[2].cast<py::bytes>()) : "");
           if (full) outcome.failure = static_cast<airt::ErrorKind>(result[3].cast<int>());
           return outcome;
         }
-        if (kind == airt::worker::TaskKind::kActorCreation) {
+        if (kind == airt::internal::TaskKind::kActorCreation) {
           // The instance lives as long as the worker's actor; dropped with the GIL taken.
           outcome.instance = std::shared_ptr<void>(new py::object(result[1]), [](void* p) {
             py::gil_scoped_acquire again;
@@ -549,8 +550,8 @@ PYBIND11_MODULE(_airt, m) {
       }
       return outcome;
     };
-    airt::worker::Interrupt interrupter = InterruptHook(std::move(interrupt));
+    airt::internal::Interrupt interrupter = InterruptHook(std::move(interrupt));
     py::gil_scoped_release unlocked;
-    return airt::worker::RunWorker(*options, fallback, interrupter);
+    return airt::internal::RunWorker(*options, fallback, interrupter);
   });
 }

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   sigaddset(&blocked, SIGCHLD);
   pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
 
-  auto config = airt::node::ParseNodeConfig(argc, argv, airt::node::DetectHost());
+  auto config = airt::worker::ParseNodeConfig(argc, argv, airt::worker::DetectHost());
   if (!config.ok()) {
     if (config.status().code() == airt::Code::kCancelled) {
       std::cout << config.status().message();
@@ -34,5 +34,5 @@ int main(int argc, char** argv) {
               << "run airt-node --help for the flags\n";
     return 2;
   }
-  return airt::node::RunNode(*config, stop);
+  return airt::worker::RunNode(*config, stop);
 }

@@ -6,7 +6,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 namespace {
 
 // How often a handle holder asks the head whether a pending or restarting actor is alive yet.
@@ -247,4 +247,4 @@ kj::Promise<ActorId> ActorManager::Lookup(const std::string& name, const std::st
   });
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

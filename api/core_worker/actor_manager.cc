@@ -6,7 +6,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 namespace {
 
 // How often the owner asks the head again for a node while none can hold the actor yet.
@@ -326,4 +326,4 @@ kj::Promise<void> ActorManager::UpdateDirectory(const Actor& actor, proto::Actor
   return request.send().ignoreResult();
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

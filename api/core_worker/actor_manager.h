@@ -39,7 +39,7 @@
 #include "common/ids.h"
 #include "common/proto/cluster.capnp.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 class ActorManager {
  public:
@@ -163,4 +163,4 @@ class ActorManager {
   std::unordered_map<ActorId, std::unique_ptr<Actor>> actors_;
 };
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

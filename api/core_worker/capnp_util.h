@@ -6,7 +6,7 @@
 
 #include <capnp/blob.h>
 
-namespace airt::core {
+namespace airt::core_worker {
 
 inline std::string ToString(capnp::Data::Reader d) {
   return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
@@ -27,4 +27,4 @@ void SetAmounts(ResourceList list, const std::map<std::string, double>& amounts)
   }
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

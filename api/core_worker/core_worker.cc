@@ -24,7 +24,7 @@
 #include "objectstore/object_store.h"
 #include "objectstore/transfer.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 namespace {
 
 kj::Exception Fail(const Status& s) { return ToKjException(s); }
@@ -477,4 +477,4 @@ Result<uint16_t> CoreWorker::ServeWorker(WorkerServing serving) {
 void CoreWorker::WaitServingEnded() { impl_->WaitServingEnded(); }
 objectstore::StoreClient& CoreWorker::store() { return impl_->store(); }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

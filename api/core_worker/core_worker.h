@@ -28,7 +28,7 @@
 #include "common/status.h"
 #include "objectstore/object_store.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 struct CoreWorkerOptions {
   std::string head_address;                // host:port; "" in a worker started without it
@@ -260,4 +260,4 @@ class CoreWorker {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

@@ -31,7 +31,7 @@
 #include "objectstore/object_store.h"
 #include "objectstore/transfer.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 // A connection to one peer, reused for every call to it. `cap` queues calls until connected.
 struct Peer {
@@ -197,4 +197,4 @@ class CoreWorker::Impl {
   GeneratorStreams generators_;  // the open streams (thread-safe)
 };
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

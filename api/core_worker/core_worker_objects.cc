@@ -11,7 +11,7 @@
 #include "common/rpc_status.h"
 #include "objectstore/transfer.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 Result<ObjectId> CoreWorker::Impl::Put(std::string bytes) {
   if (bytes.size() > options_.inline_threshold) {
@@ -293,4 +293,4 @@ std::vector<bool> CoreWorker::Impl::Wait(std::span<const ObjectId> ids, size_t n
   return ready;
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

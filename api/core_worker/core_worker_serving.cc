@@ -15,7 +15,7 @@
 #include "common/proto/node.capnp.h"
 #include "common/rpc_status.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 void CoreWorker::Impl::JoinAsWorker() {
   job_id_ = options_.job;
@@ -141,4 +141,4 @@ void CoreWorker::Impl::WaitServingEnded() {
   serving_cv_.wait(lock, [this] { return !serving_; });
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

@@ -3,7 +3,7 @@
 #include "api/core_worker/core_worker_impl.h"
 #include "api/core_worker/generator_stream.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 void CoreWorker::Impl::OpenStream(PendingTask& task, const StreamOptions& options) {
   StreamHooks hooks;
@@ -52,4 +52,4 @@ Result<std::optional<ObjectId>> CoreWorker::NextGeneratorItem(const ObjectId& co
 
 void CoreWorker::DropGenerator(const ObjectId& completed) { impl_->DropGenerator(completed); }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

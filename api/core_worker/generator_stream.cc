@@ -7,7 +7,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 GeneratorStream::GeneratorStream(TaskId task, std::string function, int64_t backpressure,
                                  MemoryStore& memory, StreamHooks hooks)
@@ -252,4 +252,4 @@ std::shared_ptr<GeneratorStream> GeneratorStreams::Remove(const ObjectId& comple
   return stream;
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

@@ -22,7 +22,7 @@
 #include "common/proto/node.capnp.h"
 #include "common/status.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 // Ray's _generator_backpressure_num_objects default: no limit (the generator runs to its end
 // whatever the consumer does). A positive N keeps it at most N items ahead of the consumer.
@@ -107,4 +107,4 @@ class GeneratorStreams {
   std::unordered_map<ObjectId, std::shared_ptr<GeneratorStream>> streams_;  // guarded by mu_
 };
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

@@ -4,7 +4,7 @@
 #include "common/proto/node.capnp.h"
 #include "common/rpc_status.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 namespace {
 
 constexpr int kMaxSpillbacks = 8;
@@ -75,4 +75,4 @@ kj::Promise<void> ReturnLease(const ConnectFn& connect, const std::string& node,
       .attach(kj::mv(holder));
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

@@ -12,7 +12,7 @@
 
 #include "common/ids.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 using ConnectFn = std::function<capnp::Capability::Client(const std::string& address)>;
 
@@ -49,4 +49,4 @@ kj::Promise<LeaseOutcome> RequestLease(const ConnectFn& connect, const std::stri
 kj::Promise<void> ReturnLease(const ConnectFn& connect, const std::string& node, uint64_t lease_id,
                               bool disconnect, capnp::Capability::Client holder);
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

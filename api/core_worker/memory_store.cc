@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-namespace airt::core {
+namespace airt::core_worker {
 
 void MemoryStore::Put(const ObjectId& id, ObjectEntry entry) {
   {
@@ -140,9 +140,9 @@ std::optional<ObjectEntry> MemoryStore::Erase(const ObjectId& id) {
   return entry;
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker
 
-namespace airt::core {
+namespace airt::core_worker {
 
 ObjectError LostObject(const ObjectLocation& where, const Status& why) {
   std::string node = where.node_address.empty() ? where.transfer_address : where.node_address;
@@ -162,4 +162,4 @@ ObjectError LostObject(const ObjectLocation& where, const Status& why) {
                      ""};
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

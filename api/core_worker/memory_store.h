@@ -20,7 +20,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 struct ObjectLocation {
   ObjectId id;
@@ -99,4 +99,4 @@ class MemoryStore {
   std::unordered_multimap<ObjectId, kj::Own<kj::PromiseFulfiller<ObjectEntry>>> waiters_;
 };
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

@@ -5,7 +5,7 @@
 #include "common/rpc_status.h"
 #include "common/status.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 kj::Promise<kj::Own<kj::AsyncIoStream>> TcpPeerConnector::Connect(kj::AsyncIoContext& io,
                                                                   const std::string& address) {
@@ -33,4 +33,4 @@ kj::Promise<kj::Own<kj::ConnectionReceiver>> TcpPeerConnector::Listen(kj::AsyncI
       [](kj::Own<kj::NetworkAddress> address) { return address->listen(); });
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

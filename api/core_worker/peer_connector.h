@@ -9,7 +9,7 @@
 
 #include <kj/async-io.h>
 
-namespace airt::core {
+namespace airt::core_worker {
 
 // Called on the core worker's loop thread only (`io` is that loop's); one instance may serve
 // several core workers, each on its own loop.
@@ -35,4 +35,4 @@ class TcpPeerConnector final : public PeerConnector {
                                                       const std::string& host) override;
 };
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

@@ -2,7 +2,7 @@
 
 #include "common/logging.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 void ReferenceCounter::RemoveLocal(const ObjectId& id) {
   auto it = counts_.find(id);
@@ -31,4 +31,4 @@ void ReferenceCounter::FreeIfUnused(std::unordered_map<ObjectId, Count>::iterato
   free_(id);
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

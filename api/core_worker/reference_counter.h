@@ -13,7 +13,7 @@
 
 #include "common/ids.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 class ReferenceCounter {
  public:
@@ -38,4 +38,4 @@ class ReferenceCounter {
   std::function<void(const ObjectId&)> free_;
 };
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

@@ -6,7 +6,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 namespace {
 
 constexpr auto kIdleReturn = 10 * kj::MILLISECONDS;
@@ -254,4 +254,4 @@ kj::Promise<void> TaskDispatcher::ReturnAll() {
   return kj::joinPromises(returns.finish());
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

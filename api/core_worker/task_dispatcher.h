@@ -21,7 +21,7 @@
 #include "api/core_worker/task_spec.h"
 #include "common/proto/node.capnp.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 class TaskDispatcher {
  public:
@@ -103,4 +103,4 @@ class TaskDispatcher {
   std::unordered_map<const PendingTask*, uint64_t> pushed_;  // tasks on a worker: their lease
 };
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

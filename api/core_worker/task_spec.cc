@@ -4,7 +4,7 @@
 
 #include "api/core_worker/capnp_util.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 namespace {
 std::optional<ObjectError> FirstFailedArgument(const PendingTask& task);
@@ -166,4 +166,4 @@ bool MarkCancelled(MemoryStore& memory, PendingTask& task) {
   return true;
 }
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

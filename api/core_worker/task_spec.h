@@ -18,7 +18,7 @@
 #include "common/ids.h"
 #include "common/proto/node.capnp.h"
 
-namespace airt::core {
+namespace airt::core_worker {
 
 struct PendingTask {
   TaskId id;
@@ -70,4 +70,4 @@ void FailTask(MemoryStore& memory, PendingTask& task, ErrorKind kind, const std:
 // (whoever holds the task still finishes it). False when it was marked already.
 bool MarkCancelled(MemoryStore& memory, PendingTask& task);
 
-}  // namespace airt::core
+}  // namespace airt::core_worker

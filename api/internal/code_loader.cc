@@ -8,7 +8,7 @@
 
 #include "common/logging.h"
 
-namespace airt::worker {
+namespace airt::internal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -73,4 +73,4 @@ std::vector<LoadedLibrary> LoadCodeSearchPath(std::string_view search_path) {
   return loaded;
 }
 
-}  // namespace airt::worker
+}  // namespace airt::internal

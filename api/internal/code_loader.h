@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace airt::worker {
+namespace airt::internal {
 
 struct LoadedLibrary {
   std::string path;
@@ -20,4 +20,4 @@ struct LoadedLibrary {
 // Libraries are never closed. Call from one thread at a time.
 std::vector<LoadedLibrary> LoadCodeSearchPath(std::string_view search_path);
 
-}  // namespace airt::worker
+}  // namespace airt::internal

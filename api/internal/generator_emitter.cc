@@ -5,7 +5,7 @@
 #include "airt/driver.h"
 #include "common/rpc_status.h"
 
-namespace airt::worker {
+namespace airt::internal {
 namespace {
 
 capnp::Data::Reader AsData(std::string_view bytes) {
@@ -78,4 +78,4 @@ kj::Promise<void> GeneratorSinks::Send(const TaskId& task, uint64_t index,
   return request.send().ignoreResult();
 }
 
-}  // namespace airt::worker
+}  // namespace airt::internal

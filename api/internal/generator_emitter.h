@@ -19,7 +19,7 @@
 #include "common/proto/node.capnp.h"
 #include "common/status.h"
 
-namespace airt::worker {
+namespace airt::internal {
 
 // At most this many items per run of a generator (their ids are task returns 2, 3, ...).
 inline constexpr uint64_t kMaxGeneratorItems = (1u << 31) - 4;
@@ -53,4 +53,4 @@ class GeneratorSinks {
   std::unordered_map<TaskId, proto::GeneratorSink::Client> sinks_;
 };
 
-}  // namespace airt::worker
+}  // namespace airt::internal

@@ -12,7 +12,7 @@
 #include "common/logging.h"
 #include "objectstore/transfer.h"
 
-namespace airt::worker {
+namespace airt::internal {
 namespace {
 
 // What a void function's single return holds when the submitter asks for one (Ray's
@@ -100,7 +100,7 @@ std::vector<objectstore::PullRequest> RemoteArguments(const TaskToRun& task,
 
 }  // namespace
 
-TaskId CurrentTaskId() {
+TaskId ExecutingTaskId() {
   const std::string& running = internal::ThisThreadsTask().task_id;
   return running.empty() ? TaskId() : TaskId::FromRaw(reinterpret_cast<const uint8_t*>(running.data()));
 }
@@ -492,4 +492,4 @@ Status TaskExecutor::StoreReturns(const TaskToRun& task, std::vector<std::string
   return Status::Ok();
 }
 
-}  // namespace airt::worker
+}  // namespace airt::internal

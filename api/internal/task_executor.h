@@ -35,7 +35,7 @@ class ObjectPuller;
 class PullBatch;
 }  // namespace airt::objectstore
 
-namespace airt::worker {
+namespace airt::internal {
 
 struct TaskArgument {
   bool is_object = false;
@@ -59,7 +59,7 @@ using Fallback = std::function<internal::InvokeOutcome(
 using Interrupt = std::function<void(const TaskId& task)>;
 
 // The task the calling thread runs now (inside the executor's Run, e.g. from a Fallback), or Nil.
-TaskId CurrentTaskId();
+TaskId ExecutingTaskId();
 
 struct TaskToRun {
   TaskKind kind = TaskKind::kNormal;
@@ -225,4 +225,4 @@ class TaskExecutor {
   std::shared_ptr<void> actor_;  // set by the creation task, before its method tasks are taken
 };
 
-}  // namespace airt::worker
+}  // namespace airt::internal

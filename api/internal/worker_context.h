@@ -13,7 +13,7 @@ namespace airt::internal {
 // which must outlive LeaveWorkerMode; Shutdown leaves it alone. `unusable` non-empty: why the API
 // cannot submit work from this worker (no head address, no job); each call then throws
 // UnavailableError with it. Defined with the API's state in api/driver.cc.
-void EnterWorkerMode(core::CoreWorker* core, std::string unusable);
+void EnterWorkerMode(core_worker::CoreWorker* core, std::string unusable);
 // Forgets the worker's core worker (before it is destroyed): objects still pinned through the API
 // are released; later calls need Init.
 void LeaveWorkerMode();

@@ -5,7 +5,7 @@
 
 #include "common/flags.h"
 
-namespace airt::worker {
+namespace airt::internal {
 namespace {
 
 // "host:port" with a port in 1..65535.
@@ -72,4 +72,4 @@ Result<WorkerOptions> ParseWorkerOptions(int argc, char** argv) {
   return options;
 }
 
-}  // namespace airt::worker
+}  // namespace airt::internal

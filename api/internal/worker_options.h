@@ -7,7 +7,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 
-namespace airt::worker {
+namespace airt::internal {
 
 struct WorkerOptions {
   std::string head_address;      // "host:port" of the head, for tasks that submit work; may be ""
@@ -29,4 +29,4 @@ struct WorkerOptions {
 // the usage text for --help.
 Result<WorkerOptions> ParseWorkerOptions(int argc, char** argv);
 
-}  // namespace airt::worker
+}  // namespace airt::internal

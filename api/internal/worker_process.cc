@@ -20,7 +20,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 
-namespace airt::worker {
+namespace airt::internal {
 namespace {
 
 void LogRegistry(internal::FunctionRegistry& registry) {
@@ -35,8 +35,9 @@ void LogRegistry(internal::FunctionRegistry& registry) {
 // Serves proto::Worker on the core worker's loop (a WorkerService over `executor`) and registers
 // with the node; false, having logged why, when that fails. A broken node connection ends the
 // process at once.
-bool StartServing(const WorkerOptions& options, core::CoreWorker& core, TaskExecutor& executor) {
-  core::WorkerServing serving;
+bool StartServing(const WorkerOptions& options, core_worker::CoreWorker& core,
+                  TaskExecutor& executor) {
+  core_worker::WorkerServing serving;
   serving.make_service = [&options, &executor](kj::Own<kj::PromiseFulfiller<void>> on_exit,
                                                std::function<void(bool)> cancel_children) {
     return capnp::Capability::Client(kj::heap<WorkerService>(
@@ -70,7 +71,7 @@ int RunWorker(const WorkerOptions& options, Fallback fallback, Interrupt interru
   // The process's one core worker: it submits (for tasks that submit tasks), owns, gets, and
   // serves this worker's tasks, all on its one loop, with one store client and one connection
   // per peer.
-  core::CoreWorkerOptions api;
+  core_worker::CoreWorkerOptions api;
   api.head_address = options.head_address;
   api.node_address = options.node_address;
   api.node_port = options.node_port;
@@ -79,7 +80,8 @@ int RunWorker(const WorkerOptions& options, Fallback fallback, Interrupt interru
   api.store_socket = options.store_socket;
   api.transfer_address = options.transfer_address;
   api.code_search_path = options.code_search_path;  // nested work loads what this worker did
-  Result<std::unique_ptr<core::CoreWorker>> core = core::CoreWorker::Connect(std::move(api));
+  Result<std::unique_ptr<core_worker::CoreWorker>> core =
+      core_worker::CoreWorker::Connect(std::move(api));
   if (!core.ok()) {
     // A worker's core worker connects to nothing else before it serves.
     AIRT_LOG(ERROR) << "cannot connect to the object store at " << options.store_socket << ": "
@@ -126,4 +128,4 @@ int RunWorker(const WorkerOptions& options, Fallback fallback, Interrupt interru
   return kExitOk;
 }
 
-}  // namespace airt::worker
+}  // namespace airt::internal

@@ -12,7 +12,7 @@
 #include "api/internal/task_executor.h"
 #include "api/internal/worker_options.h"
 
-namespace airt::worker {
+namespace airt::internal {
 
 // Exit codes of airt-worker.
 inline constexpr int kExitOk = 0;           // exit() was called
@@ -33,4 +33,4 @@ inline constexpr int kExitNodeLost = 3;  // the connection to the node dropped
 int RunWorker(const WorkerOptions& options, Fallback fallback = nullptr,
               Interrupt interrupt = nullptr);
 
-}  // namespace airt::worker
+}  // namespace airt::internal

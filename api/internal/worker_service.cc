@@ -12,7 +12,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::worker {
+namespace airt::internal {
 namespace {
 
 // How long pushTask waits on the loop for a task with nothing ahead of it to finish, before it
@@ -298,4 +298,4 @@ kj::Promise<void> WorkerService::cancelTask(CancelTaskContext context) {
   return kj::READY_NOW;
 }
 
-}  // namespace airt::worker
+}  // namespace airt::internal

@@ -18,7 +18,7 @@
 #include "common/proto/node.capnp.h"
 #include "common/status.h"
 
-namespace airt::worker {
+namespace airt::internal {
 
 // Limits on what a pushed task may carry.
 inline constexpr size_t kMaxFunctionNameBytes = 4096;
@@ -90,4 +90,4 @@ class WorkerService final : public proto::Worker::Server, private kj::TaskSet::E
   GeneratorSinks generators_;  // the streaming tasks' sinks
 };
 
-}  // namespace airt::worker
+}  // namespace airt::internal

@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 from airt import _airt
 from airt import exceptions
-from airt import _options
+from airt._private import options as _options
 from airt import cross_language
 from airt import runtime_context as _runtime_context
 from airt import runtime_env as _runtime_env
@@ -216,7 +216,7 @@ def get_gpu_ids():
 def remote(*args, **kwargs):
     """@airt.remote or @airt.remote(num_cpus=..., num_gpus=..., ...) on a function (a
     RemoteFunction: .remote(...) runs it on a Python worker) or a class (an ActorClass:
-    .remote(...) creates an actor). The options are Ray's (airt._options lists them)."""
+    .remote(...) creates an actor). The options are Ray's (airt._private.options lists them)."""
     def make(target):
         if isinstance(target, type):
             return ActorClass(target, **kwargs)

@@ -4,7 +4,7 @@ import contextvars
 import inspect
 
 from airt import _airt
-from airt import _options
+from airt._private import options as _options
 from airt import exceptions
 from airt import generator
 from airt import runtime_env
@@ -15,7 +15,7 @@ METHOD_PREFIX = "py.method:"
 # Ray's max_concurrency for an actor with async methods when none is given.
 ASYNC_DEFAULT_CONCURRENCY = 1000
 # The (task id, actor id) of the coroutine running on an async actor's loop, whose thread is not
-# the one the worker records its running task on (airt._worker sets it).
+# the one the worker records its running task on (airt._private.worker sets it).
 running_call = contextvars.ContextVar("airt_running_call", default=None)
 
 

@@ -1,7 +1,7 @@
 """Calling C++ functions registered with AIRT_REMOTE from Python (Ray's cross_language)."""
 
 from airt import _airt
-from airt import _options
+from airt._private import options as _options
 from airt import exceptions
 from airt.object_ref import ObjectRef, encode_cpp_args
 from airt.remote_function import wrap_returns

@@ -42,7 +42,7 @@ def _unframe(view):
 def encode_python_args(args, kwargs, settings=None):
     """A Python call's arguments for airt._airt: each positional one pickled (protocol 5) or, for
     an ObjectRef, its id in a 1-tuple (its value reaches the call); last, the keyword ones and the
-    call's settings for the worker (airt._options.call_settings), pickled as a pair."""
+    call's settings for the worker (airt._private.options.call_settings), pickled as a pair."""
     ref_kwargs = [k for k, v in kwargs.items() if isinstance(v, ObjectRef)]
     if ref_kwargs:  # an ObjectRef keyword argument is resolved too: it travels as a positional one
         kwargs = dict(kwargs)

@@ -5,7 +5,7 @@ import hashlib
 import cloudpickle
 
 from airt import _airt
-from airt import _options
+from airt._private import options as _options
 from airt import exceptions
 from airt import generator
 from airt import runtime_env

@@ -9,14 +9,14 @@ import warnings
 from airt import _airt
 from airt import runtime_env as _runtime_env
 
-# Set by airt._worker in a worker process (Ray's WORKER_MODE); a driver leaves it False.
+# Set by airt._private.worker in a worker process (Ray's WORKER_MODE); a driver leaves it False.
 _worker_mode = [False]
 # The actor this worker hosts, recorded while its creation task runs (its methods' tasks carry
 # none of this): {"name", "resources", "restarts"}.
 _actor = {}
 
 # Resource names that are not resources a task holds: the node constraint a scheduling strategy
-# adds (airt._options asks for a sliver of the node's "node:<id>" resource).
+# adds (airt._private.options asks for a sliver of the node's "node:<id>" resource).
 _CONSTRAINT_PREFIX = "node:"
 
 

@@ -32,8 +32,8 @@ namespace airt::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using core::AsData;
-using core::ToString;
+using core_worker::AsData;
+using core_worker::ToString;
 using internal::Deserialize;
 using internal::Serialize;
 
@@ -165,10 +165,10 @@ class StuckWorker final : public proto::Worker::Server {
   std::shared_ptr<ClusterState> state_;
 };
 
-std::vector<core::TaskArgument> IntArg(int x) {
-  core::TaskArgument arg;
+std::vector<core_worker::TaskArgument> IntArg(int x) {
+  core_worker::TaskArgument arg;
   arg.value = Serialize(x);
-  std::vector<core::TaskArgument> args;
+  std::vector<core_worker::TaskArgument> args;
   args.push_back(std::move(arg));
   return args;
 }
@@ -208,19 +208,19 @@ class CoreWorkerRpc : public LocalStoreTest {
   // whose "twice" doubles an int; its address.
   std::string StartRealWorker() {
     worker_id_ = WorkerId::FromRandom();
-    core::CoreWorkerOptions options;
+    core_worker::CoreWorkerOptions options;
     options.node_address = kNodeHost;
     options.node_port = 1;
     options.worker = worker_id_;
     options.store_socket = state_->store_socket;
     options.transfer_address = kNodeHost + ":1";
     options.connector = network_;
-    auto core = core::CoreWorker::Connect(options);
+    auto core = core_worker::CoreWorker::Connect(options);
     EXPECT_TRUE(core.ok()) << core.status().ToString();
     if (!core.ok()) return "";
     worker_ = std::move(*core);
-    worker::TaskExecutor::Options executor_options;
-    executor_options.fallback = [](worker::TaskKind, const std::string& function, void*,
+    internal::TaskExecutor::Options executor_options;
+    executor_options.fallback = [](internal::TaskKind, const std::string& function, void*,
                                    std::span<const std::string_view> args) {
       internal::InvokeOutcome outcome;
       if (function != "twice" || args.size() != 1) {
@@ -231,13 +231,13 @@ class CoreWorkerRpc : public LocalStoreTest {
       outcome.returns.push_back(Serialize(2 * Deserialize<int>(args[0])));
       return outcome;
     };
-    executor_ = std::make_unique<worker::TaskExecutor>(registry_, &worker_->store(),
-                                                       std::move(executor_options));
-    core::WorkerServing serving;
+    executor_ = std::make_unique<internal::TaskExecutor>(registry_, &worker_->store(),
+                                                         std::move(executor_options));
+    core_worker::WorkerServing serving;
     serving.make_service = [this](kj::Own<kj::PromiseFulfiller<void>> on_exit,
                                   std::function<void(bool)> cancel_children) {
-      return capnp::Capability::Client(kj::heap<worker::WorkerService>(
-          *executor_, JobId(), worker::ReturnsAt{kNodeHost + ":1", kNodeHost + ":1"},
+      return capnp::Capability::Client(kj::heap<internal::WorkerService>(
+          *executor_, JobId(), internal::ReturnsAt{kNodeHost + ":1", kNodeHost + ":1"},
           kj::mv(on_exit), std::move(cancel_children)));
     };
     serving.register_timeout_ms = 10'000;
@@ -248,20 +248,20 @@ class CoreWorkerRpc : public LocalStoreTest {
   }
 
   void StartDriver() {
-    core::CoreWorkerOptions options;
+    core_worker::CoreWorkerOptions options;
     options.head_address = head_->address();
     options.node_address = kNodeHost;
     options.connector = network_;
-    auto core = core::CoreWorker::Connect(options);
+    auto core = core_worker::CoreWorker::Connect(options);
     ASSERT_TRUE(core.ok()) << core.status().ToString();
     driver_ = std::move(*core);
   }
 
   // The value of `id` (an int), or the error's kind.
-  std::variant<int, core::ErrorKind, Status> Get(const ObjectId& id) {
-    std::variant<int, core::ErrorKind, Status> got = Status::Ok();
+  std::variant<int, core_worker::ErrorKind, Status> Get(const ObjectId& id) {
+    std::variant<int, core_worker::ErrorKind, Status> got = Status::Ok();
     ObjectId ids[] = {id};
-    Status s = driver_->GetEach(ids, 20'000, [&](size_t, core::GotObject& object) {
+    Status s = driver_->GetEach(ids, 20'000, [&](size_t, core_worker::GotObject& object) {
       if (object.error) {
         got = object.error->kind;
       } else {
@@ -273,7 +273,8 @@ class CoreWorkerRpc : public LocalStoreTest {
   }
 
   // Submits twice(x) and holds its returns, as ObjectRefs do (unreferenced returns are freed).
-  std::vector<ObjectId> Submit(int x, const core::TaskOptions& options = core::TaskOptions()) {
+  std::vector<ObjectId> Submit(
+      int x, const core_worker::TaskOptions& options = core_worker::TaskOptions()) {
     std::vector<ObjectId> returns = driver_->SubmitTask("twice", IntArg(x), options);
     for (const ObjectId& id : returns) driver_->AddLocalReference(id);
     return returns;
@@ -290,9 +291,9 @@ class CoreWorkerRpc : public LocalStoreTest {
   std::vector<std::unique_ptr<InProcessServer>> stuck_;
   WorkerId worker_id_;
   // Destroyed in TearDown: the worker's core worker (its service) before the executor it uses.
-  std::unique_ptr<core::CoreWorker> worker_;
-  std::unique_ptr<worker::TaskExecutor> executor_;
-  std::unique_ptr<core::CoreWorker> driver_;
+  std::unique_ptr<core_worker::CoreWorker> worker_;
+  std::unique_ptr<internal::TaskExecutor> executor_;
+  std::unique_ptr<core_worker::CoreWorker> driver_;
 };
 
 TEST_F(CoreWorkerRpc, WorkerCoreWorkerServesOnItsLoopAndRegistersWithItsNode) {
@@ -332,8 +333,8 @@ TEST_F(CoreWorkerRpc, CancelReachesTheWorkerRunningTheTask) {
   ASSERT_TRUE(WaitFor([&] { return Pushed() == 1; }));
   ASSERT_TRUE(driver_->CancelTask(returns.at(0), /*force=*/false, /*recursive=*/true).ok());
   auto got = Get(returns.at(0));
-  ASSERT_TRUE(std::holds_alternative<core::ErrorKind>(got));
-  EXPECT_EQ(std::get<core::ErrorKind>(got), core::ErrorKind::CANCELLED);
+  ASSERT_TRUE(std::holds_alternative<core_worker::ErrorKind>(got));
+  EXPECT_EQ(std::get<core_worker::ErrorKind>(got), core_worker::ErrorKind::CANCELLED);
   ASSERT_TRUE(WaitFor([&] {
     std::lock_guard<std::mutex> lock(state_->mu);
     return !state_->cancelled.empty();
@@ -345,7 +346,7 @@ TEST_F(CoreWorkerRpc, CancelReachesTheWorkerRunningTheTask) {
 
 TEST_F(CoreWorkerRpc, WorkerCoreWorkerRefusesToServeTwiceAndDriverRefusesToServe) {
   ASSERT_FALSE(StartRealWorker().empty());
-  core::WorkerServing again;
+  core_worker::WorkerServing again;
   again.make_service = [](kj::Own<kj::PromiseFulfiller<void>>, std::function<void(bool)>) {
     return capnp::Capability::Client(nullptr);
   };

@@ -142,21 +142,22 @@ TEST(ErrorMap, EveryStatusCodeThrowsItsDocumentedType) {
 
 TEST(ErrorMap, TaskErrorDataTravelsFromWorkerAnswerToOwner) {
   const std::string pickled("\x80\x05\x95\x00pickled exception\xff", 22);
-  worker::TaskOutcome outcome;
-  outcome.failure = worker::TaskFailure{proto::ErrorKind::USER_EXCEPTION, "Traceback ...", pickled};
+  internal::TaskOutcome outcome;
+  outcome.failure =
+      internal::TaskFailure{proto::ErrorKind::USER_EXCEPTION, "Traceback ...", pickled};
   capnp::MallocMessageBuilder message;
   auto results = message.initRoot<proto::Worker::PushTaskResults>();
-  worker::FillTaskResults(outcome, "f", worker::ReturnsAt{}, results);
+  internal::FillTaskResults(outcome, "f", internal::ReturnsAt{}, results);
 
-  core::MemoryStore memory;
-  core::PendingTask task;
+  core_worker::MemoryStore memory;
+  core_worker::PendingTask task;
   task.function = "f";
   task.returns = {ObjectId::ForReturn(TaskId::ForDriver(JobId::FromRandom()), 1)};
-  core::RecordTaskReply(memory, task, results.asReader());
+  core_worker::RecordTaskReply(memory, task, results.asReader());
   auto entries = memory.Wait(task.returns, 0);
   ASSERT_TRUE(entries.ok()) << entries.status().ToString();
   ASSERT_TRUE((*entries)[0].error);
-  const core::ObjectError& error = *(*entries)[0].error;
+  const core_worker::ObjectError& error = *(*entries)[0].error;
   EXPECT_EQ(error.kind, proto::ErrorKind::USER_EXCEPTION);
   EXPECT_EQ(error.message, "Traceback ...");
   EXPECT_EQ(error.data, pickled);
@@ -169,11 +170,11 @@ TEST(ErrorMap, UnknownKindFromAWorkerIsASystemErrorKeepingItsMessage) {
   auto error = results.initError();
   error.setKind(static_cast<proto::ErrorKind>(kNumErrorKinds + 7));
   error.setMessage("from a newer worker");
-  core::MemoryStore memory;
-  core::PendingTask task;
+  core_worker::MemoryStore memory;
+  core_worker::PendingTask task;
   task.function = "f";
   task.returns = {ObjectId::ForReturn(TaskId::ForDriver(JobId::FromRandom()), 1)};
-  core::RecordTaskReply(memory, task, results.asReader());
+  core_worker::RecordTaskReply(memory, task, results.asReader());
   auto entries = memory.Wait(task.returns, 0);
   ASSERT_TRUE(entries.ok());
   EXPECT_EQ((*entries)[0].error->kind, proto::ErrorKind::SYSTEM);
@@ -181,23 +182,23 @@ TEST(ErrorMap, UnknownKindFromAWorkerIsASystemErrorKeepingItsMessage) {
 }
 
 TEST(ErrorMap, AStoreThatCannotTakeAReturnIsObjectStoreFull) {
-  worker::TaskOutcome outcome;
+  internal::TaskOutcome outcome;
   outcome.status = ResourceExhausted("object 00ab of 2 MiB cannot fit in the store");
   capnp::MallocMessageBuilder message;
   auto results = message.initRoot<proto::Worker::PushTaskResults>();
-  worker::FillTaskResults(outcome, "f", worker::ReturnsAt{}, results);
+  internal::FillTaskResults(outcome, "f", internal::ReturnsAt{}, results);
   ASSERT_TRUE(results.getFailed());
   EXPECT_EQ(results.getError().getKind(), proto::ErrorKind::OBJECT_STORE_FULL);
 }
 
 TEST(ErrorMap, AnUnreadableCopyIsALostObjectNamingObjectAndNode) {
   ObjectId id = ObjectId::ForPut(TaskId::ForDriver(JobId::FromRandom()), 1);
-  core::ObjectLocation where{id, "10.0.0.7:7001", 100, "10.0.0.7:7000"};
-  core::ObjectError lost = core::LostObject(where, NotFound("not in the store"));
+  core_worker::ObjectLocation where{id, "10.0.0.7:7001", 100, "10.0.0.7:7000"};
+  core_worker::ObjectError lost = core_worker::LostObject(where, NotFound("not in the store"));
   EXPECT_EQ(lost.kind, proto::ErrorKind::OBJECT_LOST);
   EXPECT_NE(lost.message.find(id.Hex()), std::string::npos) << lost.message;
   EXPECT_NE(lost.message.find("10.0.0.7:7000"), std::string::npos) << lost.message;
-  core::ObjectError full = core::LostObject(where, ResourceExhausted("no room"));
+  core_worker::ObjectError full = core_worker::LostObject(where, ResourceExhausted("no room"));
   EXPECT_EQ(full.kind, proto::ErrorKind::OBJECT_STORE_FULL);
 }
 

@@ -27,12 +27,12 @@
 #include "tests/api/local_store_test.h"
 #include "tests/testing/test_support.h"
 
-namespace airt::worker {
+namespace airt::internal {
 namespace {
 
 using namespace std::chrono_literals;
-using core::GeneratorStream;
-using core::ObjectEntry;
+using core_worker::GeneratorStream;
+using core_worker::ObjectEntry;
 
 capnp::Data::Reader AsData(const std::string& s) {
   return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(s.data()), s.size());
@@ -108,7 +108,7 @@ class GeneratorStreamTest : public testing::LocalStoreTest {
   }
 
   std::shared_ptr<GeneratorStream> Stream(const TaskId& task, int64_t backpressure) {
-    core::StreamHooks hooks;
+    core_worker::StreamHooks hooks;
     hooks.free = [this](const ObjectId& id) { freed_.push_back(id); };
     hooks.free_at = [this](const std::string&, const ObjectId& id) { freed_at_.push_back(id); };
     hooks.post = [this](std::function<void()> fn) { inbox_.Post([fn = std::move(fn)] { fn(); }); };
@@ -124,7 +124,7 @@ class GeneratorStreamTest : public testing::LocalStoreTest {
     spec.setJobId(AsData(task.Job().Binary()));
     spec.setFunctionName(function);
     spec.setNumReturns(1);
-    spec.setGeneratorSink(core::MakeGeneratorSink(stream));
+    spec.setGeneratorSink(core_worker::MakeGeneratorSink(stream));
     return request.send().then([](auto reply) { return reply.getFailed(); });
   }
 
@@ -162,7 +162,7 @@ class GeneratorStreamTest : public testing::LocalStoreTest {
 
   TaskId NewTask() const { return TaskId::Of(ActorId::NilFor(job_)); }
   // Records the task's completion as the core worker does from its reply.
-  void Complete(const TaskId& task, std::optional<core::ObjectError> error) {
+  void Complete(const TaskId& task, std::optional<core_worker::ObjectError> error) {
     ObjectEntry done;
     if (error) {
       done.error = std::move(error);
@@ -191,7 +191,7 @@ class GeneratorStreamTest : public testing::LocalStoreTest {
   kj::AsyncIoContext io_ = kj::setupAsyncIo();
   Inbox inbox_;
   kj::Promise<void> serving_ = inbox_.Serve().eagerlyEvaluate(nullptr);
-  core::MemoryStore memory_;
+  core_worker::MemoryStore memory_;
   Generators generators_;
   std::unique_ptr<TaskExecutor> executor_;
   kj::Own<kj::AsyncIoStream> server_end_, client_end_;
@@ -205,7 +205,7 @@ TEST_F(GeneratorStreamTest, ItemsReachTheOwnerInOrderLargeOnesInTheStore) {
   generators_.items = 4;
   generators_.large_index = 2;
   TaskId task = NewTask();
-  auto stream = Stream(task, core::kNoGeneratorBackpressure);
+  auto stream = Stream(task, core_worker::kNoGeneratorBackpressure);
   EXPECT_FALSE(Wait(Push(task, "count", stream)));
   Complete(task, std::nullopt);
   auto values = Consume(stream);
@@ -254,16 +254,17 @@ TEST_F(GeneratorStreamTest, BackpressureHoldsTheGeneratorNItemsAhead) {
 
 TEST_F(GeneratorStreamTest, AnErrorAfterKItemsIsTheNextItem) {
   TaskId task = NewTask();
-  auto stream = Stream(task, core::kNoGeneratorBackpressure);
+  auto stream = Stream(task, core_worker::kNoGeneratorBackpressure);
   EXPECT_TRUE(Wait(Push(task, "fail", stream)));  // the pushTask answers the error
-  Complete(task, core::ObjectError{core::ErrorKind::USER_EXCEPTION, "gen", "failed after 2"});
+  Complete(task, core_worker::ObjectError{core_worker::ErrorKind::USER_EXCEPTION, "gen",
+                                          "failed after 2"});
   auto values = Consume(stream);
   EXPECT_EQ(WaitFor(values), (std::vector<std::string>{"0", "1", "error: failed after 2"}));
 }
 
 TEST_F(GeneratorStreamTest, ARerunsItemsTheOwnerHasAreDroppedNotDelivered) {
   TaskId task = NewTask();
-  auto stream = Stream(task, core::kNoGeneratorBackpressure);
+  auto stream = Stream(task, core_worker::kNoGeneratorBackpressure);
   generators_.items = 2;
   generators_.large_index = 1;
   EXPECT_FALSE(Wait(Push(task, "count", stream)));  // a first run that got 2 items out
@@ -286,7 +287,7 @@ TEST_F(GeneratorStreamTest, CancellingFailsTheHeldItemAndStopsTheGenerator) {
   while (generators_.made < 1) {
     io_.provider->getTimer().afterDelay(1 * kj::MILLISECONDS).wait(io_.waitScope);
   }
-  Complete(task, core::ObjectError{core::ErrorKind::CANCELLED, "gen", "cancelled"});
+  Complete(task, core_worker::ObjectError{core_worker::ErrorKind::CANCELLED, "gen", "cancelled"});
   EXPECT_TRUE(Wait(kj::mv(reply)));
   EXPECT_TRUE(generators_.saw_cancelled.load());
   EXPECT_LE(generators_.made.load(), 2);
@@ -314,8 +315,8 @@ TEST_F(GeneratorStreamTest, AbandoningFreesTheUntakenItemsAndReleasesTheGenerato
 
 TEST_F(GeneratorStreamTest, SinkRejectsAnItemPastTheNextOne) {
   TaskId task = NewTask();
-  auto stream = Stream(task, core::kNoGeneratorBackpressure);
-  proto::GeneratorSink::Client sink = core::MakeGeneratorSink(stream);
+  auto stream = Stream(task, core_worker::kNoGeneratorBackpressure);
+  proto::GeneratorSink::Client sink = core_worker::MakeGeneratorSink(stream);
   auto request = sink.itemRequest();
   request.setIndex(5);
   request.initValue().setInline(AsData(std::string("x")));
@@ -330,4 +331,4 @@ TEST_F(GeneratorStreamTest, SinkRejectsAnItemPastTheNextOne) {
 }
 
 }  // namespace
-}  // namespace airt::worker
+}  // namespace airt::internal

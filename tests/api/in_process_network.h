@@ -1,6 +1,6 @@
-// An in-process network for core workers (core::PeerConnector): what Listen binds is reachable by
-// Connect from any other loop of this process, each connection a Unix socket pair (so that the
-// two ends may live on different threads' event loops), carrying the real Cap'n Proto RPC
+// An in-process network for core workers (core_worker::PeerConnector): what Listen binds is
+// reachable by Connect from any other loop of this process, each connection a Unix socket pair (so
+// that the two ends may live on different threads' event loops), carrying the real Cap'n Proto RPC
 // stack. Addresses nothing listens on here are reached over TCP, so that a test can mix
 // in-process peers with the EzRpc fakes on loopback. Break(address) cuts every connection to an
 // address, as a peer's process dying or the network failing.
@@ -24,7 +24,7 @@
 namespace airt::testing {
 
 // Thread-safe; hand one shared_ptr to every core worker and server of a test.
-class InProcessNetwork final : public core::PeerConnector {
+class InProcessNetwork final : public core_worker::PeerConnector {
  public:
   ~InProcessNetwork() override;
 
@@ -58,7 +58,7 @@ class InProcessNetwork final : public core::PeerConnector {
   // Per address, the client ends of its open connections, and how many were ever made.
   std::map<std::string, std::vector<int>> live_;  // guarded by mu_
   std::map<std::string, size_t> made_;            // guarded by mu_
-  core::TcpPeerConnector tcp_;
+  core_worker::TcpPeerConnector tcp_;
 };
 
 // Serves one capability on the network at `host`:N from a thread and event loop of its own, as

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-namespace airt::core {
+namespace airt::core_worker {
 namespace {
 
 ObjectId Id(uint32_t n) { return ObjectId::ForPut(TaskId::ForDriver(JobId::FromRandom()), n); }
@@ -50,4 +50,4 @@ TEST(ReferenceCounter, ReleasingWhatWasNotHeldFreesNothing) {
 }
 
 }  // namespace
-}  // namespace airt::core
+}  // namespace airt::core_worker

@@ -22,13 +22,13 @@
 #include "tests/api/local_store_test.h"
 #include "tests/testing/test_support.h"
 
-namespace airt::worker {
+namespace airt::internal {
 namespace {
 
 using namespace std::chrono_literals;
 
 // The executor's fallback: "spin" runs until released or interrupted, "where" answers nothing but
-// records its thread and CurrentTaskId(), anything else returns at once.
+// records its thread and ExecutingTaskId(), anything else returns at once.
 struct Functions {
   std::atomic<bool> release{false};
   std::atomic<bool> spinning{false};
@@ -43,7 +43,7 @@ struct Functions {
       while (!release) std::this_thread::sleep_for(1ms);
     } else if (function == "where") {
       where_thread = std::this_thread::get_id();
-      where_task = CurrentTaskId();
+      where_task = ExecutingTaskId();
     }
     return internal::InvokeOutcome{};
   }
@@ -148,7 +148,7 @@ TEST_F(TaskCancel, ExecutorRunsTasksOnTheCallersThreadUntilStopped) {
   runner.join();
   EXPECT_EQ(functions_.where_thread, caller);
   EXPECT_EQ(functions_.where_task, task.task_id);
-  EXPECT_TRUE(CurrentTaskId().IsNil()) << "set only while a task runs";
+  EXPECT_TRUE(ExecutingTaskId().IsNil()) << "set only while a task runs";
 }
 
 TEST_F(TaskCancel, ServiceValidatesCancelTaskAndRecursesOnlyForARunningTask) {
@@ -233,4 +233,4 @@ TEST_F(TaskCancel, ServiceRecursesForAnActorCallOnlyWhileItRunsAlone) {
 }
 
 }  // namespace
-}  // namespace airt::worker
+}  // namespace airt::internal

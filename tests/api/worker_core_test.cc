@@ -22,7 +22,7 @@
 #include "tests/api/local_store_test.h"
 #include "tests/testing/test_support.h"
 
-namespace airt::worker {
+namespace airt::internal {
 namespace {
 
 using internal::Deserialize;
@@ -303,4 +303,4 @@ TEST_F(TaskExecutorTest, RunsSubmittedTasksInOrderOnItsThreadThenMarkers) {
 }
 
 }  // namespace
-}  // namespace airt::worker
+}  // namespace airt::internal

@@ -35,7 +35,7 @@ TEST(WorkerLifecycle, ExitsZeroAfterAnsweringExit) {
   Status exited = worker.CallExit();
   EXPECT_TRUE(exited.ok()) << exited.ToString();
   worker.Disconnect();
-  EXPECT_EQ(worker.process().Wait(kDeadline), worker::kExitOk) << worker.Log();
+  EXPECT_EQ(worker.process().Wait(kDeadline), internal::kExitOk) << worker.Log();
 }
 
 TEST(WorkerLifecycle, ExitFinishesTasksPushedBeforeIt) {
@@ -58,14 +58,14 @@ TEST(WorkerLifecycle, ExitFinishesTasksPushedBeforeIt) {
   PushReply late = worker.Push("add", {Arg::Inline(Serialize(1)), Arg::Inline(Serialize(1))});
   EXPECT_EQ(late.status.code(), Code::kUnavailable) << late.status.ToString();
   worker.Disconnect();
-  EXPECT_EQ(worker.process().Wait(kDeadline), worker::kExitOk) << worker.Log();
+  EXPECT_EQ(worker.process().Wait(kDeadline), internal::kExitOk) << worker.Log();
 }
 
 TEST(WorkerLifecycle, ExitsWhenNodeConnectionDrops) {
   WorkerHarness worker;
   ASSERT_TRUE(worker.WaitForRegistration()) << worker.Log();
   worker.StopNode();
-  EXPECT_EQ(worker.process().Wait(kDeadline), worker::kExitNodeLost) << worker.Log();
+  EXPECT_EQ(worker.process().Wait(kDeadline), internal::kExitNodeLost) << worker.Log();
   EXPECT_NE(worker.Log().find("the node's connection dropped"), std::string::npos);
 }
 
@@ -76,7 +76,7 @@ TEST(WorkerLifecycle, ExitsOneWhenStoreIsNotThere) {
        "--worker-id=" + WorkerId::FromRandom().Hex(), "--store-socket=" + dir.File("none.sock"),
        "--transfer-address=127.0.0.1:2"},
       dir.File("worker.log"));
-  EXPECT_EQ(process.Wait(kDeadline), worker::kExitStartFailed);
+  EXPECT_EQ(process.Wait(kDeadline), internal::kExitStartFailed);
   EXPECT_NE(ReadFile(dir.File("worker.log")).find("cannot connect to the object store"),
             std::string::npos)
       << ReadFile(dir.File("worker.log"));
@@ -96,7 +96,7 @@ TEST(WorkerLifecycle, ExitsOneWhenNodeIsNotThere) {
        "--worker-id=" + WorkerId::FromRandom().Hex(), "--store-socket=" + options.socket_path,
        "--transfer-address=127.0.0.1:2"},
       dir.File("worker.log"));
-  EXPECT_EQ(process.Wait(kDeadline), worker::kExitStartFailed);
+  EXPECT_EQ(process.Wait(kDeadline), internal::kExitStartFailed);
   EXPECT_NE(ReadFile(dir.File("worker.log")).find("cannot register with the node"),
             std::string::npos)
       << ReadFile(dir.File("worker.log"));
@@ -106,7 +106,7 @@ TEST(WorkerLifecycle, ExitsTwoOnBadFlags) {
   TempDir dir;
   ChildProcess process({AIRT_WORKER_BIN, "--node-address=127.0.0.1", "--bogus"},
                        dir.File("worker.log"));
-  EXPECT_EQ(process.Wait(kDeadline), worker::kExitBadFlags);
+  EXPECT_EQ(process.Wait(kDeadline), internal::kExitBadFlags);
   EXPECT_NE(ReadFile(dir.File("worker.log")).find("--bogus"), std::string::npos);
 }
 

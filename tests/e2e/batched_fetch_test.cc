@@ -215,42 +215,43 @@ TEST_F(BatchedFetch, QueuedTaskArgumentsArriveWhileTheTaskBeforeThemRuns) {
   ObjectPuller puller(c->observer.get());
   Functions functions;
   internal::FunctionRegistry registry;
-  worker::TaskExecutor::Options options;
-  options.fallback = [&](worker::TaskKind, const std::string& function, void*,
+  internal::TaskExecutor::Options options;
+  options.fallback = [&](internal::TaskKind, const std::string& function, void*,
                          std::span<const std::string_view> args) {
     return functions.Call(function, args);
   };
   options.puller = &puller;
-  worker::TaskExecutor executor(registry, c->observer.get(), options);
+  internal::TaskExecutor executor(registry, c->observer.get(), options);
 
   auto task = [](const std::string& function) {
-    worker::TaskToRun t;
+    internal::TaskToRun t;
     t.task_id = TaskId::Of(ActorId::NilFor(JobId::FromRandom()));
     t.function_name = function;
     t.num_returns = 1;
     return t;
   };
   auto object_arg = [](const ObjectId& id, const std::string& address) {
-    worker::TaskArgument arg;
+    internal::TaskArgument arg;
     arg.is_object = true;
     arg.object_id = id;
     arg.transfer_address = address;
     return arg;
   };
-  auto submit = [&](worker::TaskToRun t) {
-    auto done = std::make_shared<std::promise<worker::TaskOutcome>>();
+  auto submit = [&](internal::TaskToRun t) {
+    auto done = std::make_shared<std::promise<internal::TaskOutcome>>();
     auto outcome = done->get_future();
-    executor.Submit(std::move(t), [done](worker::TaskOutcome o) { done->set_value(std::move(o)); });
+    executor.Submit(std::move(t),
+                    [done](internal::TaskOutcome o) { done->set_value(std::move(o)); });
     return outcome;
   };
 
-  worker::TaskToRun first = task("spin");
+  internal::TaskToRun first = task("spin");
   auto first_done = submit(first);
   ASSERT_TRUE(testing::WaitUntil([&] { return functions.spinning.load(); }, 10s));
   // Two arguments on two nodes (one a list element), queued behind the running task.
-  worker::TaskToRun second = task("size");
+  internal::TaskToRun second = task("size");
   second.args.push_back(object_arg(Id(1), a->transfer));
-  worker::TaskArgument list;
+  internal::TaskArgument list;
   list.is_list = true;
   list.elements.push_back(object_arg(Id(2), b->transfer));
   second.args.push_back(list);
@@ -264,7 +265,7 @@ TEST_F(BatchedFetch, QueuedTaskArgumentsArriveWhileTheTaskBeforeThemRuns) {
   EXPECT_EQ(puller.Snapshot().objects_pulled, 2u);
 
   functions.release = true;
-  worker::TaskOutcome ran = second_done.get();
+  internal::TaskOutcome ran = second_done.get();
   ASSERT_TRUE(ran.status.ok()) << ran.status.ToString();
   ASSERT_FALSE(ran.failure) << ran.failure->message;
   ASSERT_EQ(ran.returns.size(), 1u);
@@ -285,24 +286,24 @@ TEST_F(BatchedFetch, TaskFailsNamingTheArgumentWhoseNodeDoesNotHoldIt) {
   ObjectPuller puller(c->observer.get());
   Functions functions;
   internal::FunctionRegistry registry;
-  worker::TaskExecutor::Options options;
-  options.fallback = [&](worker::TaskKind, const std::string& function, void*,
+  internal::TaskExecutor::Options options;
+  options.fallback = [&](internal::TaskKind, const std::string& function, void*,
                          std::span<const std::string_view> args) {
     return functions.Call(function, args);
   };
   options.puller = &puller;
   options.fetch_timeout_ms = 10000;
-  worker::TaskExecutor executor(registry, c->observer.get(), options);
-  worker::TaskToRun t;
+  internal::TaskExecutor executor(registry, c->observer.get(), options);
+  internal::TaskToRun t;
   t.task_id = TaskId::Of(ActorId::NilFor(JobId::FromRandom()));
   t.function_name = "size";
   t.num_returns = 1;
-  worker::TaskArgument arg;
+  internal::TaskArgument arg;
   arg.is_object = true;
   arg.object_id = Id(9);
   arg.transfer_address = a->transfer;
   t.args.push_back(arg);
-  worker::TaskOutcome ran = executor.Run(t);
+  internal::TaskOutcome ran = executor.Run(t);
   // The task fails as its argument's loss (the one error map: OBJECT_LOST), naming the object and
   // the node asked for it.
   ASSERT_TRUE(ran.status.ok()) << ran.status.ToString();

@@ -1,6 +1,6 @@
 // C++ calling Python end to end: a real airt-head and an airt-node whose Python workers run the
-// build's airt package (python -m airt._worker), this test as the driver, and a Python module
-// the test writes into a folder of its own, given to the job as its code search path.
+// build's airt package (python -m airt._private.worker), this test as the driver, and a Python
+// module the test writes into a folder of its own, given to the job as its code search path.
 //
 // The Python is $AIRT_PYTHON, else the one the build found; the test is skipped (saying why) when
 // it cannot import the airt package of this build.

@@ -13,7 +13,7 @@
 #include "worker/scheduling/internal/gpu_id_pool.h"
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::scheduling {
+namespace airt::worker::scheduling {
 namespace {
 
 using internal::GpuIdPool;
@@ -249,4 +249,4 @@ TEST(GpuIds, NoDoubleBookingUnderRandomWorkloads) {
 }
 
 }  // namespace
-}  // namespace airt::scheduling
+}  // namespace airt::worker::scheduling

@@ -6,7 +6,7 @@
 #include "tests/scheduling/scheduling_test_util.h"
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::scheduling {
+namespace airt::worker::scheduling {
 namespace {
 
 using namespace std::chrono_literals;
@@ -211,4 +211,4 @@ TEST(LeasePolicy, FractionalGpuSpillsToANodeWithAShareFree) {
 }
 
 }  // namespace
-}  // namespace airt::scheduling
+}  // namespace airt::worker::scheduling

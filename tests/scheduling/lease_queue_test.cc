@@ -8,7 +8,7 @@
 #include "tests/scheduling/scheduling_test_util.h"
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::scheduling {
+namespace airt::worker::scheduling {
 namespace {
 
 using namespace std::chrono_literals;
@@ -278,4 +278,4 @@ TEST(LeaseQueue, RandomWorkloadGrantsEverythingEventuallyWithoutOverbooking) {
 }
 
 }  // namespace
-}  // namespace airt::scheduling
+}  // namespace airt::worker::scheduling

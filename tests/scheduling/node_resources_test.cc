@@ -7,7 +7,7 @@
 #include "tests/scheduling/scheduling_test_util.h"
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::scheduling {
+namespace airt::worker::scheduling {
 namespace {
 
 using testing::Node;
@@ -229,4 +229,4 @@ TEST(NodeResources, RandomWorkloadNeverGoesNegativeAndReleasesBackToTotals) {
 }
 
 }  // namespace
-}  // namespace airt::scheduling
+}  // namespace airt::worker::scheduling

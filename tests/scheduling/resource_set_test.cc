@@ -10,7 +10,7 @@
 #include "tests/scheduling/scheduling_test_util.h"
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::scheduling {
+namespace airt::worker::scheduling {
 namespace {
 
 using testing::Set;
@@ -220,4 +220,4 @@ TEST(ResourceShape, MakeRechecksGpuRuleOnSetsBuiltByArithmetic) {
 }
 
 }  // namespace
-}  // namespace airt::scheduling
+}  // namespace airt::worker::scheduling

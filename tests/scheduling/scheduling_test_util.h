@@ -11,7 +11,7 @@
 
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::scheduling::testing {
+namespace airt::worker::scheduling::testing {
 
 // Fails the test (and returns an empty set) when `text` does not parse.
 inline ResourceSet Set(std::string_view text) {
@@ -46,4 +46,4 @@ inline NodeView View(uint8_t id, std::string_view total, std::string_view availa
 
 inline TimePoint At(int seconds) { return TimePoint() + std::chrono::seconds(seconds); }
 
-}  // namespace airt::scheduling::testing
+}  // namespace airt::worker::scheduling::testing

@@ -15,15 +15,15 @@
 namespace airt {
 namespace {
 
-using node::EzRpcHeadConnector;
-using node::HeadSessionOptions;
-using node::HeadSessionSnapshot;
-using node::NodeRegistration;
-using node::ResourceReport;
-using node::ResourceReporter;
-using node::StaticResources;
 using testing::FakeHead;
 using testing::FakeHeadState;
+using worker::EzRpcHeadConnector;
+using worker::HeadSessionOptions;
+using worker::HeadSessionSnapshot;
+using worker::NodeRegistration;
+using worker::ResourceReport;
+using worker::ResourceReporter;
+using worker::StaticResources;
 using State = HeadSessionSnapshot::State;
 
 constexpr auto kMs = kj::MILLISECONDS;
@@ -34,7 +34,7 @@ class BusyResources final : public ResourceReporter {
   ResourceReport Report() const override { return {{{"CPU", 3}, {"GPU", 2}}, {1}, {3}}; }
 };
 
-// The fixture is named for the unit under test, node::HeadSession.
+// The fixture is named for the unit under test, worker::HeadSession.
 class HeadSession : public ::testing::Test {
  protected:
   HeadSession()
@@ -71,9 +71,9 @@ class HeadSession : public ::testing::Test {
 
   void StartSession(const ResourceReporter* resources = nullptr) {
     connector_ = std::make_unique<EzRpcHeadConnector>("127.0.0.1:" + std::to_string(port_));
-    session_ = std::make_unique<node::HeadSession>(*connector_, *timer_, node_,
-                                                   resources ? *resources : resources_, options_,
-                                                   [this] { ready_calls_++; });
+    session_ = std::make_unique<worker::HeadSession>(*connector_, *timer_, node_,
+                                                     resources ? *resources : resources_, options_,
+                                                     [this] { ready_calls_++; });
     session_->Start();
   }
 
@@ -106,7 +106,7 @@ class HeadSession : public ::testing::Test {
   std::unique_ptr<capnp::EzRpcServer> head_;
   uint16_t port_ = 0;
   std::unique_ptr<EzRpcHeadConnector> connector_;
-  std::unique_ptr<node::HeadSession> session_;
+  std::unique_ptr<worker::HeadSession> session_;
   int ready_calls_ = 0;
 };
 

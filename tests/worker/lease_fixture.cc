@@ -56,7 +56,7 @@ LeaseFixture::LeaseFixture() {
   head_state_->heartbeat_interval_ms = 20;
 
   loop_ =
-      std::make_unique<capnp::EzRpcServer>(kj::heap<node::NodeService>(target_), "127.0.0.1", 0);
+      std::make_unique<capnp::EzRpcServer>(kj::heap<worker::NodeService>(target_), "127.0.0.1", 0);
   node_port_ = static_cast<uint16_t>(loop_->getPort().wait(wait()));
   head_ = std::make_unique<capnp::EzRpcServer>(kj::heap<FakeHead>(head_state_), "127.0.0.1", 0);
   head_port_ = static_cast<uint16_t>(head_->getPort().wait(wait()));
@@ -86,9 +86,9 @@ LeaseFixture::~LeaseFixture() {
 }
 
 void LeaseFixture::StartNode(const NodeSetup& setup) {
-  auto totals = scheduling::ResourceSet::FromDoubles(setup.total);
+  auto totals = worker::scheduling::ResourceSet::FromDoubles(setup.total);
   ASSERT_TRUE(totals.ok()) << totals.status().ToString();
-  auto resources = scheduling::NodeResources::Create(*totals);
+  auto resources = worker::scheduling::NodeResources::Create(*totals);
   ASSERT_TRUE(resources.ok()) << resources.status().ToString();
 
   objectstore::StoreOptions store_options;
@@ -105,10 +105,10 @@ void LeaseFixture::StartNode(const NodeSetup& setup) {
   ASSERT_TRUE(store_client.ok()) << store_client.status().ToString();
   store_client_ = std::move(*store_client);
 
-  auto reaper = node::ChildReaper::Open(loop_->getLowLevelIoProvider(), timer(), 200 * kMs);
+  auto reaper = worker::ChildReaper::Open(loop_->getLowLevelIoProvider(), timer(), 200 * kMs);
   ASSERT_TRUE(reaper.ok()) << reaper.status().ToString();
   reaper_ = std::move(*reaper);
-  node::WorkerPoolOptions pool_options;
+  worker::WorkerPoolOptions pool_options;
   pool_options.cpp_worker_binary = AIRT_FAKE_WORKER_BIN;
   pool_options.node_address = "127.0.0.1";
   pool_options.node_port = node_port_;
@@ -119,31 +119,31 @@ void LeaseFixture::StartNode(const NodeSetup& setup) {
   pool_options.register_timeout = setup.register_timeout;
   pool_options.idle_timeout = setup.idle_timeout;
   pool_options.stop_grace = setup.stop_grace;
-  pool_ = std::make_unique<node::WorkerPool>(pool_options, launcher_, *reaper_, timer());
-  leases_ = std::make_unique<node::LeaseManager>(
-      node::LeaseManagerOptions{node_id_, setup.infeasible_grace}, std::move(*resources), *pool_,
+  pool_ = std::make_unique<worker::WorkerPool>(pool_options, launcher_, *reaper_, timer());
+  leases_ = std::make_unique<worker::LeaseManager>(
+      worker::LeaseManagerOptions{node_id_, setup.infeasible_grace}, std::move(*resources), *pool_,
       timer());
   target_->leases = leases_.get();
-  cleanup_ = std::make_unique<node::JobCleanup>(
+  cleanup_ = std::make_unique<worker::JobCleanup>(
       *leases_, [this](const JobId& job) { return store_client_->DeleteJob(job); });
 
-  node::NodeRegistration registration;
+  worker::NodeRegistration registration;
   registration.id = node_id_;
   registration.address = "127.0.0.1";
   registration.node_port = node_port_;
   for (const auto& [name, amount] : setup.total) registration.total.push_back({name, amount});
   std::string head = "127.0.0.1:" + std::to_string(head_port_);
-  connector_ = std::make_unique<node::EzRpcHeadConnector>(head);
-  node::HeadSessionOptions session_options;
+  connector_ = std::make_unique<worker::EzRpcHeadConnector>(head);
+  worker::HeadSessionOptions session_options;
   session_options.retry_jitter = 0;
-  session_ = std::make_unique<node::HeadSession>(*connector_, timer(), registration, *leases_,
-                                                 session_options, nullptr);
+  session_ = std::make_unique<worker::HeadSession>(*connector_, timer(), registration, *leases_,
+                                                   session_options, nullptr);
   session_->SetOnFinishedJobs([this](std::vector<JobId> jobs) { cleanup_->OnFinished(jobs); });
   session_->Start();
-  view_connector_ = std::make_unique<node::EzRpcHeadConnector>(head);
-  poller_ = std::make_unique<node::ClusterViewPoller>(
-      *view_connector_, timer(), node::ClusterViewPollerOptions{20 * kMs, 2 * kj::SECONDS},
-      [this](node::RemoteNodes nodes) { leases_->UpdateView(std::move(nodes)); });
+  view_connector_ = std::make_unique<worker::EzRpcHeadConnector>(head);
+  poller_ = std::make_unique<worker::ClusterViewPoller>(
+      *view_connector_, timer(), worker::ClusterViewPollerOptions{20 * kMs, 2 * kj::SECONDS},
+      [this](worker::RemoteNodes nodes) { leases_->UpdateView(std::move(nodes)); });
   poller_->Start();
 
   client_ = std::make_unique<capnp::EzRpcClient>("127.0.0.1", node_port_);

@@ -49,7 +49,7 @@ struct LeaseReply {
   Status status;  // not ok: the call failed (kind kNone)
   Kind kind = Kind::kNone;
   uint64_t lease_id = 0;
-  node::WorkerAddress worker;
+  worker::WorkerAddress worker;
   std::vector<uint32_t> gpu_ids;
   std::string text;  // the spillback address or the infeasible message
 };
@@ -93,12 +93,12 @@ class LeaseFixture : public ::testing::Test {
   // Waits for a heartbeat after this call whose `name` amount is `amount`.
   bool WaitForHeartbeatAvailable(const std::string& name, double amount);
 
-  node::LeaseManagerSnapshot Snap() const { return leases_->Snapshot(); }
-  node::JobCleanupSnapshot Cleanup() const { return cleanup_->Snapshot(); }
-  node::HeadSessionSnapshot Session() const { return session_->Snapshot(); }
+  worker::LeaseManagerSnapshot Snap() const { return leases_->Snapshot(); }
+  worker::JobCleanupSnapshot Cleanup() const { return cleanup_->Snapshot(); }
+  worker::HeadSessionSnapshot Session() const { return session_->Snapshot(); }
   // A client of the node's store.
   objectstore::StoreClient& store() { return *store_client_; }
-  node::WorkerPool& pool() { return *pool_; }
+  worker::WorkerPool& pool() { return *pool_; }
   std::string LogPath(const WorkerId& worker) const;
   std::string WorkerLog(const WorkerId& worker) const { return ReadFile(LogPath(worker)); }
 
@@ -106,7 +106,8 @@ class LeaseFixture : public ::testing::Test {
   JobId job_ = JobId::FromRandom();
   NodeId node_id_ = NodeId::FromRandom();
   std::shared_ptr<FakeHeadState> head_state_ = std::make_shared<FakeHeadState>();
-  std::shared_ptr<node::NodeServiceTarget> target_ = std::make_shared<node::NodeServiceTarget>();
+  std::shared_ptr<worker::NodeServiceTarget> target_ =
+      std::make_shared<worker::NodeServiceTarget>();
 
  private:
   // Destroyed in reverse: the client and the node's parts first, the thread's loop last.
@@ -116,15 +117,15 @@ class LeaseFixture : public ::testing::Test {
   uint16_t head_port_ = 0;
   std::unique_ptr<objectstore::StoreServer> store_;
   std::unique_ptr<objectstore::StoreClient> store_client_;
-  std::unique_ptr<node::ChildReaper> reaper_;
-  node::ForkExecLauncher launcher_;
-  std::unique_ptr<node::WorkerPool> pool_;
-  std::unique_ptr<node::LeaseManager> leases_;
-  std::unique_ptr<node::JobCleanup> cleanup_;
-  std::unique_ptr<node::EzRpcHeadConnector> connector_;
-  std::unique_ptr<node::HeadSession> session_;
-  std::unique_ptr<node::EzRpcHeadConnector> view_connector_;
-  std::unique_ptr<node::ClusterViewPoller> poller_;
+  std::unique_ptr<worker::ChildReaper> reaper_;
+  worker::ForkExecLauncher launcher_;
+  std::unique_ptr<worker::WorkerPool> pool_;
+  std::unique_ptr<worker::LeaseManager> leases_;
+  std::unique_ptr<worker::JobCleanup> cleanup_;
+  std::unique_ptr<worker::EzRpcHeadConnector> connector_;
+  std::unique_ptr<worker::HeadSession> session_;
+  std::unique_ptr<worker::EzRpcHeadConnector> view_connector_;
+  std::unique_ptr<worker::ClusterViewPoller> poller_;
   std::unique_ptr<capnp::EzRpcClient> client_;
   std::unique_ptr<proto::Node::Client> node_;
   std::map<uint64_t, proto::LeaseHolder::Client> holders_;  // by lease id

@@ -162,11 +162,11 @@ TEST_F(LeaseService, DroppingTheCallWhileItsWorkerStartsFreesTheResourcesAndKeep
   // Freed at once, not when the worker registers.
   ASSERT_TRUE(PumpUntil([&] { return Snap().resources.available.Get("CPU").ToString() == "1"; }));
   ASSERT_EQ(Snap().pool.workers.size(), 1u);
-  EXPECT_EQ(Snap().pool.workers[0].state, node::WorkerSnapshot::State::kStarting);
+  EXPECT_EQ(Snap().pool.workers[0].state, worker::WorkerSnapshot::State::kStarting);
   // Once registered it waits idle, and the next lease gets it.
   ASSERT_TRUE(PumpUntil([&] {
     auto workers = Snap().pool.workers;
-    return workers.size() == 1 && workers[0].state == node::WorkerSnapshot::State::kIdle;
+    return workers.size() == 1 && workers[0].state == worker::WorkerSnapshot::State::kIdle;
   }));
   EXPECT_EQ(Snap().num_granting, 0u);
   EXPECT_EQ(Snap().num_leases, 0u);

@@ -9,7 +9,7 @@
 #include "tests/testing/test_support.h"
 #include "worker/internal/host.h"
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
@@ -333,4 +333,4 @@ TEST(NodeHost, DetectsThisMachine) {
 }
 
 }  // namespace
-}  // namespace airt::node
+}  // namespace airt::worker

@@ -143,7 +143,7 @@ TEST_F(NodeJobs, ADetachedActorsWorkerOutlivesItsJobAndTheJobsObjectsWaitForIt) 
   ASSERT_TRUE(PumpUntil([&] { return airt::testing::ProcessGone(plain.worker.pid); }));
   ASSERT_TRUE(PumpUntil([&] { return Snap().pool.workers.size() == 1; }));
   EXPECT_EQ(Snap().pool.workers[0].id, detached.worker.id);
-  EXPECT_EQ(Snap().pool.workers[0].state, node::WorkerSnapshot::State::kLeased);
+  EXPECT_EQ(Snap().pool.workers[0].state, worker::WorkerSnapshot::State::kLeased);
   EXPECT_FALSE(airt::testing::ProcessGone(detached.worker.pid));
   EXPECT_EQ(Snap().num_leases, 1u);
   EXPECT_EQ(Cpus(), "1") << "the detached lease keeps its CPU";

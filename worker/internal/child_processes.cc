@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
 // Writes from the child, where only async-signal-safe calls are allowed.
@@ -171,4 +171,4 @@ void ChildReaper::ReapExited() {
   }
 }
 
-}  // namespace airt::node
+}  // namespace airt::worker

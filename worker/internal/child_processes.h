@@ -15,7 +15,7 @@
 
 #include "common/status.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 // What to run: `binary` with `args` (argv[1..]), the node's environment with `env` set on top,
 // stdout and stderr appended to `log_path`.
@@ -86,4 +86,4 @@ class ChildReaper {
   kj::Promise<void> run_ = nullptr;  // last: cancelled first
 };
 
-}  // namespace airt::node
+}  // namespace airt::worker

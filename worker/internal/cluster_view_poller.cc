@@ -7,26 +7,26 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
 // A view's amounts may be fractional GPUs above 1 (3.5 free of 4), which a request may not ask
 // for and ResourceSet::FromDoubles therefore refuses: such an amount is added as its whole part
 // plus its fraction.
-scheduling::ResourceSet ToResourceSet(capnp::List<proto::Resource>::Reader list) {
-  scheduling::ResourceSet set;
+worker::scheduling::ResourceSet ToResourceSet(capnp::List<proto::Resource>::Reader list) {
+  worker::scheduling::ResourceSet set;
   for (auto r : list) {
     std::string name(r.getName().cStr(), r.getName().size());
     double amount = r.getAmount();
     if (!std::isfinite(amount) || amount < 0) continue;
-    auto one = scheduling::ResourceSet::FromDoubles({{name, amount}});
+    auto one = worker::scheduling::ResourceSet::FromDoubles({{name, amount}});
     if (one.ok()) {
       set.Add(*one);
       continue;
     }
     double whole = std::floor(amount);
-    auto whole_part = scheduling::ResourceSet::FromDoubles({{name, whole}});
-    auto fraction = scheduling::ResourceSet::FromDoubles({{name, amount - whole}});
+    auto whole_part = worker::scheduling::ResourceSet::FromDoubles({{name, whole}});
+    auto fraction = worker::scheduling::ResourceSet::FromDoubles({{name, amount - whole}});
     if (whole_part.ok() && fraction.ok()) {
       set.Add(*whole_part);
       set.Add(*fraction);
@@ -48,7 +48,7 @@ RemoteNodes ToRemoteNodes(capnp::List<proto::NodeStatus>::Reader nodes) {
     Result<NodeId> id = NodeId::FromBinary(
         std::string_view(reinterpret_cast<const char*>(id_bytes.begin()), id_bytes.size()));
     if (!id.ok()) continue;
-    scheduling::NodeView view;
+    worker::scheduling::NodeView view;
     view.id = *id;
     view.alive = status.getAlive();
     view.total = ToResourceSet(info.getTotal());
@@ -96,4 +96,4 @@ kj::Promise<void> ClusterViewPoller::Poll() {
       .then([this] { return Poll(); });
 }
 
-}  // namespace airt::node
+}  // namespace airt::worker

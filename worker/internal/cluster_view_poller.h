@@ -13,7 +13,7 @@
 #include "worker/internal/head_session.h"
 #include "worker/internal/lease_manager.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 // The head's NodeStatus list as the lease manager wants it. Nodes with a bad id are left out;
 // amounts that are not finite and non-negative, or whose names scheduling refuses, are dropped
@@ -53,4 +53,4 @@ class ClusterViewPoller {
   kj::Promise<void> run_ = nullptr;  // last: cancelled first
 };
 
-}  // namespace airt::node
+}  // namespace airt::worker

@@ -5,7 +5,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
 constexpr uint32_t kDefaultHeartbeatMs = 1000;
@@ -220,4 +220,4 @@ kj::Promise<void> HeadSession::Unregister(kj::Duration timeout) {
           });
 }
 
-}  // namespace airt::node
+}  // namespace airt::worker

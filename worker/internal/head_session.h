@@ -21,7 +21,7 @@
 #include "worker/internal/node_config.h"
 #include "worker/internal/resource_report.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 // What the node tells the head about itself (proto::NodeInfo).
 struct NodeRegistration {
@@ -142,4 +142,4 @@ class HeadSession {
   kj::Maybe<kj::Promise<void>> run_;  // last: dropped (cancelled) first
 };
 
-}  // namespace airt::node
+}  // namespace airt::worker

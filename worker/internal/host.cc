@@ -20,7 +20,7 @@
 #include "common/logging.h"
 #include "gpu/gpu_plugin.h"
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
 constexpr char kPluginFile[] = "libairt_gpu_plugin.so";
@@ -198,4 +198,4 @@ HostFacts DetectHost() {
   return host;
 }
 
-}  // namespace airt::node
+}  // namespace airt::worker

@@ -7,7 +7,7 @@
 
 #include "worker/internal/node_config.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 // Where the GPU plugin is looked for when --gpu-plugin is not given, relative to the running
 // binary (never a checkout path): beside it, the build tree's gpu/ folder beside its own
@@ -37,4 +37,4 @@ Result<std::string> FindDefaultPython();
 // CountGpus, CUDA_VISIBLE_DEVICES when set, and FindDefaultPython.
 HostFacts DetectHost();
 
-}  // namespace airt::node
+}  // namespace airt::worker

@@ -3,7 +3,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
 // Ended jobs remembered so that a job the head lists again is not ended twice.
@@ -45,4 +45,4 @@ void JobCleanup::taskFailed(kj::Exception&& exception) {
   AIRT_LOG(ERROR) << "ending a job failed: " << FromKjException(exception).ToString();
 }
 
-}  // namespace airt::node
+}  // namespace airt::worker

@@ -17,7 +17,7 @@
 #include "common/status.h"
 #include "worker/internal/lease_manager.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 // For tests, logs and `airt status`.
 struct JobCleanupSnapshot {
@@ -53,4 +53,4 @@ class JobCleanup final : private kj::TaskSet::ErrorHandler {
   kj::TaskSet tasks_;             // last: cancelled first
 };
 
-}  // namespace airt::node
+}  // namespace airt::worker

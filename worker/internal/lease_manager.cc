@@ -8,15 +8,15 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
-using scheduling::TimePoint;
+using worker::scheduling::TimePoint;
 
 // Leases ended by the node remembered for their holders' returns; beyond this, the earliest go.
 constexpr size_t kMaxEndedLeases = 4096;
 
-scheduling::Duration ToChrono(kj::Duration d) {
+worker::scheduling::Duration ToChrono(kj::Duration d) {
   return std::chrono::nanoseconds(d / kj::NANOSECONDS);
 }
 
@@ -32,15 +32,16 @@ struct LeaseManager::Request {
   LeaseAsk ask;
   // Own<>: GCC 12 sees a std::variant in a fulfiller's storage as maybe-uninitialized.
   kj::Own<kj::PromiseFulfiller<kj::Own<LeaseOutcome>>> reply;
-  std::optional<scheduling::Allocation> allocation;  // held while granting
+  std::optional<worker::scheduling::Allocation> allocation;  // held while granting
   bool granting = false;
 };
 
-LeaseManager::LeaseManager(LeaseManagerOptions options, scheduling::NodeResources resources,
+LeaseManager::LeaseManager(LeaseManagerOptions options, worker::scheduling::NodeResources resources,
                            WorkerPool& pool, kj::Timer& timer)
     : options_(options),
       resources_(std::move(resources)),
-      queue_(scheduling::LeasePolicy({options.local_node, ToChrono(options.infeasible_grace)})),
+      queue_(worker::scheduling::LeasePolicy(
+          {options.local_node, ToChrono(options.infeasible_grace)})),
       pool_(pool),
       timer_(timer),
       self_(std::make_shared<LeaseManager*>(this)),
@@ -73,15 +74,16 @@ kj::Promise<LeaseOutcome> LeaseManager::RequestLease(LeaseAsk ask) {
   }
   uint64_t id = next_request_id_++;
   TimePoint now = Now();
-  Result<scheduling::LeaseDecision> decision = queue_.Submit(
-      scheduling::LeaseRequest{id, ask.shape, now, ask.placed}, resources_, remote_.view, now);
+  Result<worker::scheduling::LeaseDecision> decision =
+      queue_.Submit(worker::scheduling::LeaseRequest{id, ask.shape, now, ask.placed}, resources_,
+                    remote_.view, now);
   if (!decision.ok()) return ToKjException(Internal(decision.status().ToString()));
   AIRT_LOG(DEBUG) << "lease request " << id << " for " << ask.shape.ToString() << ": "
-                  << scheduling::ToString(*decision);
-  if (const auto* spill = std::get_if<scheduling::SpillBack>(&*decision)) {
+                  << worker::scheduling::ToString(*decision);
+  if (const auto* spill = std::get_if<worker::scheduling::SpillBack>(&*decision)) {
     return LeaseOutcome(SpillTarget(spill->node));
   }
-  if (const auto* infeasible = std::get_if<scheduling::Infeasible>(&*decision)) {
+  if (const auto* infeasible = std::get_if<worker::scheduling::Infeasible>(&*decision)) {
     AIRT_LOG(WARNING) << "lease request " << id << " is infeasible: " << infeasible->message;
     return LeaseOutcome(LeaseInfeasible{infeasible->message});
   }
@@ -91,7 +93,7 @@ kj::Promise<LeaseOutcome> LeaseManager::RequestLease(LeaseAsk ask) {
   request->reply = kj::mv(paf.fulfiller);
   Request& r = *request;
   requests_.emplace(id, std::move(request));
-  if (std::holds_alternative<scheduling::GrantLocally>(*decision)) {
+  if (std::holds_alternative<worker::scheduling::GrantLocally>(*decision)) {
     StartGrant(id, r);
   } else {
     ArmGraceTimer();
@@ -103,7 +105,7 @@ kj::Promise<LeaseOutcome> LeaseManager::RequestLease(LeaseAsk ask) {
 }
 
 void LeaseManager::StartGrant(uint64_t id, Request& request) {
-  Result<scheduling::Allocation> allocation = resources_.Acquire(request.ask.shape);
+  Result<worker::scheduling::Allocation> allocation = resources_.Acquire(request.ask.shape);
   if (!allocation.ok()) {
     // The queue decided on the same state: our own bug.
     request.reply->reject(ToKjException(Internal("granted " + request.ask.shape.ToString() +
@@ -298,7 +300,7 @@ void LeaseManager::WorkerBlocked(const WorkerId& worker, bool blocked) {
   if (blocked) ScheduleDispatch();
 }
 
-void LeaseManager::Release(const scheduling::Allocation& allocation) {
+void LeaseManager::Release(const worker::scheduling::Allocation& allocation) {
   Status released = resources_.Release(allocation);
   if (!released.ok()) AIRT_LOG(ERROR) << "releasing a lease: " << released.ToString();
 }
@@ -316,21 +318,22 @@ LeaseSpilled LeaseManager::SpillTarget(const NodeId& node) const {
 
 void LeaseManager::Dispatch() {
   TimePoint now = Now();
-  std::vector<scheduling::DispatchedLease> out = queue_.Dispatch(resources_, remote_.view, now);
-  for (scheduling::DispatchedLease& d : out) {
+  std::vector<worker::scheduling::DispatchedLease> out =
+      queue_.Dispatch(resources_, remote_.view, now);
+  for (worker::scheduling::DispatchedLease& d : out) {
     uint64_t id = d.request.id;
     auto it = requests_.find(id);
     if (it == requests_.end()) continue;  // cancelled requests leave the queue at once
     Request& request = *it->second;
     AIRT_LOG(DEBUG) << "queued lease request " << id << " for " << d.request.shape.ToString()
-                    << ": " << scheduling::ToString(d.decision);
-    if (std::holds_alternative<scheduling::GrantLocally>(d.decision)) {
+                    << ": " << worker::scheduling::ToString(d.decision);
+    if (std::holds_alternative<worker::scheduling::GrantLocally>(d.decision)) {
       StartGrant(id, request);
       continue;
     }
-    if (const auto* spill = std::get_if<scheduling::SpillBack>(&d.decision)) {
+    if (const auto* spill = std::get_if<worker::scheduling::SpillBack>(&d.decision)) {
       request.reply->fulfill(kj::heap<LeaseOutcome>(SpillTarget(spill->node)));
-    } else if (const auto* infeasible = std::get_if<scheduling::Infeasible>(&d.decision)) {
+    } else if (const auto* infeasible = std::get_if<worker::scheduling::Infeasible>(&d.decision)) {
       AIRT_LOG(WARNING) << "lease request " << id << " is infeasible: " << infeasible->message;
       request.reply->fulfill(kj::heap<LeaseOutcome>(LeaseInfeasible{infeasible->message}));
     }
@@ -361,12 +364,12 @@ void LeaseManager::ArmGraceTimer() {
 }
 
 ResourceReport LeaseManager::Report() const {
-  scheduling::NodeResourcesSnapshot snapshot = resources_.Snapshot();
+  worker::scheduling::NodeResourcesSnapshot snapshot = resources_.Snapshot();
   ResourceReport report;
   for (const auto& [name, amount] : snapshot.total.amounts()) {
     report.available.push_back({name, snapshot.available.Get(name).ToDouble()});
   }
-  for (const scheduling::GpuIdUsage& gpu : snapshot.gpus_in_use) {
+  for (const worker::scheduling::GpuIdUsage& gpu : snapshot.gpus_in_use) {
     report.gpu_ids_in_use.push_back(gpu.id);
   }
   report.quarantined_gpu_ids = snapshot.quarantined_gpus;
@@ -389,4 +392,4 @@ void LeaseManager::taskFailed(kj::Exception&& exception) {
   AIRT_LOG(ERROR) << "lease manager task failed: " << FromKjException(exception).ToString();
 }
 
-}  // namespace airt::node
+}  // namespace airt::worker

@@ -24,11 +24,11 @@
 #include "worker/internal/worker_pool.h"
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 // What a lease request asks for, validated at the edge.
 struct LeaseAsk {
-  scheduling::ResourceShape shape;
+  worker::scheduling::ResourceShape shape;
   JobId job;
   WorkerLanguage language = WorkerLanguage::kCpp;
   std::string code_search_path;  // the job's own code, loaded besides the node's
@@ -52,7 +52,7 @@ using LeaseOutcome = std::variant<LeaseGranted, LeaseSpilled, LeaseInfeasible>;
 
 // The head's cluster view as the lease manager uses it.
 struct RemoteNodes {
-  scheduling::ClusterView view;
+  worker::scheduling::ClusterView view;
   std::map<NodeId, std::string> addresses;  // "host:nodePort" of each node in the view
 };
 
@@ -62,8 +62,8 @@ struct LeaseManagerOptions {
 };
 
 struct LeaseManagerSnapshot {
-  scheduling::NodeResourcesSnapshot resources;
-  std::vector<scheduling::QueuedShape> queued;
+  worker::scheduling::NodeResourcesSnapshot resources;
+  std::vector<worker::scheduling::QueuedShape> queued;
   size_t num_queued = 0;
   size_t num_granting = 0;  // granted here, waiting for a worker
   size_t num_leases = 0;
@@ -74,8 +74,8 @@ struct LeaseManagerSnapshot {
 // Event-loop confined. `pool` and `timer` must outlive it; it sets the pool's OnLeasedExit.
 class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHandler {
  public:
-  LeaseManager(LeaseManagerOptions options, scheduling::NodeResources resources, WorkerPool& pool,
-               kj::Timer& timer);
+  LeaseManager(LeaseManagerOptions options, worker::scheduling::NodeResources resources,
+               WorkerPool& pool, kj::Timer& timer);
   // Rejects every waiting request with kUnavailable.
   ~LeaseManager() noexcept override;
   LeaseManager(const LeaseManager&) = delete;
@@ -131,20 +131,20 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   void OnLeasedWorkerExit(const WorkerId& worker, const std::string& why);
   // Ends lease `lease_id` here: its resources come back and a later ReturnLease of it is a no-op.
   void EndLease(uint64_t lease_id);
-  void Release(const scheduling::Allocation& allocation);
+  void Release(const worker::scheduling::Allocation& allocation);
   LeaseSpilled SpillTarget(const NodeId& node) const;
-  scheduling::TimePoint Now() const;
+  worker::scheduling::TimePoint Now() const;
   void taskFailed(kj::Exception&& exception) override;
 
   struct Lease {
     WorkerId worker;
-    scheduling::Allocation allocation;
+    worker::scheduling::Allocation allocation;
     bool detached = false;
   };
 
   LeaseManagerOptions options_;
-  scheduling::NodeResources resources_;
-  scheduling::LeaseQueue queue_;
+  worker::scheduling::NodeResources resources_;
+  worker::scheduling::LeaseQueue queue_;
   WorkerPool& pool_;
   kj::Timer& timer_;
 
@@ -157,10 +157,10 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   uint64_t next_request_id_ = 1;
   uint64_t next_lease_id_ = 1;
   bool dispatch_scheduled_ = false;
-  std::optional<scheduling::TimePoint> grace_timer_at_;
+  std::optional<worker::scheduling::TimePoint> grace_timer_at_;
   // Null once this is destroyed: the cancel hooks attached to callers' promises check it.
   std::shared_ptr<LeaseManager*> self_;
   kj::TaskSet tasks_;  // last: cancelled first
 };
 
-}  // namespace airt::node
+}  // namespace airt::worker

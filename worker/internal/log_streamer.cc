@@ -10,7 +10,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
@@ -157,4 +157,4 @@ void LogStreamer::Send(const JobId& job, const std::vector<std::string>& lines) 
   }
 }
 
-}  // namespace airt::node
+}  // namespace airt::worker

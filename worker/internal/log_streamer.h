@@ -20,7 +20,7 @@
 #include "common/ids.h"
 #include "common/proto/node.capnp.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 // A worker whose log file is to be followed.
 struct LoggingWorker {
@@ -77,4 +77,4 @@ class LogStreamer {
   kj::Promise<void> loop_ = nullptr;
 };
 
-}  // namespace airt::node
+}  // namespace airt::worker

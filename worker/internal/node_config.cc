@@ -10,10 +10,10 @@
 #include "common/flat_json.h"
 #include "common/logging.h"
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
-constexpr double kMaxAmount = 1e14;         // as scheduling::Amount::kMaxWhole
+constexpr double kMaxAmount = 1e14;         // as worker::scheduling::Amount::kMaxWhole
 constexpr double kSmallestAmount = 0.0001;  // Ray's resource granularity
 constexpr uint64_t kDefaultStoreBytes = 1ull << 30;
 
@@ -121,7 +121,7 @@ Status AddCustomResources(const std::string& json, std::vector<ResourceAmount>* 
   return Status::Ok();
 }
 
-// A plain accelerator name, as scheduling::ResourceShape wants it: letters, digits, "-_.:".
+// A plain accelerator name, as worker::scheduling::ResourceShape wants it: letters, digits, "-_.:".
 bool AcceleratorName(std::string_view name) {
   if (name.empty()) return false;
   for (char c : name) {
@@ -235,7 +235,7 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   flags.AddUint64("head-retry-max-ms", &raw.head_retry_max_ms,
                   "longest wait between retries while the head is unreachable");
   flags.AddString("python-executable", &raw.python_executable,
-                  "the python3 that runs Python workers (python -m airt._worker); default: "
+                  "the python3 that runs Python workers (python -m airt._private.worker); default: "
                   "$AIRT_PYTHON, else the python3 on PATH if it imports airt; none: Python "
                   "tasks are refused");
   flags.AddString("worker-binary", &raw.worker_binary,
@@ -347,4 +347,4 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   return config;
 }
 
-}  // namespace airt::node
+}  // namespace airt::worker

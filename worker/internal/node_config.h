@@ -12,7 +12,7 @@
 
 #include "common/status.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 // The names Ray gives a node's built-in resources.
 inline constexpr char kCpu[] = "CPU";
@@ -61,7 +61,8 @@ struct NodeConfig {
   uint32_t head_retry_max_ms = 5000;                        // the longest wait between retries
   // Leases and workers.
   std::string worker_binary;  // "": airt-worker found beside the node's binary (host.h)
-  // Runs `-m airt._worker`: --python-executable, else $AIRT_PYTHON, else host.default_python;
+  // Runs `-m airt._private.worker`: --python-executable, else $AIRT_PYTHON, else
+  // host.default_python;
   // "": no Python workers.
   std::string python_executable;
   // Given to C++ workers as --code-search-path: where their remote functions' libraries are.
@@ -86,4 +87,4 @@ struct NodeConfig {
 // string key at column 14, got '}'"). kCancelled for --help, the message then being the usage.
 Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host);
 
-}  // namespace airt::node
+}  // namespace airt::worker

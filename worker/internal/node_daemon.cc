@@ -32,7 +32,7 @@
 #include "worker/internal/worker_pool.h"
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
 namespace fs = std::filesystem;
@@ -108,14 +108,15 @@ class StopSignal {
 };
 
 // The node's totals, labels and GPU ids as the scheduling library keeps them.
-Result<scheduling::NodeResources> MakeNodeResources(const NodeConfig& config) {
+Result<worker::scheduling::NodeResources> MakeNodeResources(const NodeConfig& config) {
   std::map<std::string, double> totals;
   for (const ResourceAmount& r : config.total) totals[r.name] = r.amount;
-  Result<scheduling::ResourceSet> set = scheduling::ResourceSet::FromDoubles(totals);
+  Result<worker::scheduling::ResourceSet> set =
+      worker::scheduling::ResourceSet::FromDoubles(totals);
   if (!set.ok()) return set.status().WithContext("the node's resources");
-  scheduling::Labels labels(config.labels.begin(), config.labels.end());
-  Result<scheduling::NodeResources> resources =
-      scheduling::NodeResources::Create(std::move(*set), config.gpu_ids, std::move(labels));
+  worker::scheduling::Labels labels(config.labels.begin(), config.labels.end());
+  Result<worker::scheduling::NodeResources> resources =
+      worker::scheduling::NodeResources::Create(std::move(*set), config.gpu_ids, std::move(labels));
   if (!resources.ok()) return resources.status().WithContext("the node's resources");
   return resources;
 }
@@ -167,7 +168,7 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
   }
   node.transfer_port = (*transfer)->port();
 
-  Result<scheduling::NodeResources> resources = MakeNodeResources(config);
+  Result<worker::scheduling::NodeResources> resources = MakeNodeResources(config);
   if (!resources.ok()) {
     AIRT_LOG(ERROR) << resources.status().ToString();
     return 1;
@@ -223,7 +224,7 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
     AIRT_LOG(INFO) << "workers: " << pool_options.cpp_worker_binary
                    << (config.python_executable.empty()
                            ? std::string(" (no Python workers)")
-                           : "; Python: " + config.python_executable + " -m airt._worker");
+                           : "; Python: " + config.python_executable + " -m airt._private.worker");
     WorkerPool pool(pool_options, launcher, **reaper, timer);
     LeaseManager leases({node.id, config.infeasible_grace_ms * kj::MILLISECONDS},
                         std::move(*resources), pool, timer);
@@ -295,4 +296,4 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
   return exit_code;
 }
 
-}  // namespace airt::node
+}  // namespace airt::worker

@@ -6,7 +6,7 @@
 
 #include "worker/internal/node_config.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 // Runs a node on the calling thread until one of `stop_signals` arrives, which the caller has
 // blocked in every thread (before starting any), together with SIGCHLD (worker exits are read
@@ -21,4 +21,4 @@ namespace airt::node {
 // 0. Returns 1, having logged why, when a service cannot start (folder, memory, ports, resources).
 int RunNode(const NodeConfig& config, const sigset_t& stop_signals);
 
-}  // namespace airt::node
+}  // namespace airt::worker

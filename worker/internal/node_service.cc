@@ -7,7 +7,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
 Status FieldError(std::string_view field, const std::string& why) {
@@ -44,8 +44,8 @@ Result<LeaseAsk> ParseLeaseAsk(proto::Node::RequestWorkerLeaseParams::Reader par
   if (accelerator.find('\0') != std::string_view::npos) {
     return FieldError("shape.acceleratorType", "holds a NUL byte");
   }
-  Result<scheduling::ResourceShape> parsed =
-      scheduling::ResourceShape::FromDoubles(amounts, std::string(accelerator));
+  Result<worker::scheduling::ResourceShape> parsed =
+      worker::scheduling::ResourceShape::FromDoubles(amounts, std::string(accelerator));
   if (!parsed.ok()) return FieldError("shape", parsed.status().message());
   ask.shape = std::move(*parsed);
 
@@ -233,4 +233,4 @@ kj::Promise<void> NodeService::subscribeLogs(SubscribeLogsContext context) {
   return kj::READY_NOW;
 }
 
-}  // namespace airt::node
+}  // namespace airt::worker

@@ -14,7 +14,7 @@
 #include "worker/internal/lease_manager.h"
 #include "worker/internal/log_streamer.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 // Bounds on what the node accepts.
 inline constexpr size_t kMaxShapeResources = 256;
@@ -60,4 +60,4 @@ class NodeService final : public proto::Node::Server {
   std::shared_ptr<NodeServiceTarget> target_;
 };
 
-}  // namespace airt::node
+}  // namespace airt::worker

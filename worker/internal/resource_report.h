@@ -9,7 +9,7 @@
 
 #include "worker/internal/node_config.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 // What one heartbeat carries.
 struct ResourceReport {
@@ -35,4 +35,4 @@ class StaticResources final : public ResourceReporter {
   std::vector<ResourceAmount> total_;
 };
 
-}  // namespace airt::node
+}  // namespace airt::worker

@@ -9,7 +9,7 @@
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
-namespace airt::node {
+namespace airt::worker {
 namespace {
 
 constexpr size_t kLogIdChars = 12;
@@ -108,9 +108,9 @@ kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage la
   command.binary = options_.cpp_worker_binary;
   command.args = {};
   if (language == WorkerLanguage::kPython) {
-    // The same worker loop, run by the airt package's module (python/airt/_worker.py).
+    // The same worker loop, run by the airt package's module (python/airt/_private/worker.py).
     command.binary = options_.python_executable;
-    command.args = {"-m", "airt._worker"};
+    command.args = {"-m", "airt._private.worker"};
   }
   std::vector<std::string> flags = {"--head-address=" + options_.head_address,
                   "--node-address=" + options_.node_address,
@@ -356,4 +356,4 @@ WorkerPoolSnapshot WorkerPool::Snapshot() const {
   return snapshot;
 }
 
-}  // namespace airt::node
+}  // namespace airt::worker

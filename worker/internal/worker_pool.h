@@ -30,7 +30,7 @@
 #include "common/status.h"
 #include "worker/internal/child_processes.h"
 
-namespace airt::node {
+namespace airt::worker {
 
 enum class WorkerLanguage : uint8_t { kCpp, kPython };
 std::string_view LanguageName(WorkerLanguage language);  // "cpp", "python"
@@ -45,7 +45,7 @@ struct WorkerAddress {
 
 struct WorkerPoolOptions {
   std::string cpp_worker_binary;  // the C++ worker (airt-worker)
-  std::string python_executable;  // Python workers run `<it> -m airt._worker`; "": none
+  std::string python_executable;  // Python workers run `<it> -m airt._private.worker`; "": none
   std::string head_address;       // "host:port", for workers' tasks that submit work
   std::string node_address;       // what workers connect to
   uint16_t node_port = 0;
@@ -162,4 +162,4 @@ class WorkerPool {
   uint64_t reused_ = 0;
 };
 
-}  // namespace airt::node
+}  // namespace airt::worker

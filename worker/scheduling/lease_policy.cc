@@ -4,7 +4,7 @@
 
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::scheduling {
+namespace airt::worker::scheduling {
 namespace {
 
 // Nodes named in an Infeasible message; the rest are counted.
@@ -114,4 +114,4 @@ LeaseDecision LeasePolicy::Decide(const LeaseRequest& request, const NodeResourc
   return Infeasible{std::move(message)};
 }
 
-}  // namespace airt::scheduling
+}  // namespace airt::worker::scheduling

@@ -6,7 +6,7 @@
 
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::scheduling {
+namespace airt::worker::scheduling {
 namespace {
 
 // Requests the head placed here never spill back, so they queue apart from those that may.
@@ -133,4 +133,4 @@ std::vector<QueuedShape> LeaseQueue::Snapshot() const {
   return out;
 }
 
-}  // namespace airt::scheduling
+}  // namespace airt::worker::scheduling

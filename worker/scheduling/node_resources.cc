@@ -7,7 +7,7 @@
 #include "worker/scheduling/internal/gpu_id_pool.h"
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::scheduling {
+namespace airt::worker::scheduling {
 namespace {
 
 constexpr int64_t kMaxGpuIds = 1024;
@@ -197,4 +197,4 @@ NodeResourcesSnapshot NodeResources::Snapshot() const {
   return snapshot;
 }
 
-}  // namespace airt::scheduling
+}  // namespace airt::worker::scheduling

@@ -11,7 +11,7 @@
 
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::scheduling {
+namespace airt::worker::scheduling {
 namespace {
 
 constexpr size_t kMaxNameLength = 256;
@@ -342,4 +342,4 @@ std::string ResourceShape::ToString() const {
   return out + std::string(kAcceleratorType) + ": " + accelerator_type_ + "}";
 }
 
-}  // namespace airt::scheduling
+}  // namespace airt::worker::scheduling

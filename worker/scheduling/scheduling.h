@@ -24,7 +24,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 
-namespace airt::scheduling {
+namespace airt::worker::scheduling {
 
 namespace internal {
 class GpuIdPool;
@@ -355,4 +355,4 @@ class LeaseQueue {
   size_t size_ = 0;
 };
 
-}  // namespace airt::scheduling
+}  // namespace airt::worker::scheduling

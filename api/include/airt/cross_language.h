@@ -58,7 +58,7 @@ struct PyActorMethod {
 
 namespace internal {
 
-// The function names a Python worker resolves (python/airt/_pymodule.py):
+// The function names a Python worker resolves (python/airt/_private/pymodule.py):
 // "pymodule:<module>:<attribute>" for functions and classes, "pymodule.method:<name>" for
 // methods. Throws Exception for an empty part or one holding ':'.
 inline void CheckPyNamePart(const std::string& part, const char* what) {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-namespace airt::scheduling::internal {
+namespace airt::worker::scheduling::internal {
 namespace {
 
 const Amount kOne = Amount::Whole(1);
@@ -128,4 +128,4 @@ GpuIdPool::IdState* GpuIdPool::Find(GpuId id) {
   return it != ids_.end() && it->id == id ? &*it : nullptr;
 }
 
-}  // namespace airt::scheduling::internal
+}  // namespace airt::worker::scheduling::internal

@@ -7,7 +7,7 @@
 #include "common/status.h"
 #include "worker/scheduling/scheduling.h"
 
-namespace airt::scheduling::internal {
+namespace airt::worker::scheduling::internal {
 
 // A node's GPU ids and the share of each that is held. A whole request (GPU n, n >= 1) takes n
 // ids nobody holds any part of; a fractional request (0 < g < 1) takes a share of one id that no
@@ -53,4 +53,4 @@ class GpuIdPool {
   std::vector<IdState> ids_;  // ascending by id
 };
 
-}  // namespace airt::scheduling::internal
+}  // namespace airt::worker::scheduling::internal

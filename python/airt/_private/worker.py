@@ -1,4 +1,4 @@
-"""A Python worker: `python -m airt._worker FLAGS` (the node starts it with airt-worker's flags).
+"""A Python worker: `python -m airt._private.worker FLAGS` (the node starts it with airt-worker's flags).
 
 It runs airt-worker's own loop (airt._airt.run_worker); each task names a Python function by the
 key under which its driver stored it, cloudpickled, in the head's KV (airt.remote_function), and
@@ -155,7 +155,7 @@ def _call(kind, name, actor, args, interrupter=None):
     """Runs one task: "task" and "method" answer (True, pickled return or list of them),
     "create" (True, the new actor); a failure (False, the remote traceback, the pickled exception
     (TaskError.data), the kind's number: userException, or runtimeEnvSetup). `interrupter`
-    (airt._cancellable) cancels an async actor's calls."""
+    (airt._private.cancellable) cancels an async actor's calls."""
     try:
         positional, keywords, settings = _decode_arguments(args)
         num_returns = settings.get("num_returns", 1)
@@ -197,9 +197,9 @@ def _flag(argv, name):
 
 
 def main():
-    # Tasks from C++ name modules on the job's code search path (airt._pymodule); tasks run on
-    # the main thread, where cancel can interrupt them (airt._cancellable).
-    from airt import _cancellable, _pymodule
+    # Tasks from C++ name modules on the job's code search path (airt._private.pymodule); tasks run on
+    # the main thread, where cancel can interrupt them (airt._private.cancellable).
+    from airt._private import cancellable as _cancellable, pymodule as _pymodule
     runtime_context.enter_worker_mode()
     argv = sys.argv[1:]
     socket = _flag(argv, "--store-socket")
