@@ -2,9 +2,11 @@
 
 #include <chrono>
 #include <cstring>
+#include <unordered_map>
 
 #include "common/logging.h"
 #include "objectstore/internal/arena_mapping.h"
+#include "objectstore/internal/fallback_files.h"
 #include "objectstore/internal/protocol.h"
 #include "objectstore/internal/shared_index.h"
 #include "objectstore/internal/stream_copy.h"
@@ -17,6 +19,13 @@ using internal::FrameHeader;
 using internal::MessageType;
 using internal::WireReader;
 using internal::WireWriter;
+
+// The fallback files this client has mapped: one per object it is creating there (dropped at Seal
+// or Abort), one per index slot it pins (dropped with its last pin there).
+struct StoreClient::FallbackViews {
+  std::unordered_map<ObjectId, internal::FallbackMapping> creating;  // guarded by socket_mu_
+  std::unordered_map<uint32_t, internal::FallbackMapping> pinned;    // guarded by pins_mu_
+};
 
 namespace {
 constexpr size_t kMaxWaitIds = 100000;  // 2.8 MB of ids, well under internal::kMaxBodySize
@@ -71,20 +80,31 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(const std::string& soc
   if (!memfd.ok()) return memfd.status();
   uint32_t slot;
   uint64_t file_size;
-  if (!r.Get(&slot) || !r.Get(&file_size)) return Internal("truncated Hello reply from the store");
+  uint32_t dir_size;
+  std::string_view fallback_dir;
+  if (!r.Get(&slot) || !r.Get(&file_size) || !r.Get(&dir_size) ||
+      !r.GetBytes(dir_size, &fallback_dir)) {
+    return Internal("truncated Hello reply from the store");
+  }
   AIRT_ASSIGN_OR_RETURN(internal::ArenaMapping mapping,
                         internal::ArenaMapping::Attach(std::move(memfd).value()));
   if (mapping.size() != file_size || slot >= mapping.header()->max_clients) {
     return Internal("the store's Hello reply does not match its memory file");
   }
   auto owned = std::make_unique<internal::ArenaMapping>(std::move(mapping));
-  return std::unique_ptr<StoreClient>(
-      new StoreClient(fd.Release(), std::move(owned), slot, options));
+  auto client =
+      std::unique_ptr<StoreClient>(new StoreClient(fd.Release(), std::move(owned), slot, options));
+  client->fallback_dir_ = std::string(fallback_dir);
+  return client;
 }
 
 StoreClient::StoreClient(int fd, std::unique_ptr<internal::ArenaMapping> mapping, uint32_t slot,
                          Options options)
-    : fd_(fd), options_(options), mapping_(std::move(mapping)), client_slot_(slot) {
+    : fd_(fd),
+      options_(options),
+      mapping_(std::move(mapping)),
+      client_slot_(slot),
+      fallback_(std::make_unique<FallbackViews>()) {
   internal::ArenaHeader* h = mapping_->header();
   index_ = std::make_unique<internal::SharedIndex>(h, mapping_->slots(), h->index_slots);
   pins_ = std::make_unique<internal::PinTable>(mapping_->PinTableOf(slot), h->pin_slots_per_client);
@@ -134,10 +154,27 @@ Result<MutableObject> StoreClient::Create(const ObjectId& id, uint64_t data_size
   WireReader r(reply);
   AIRT_RETURN_IF_ERROR(internal::ParseReplyStatus(&r));
   uint64_t offset;
-  if (!r.Get(&offset) || offset + data_size + metadata_size > mapping_->size()) {
+  if (!r.Get(&offset) ||
+      (!internal::IsFallback(offset) && offset + data_size + metadata_size > mapping_->size())) {
     return Internal("the object store's Create reply for " + id.Hex() + " is malformed");
   }
-  uint8_t* base = mapping_->base() + offset;
+  uint8_t* base = nullptr;
+  if (!internal::IsFallback(offset)) {
+    base = mapping_->base() + offset;
+  } else {
+    Result<internal::FallbackMapping> file = internal::FallbackMapping::Map(
+        internal::FallbackPath(fallback_dir_, id, internal::FallbackNumber(offset)),
+        data_size + metadata_size, /*writable=*/true);
+    if (!file.ok()) {
+      // Give the object back; the store aborts it at disconnect if this fails too.
+      std::string abort;
+      WireWriter(&abort).PutId(id);
+      (void)Call(static_cast<uint16_t>(MessageType::kAbort), abort);
+      return file.status().WithContext("creating object " + id.Hex() + " in fallback memory");
+    }
+    base = file->data();
+    fallback_->creating.insert_or_assign(id, std::move(*file));
+  }
   return MutableObject{id, {base, data_size}, {base + data_size, metadata_size}};
 }
 
@@ -148,7 +185,9 @@ Status StoreClient::Seal(const ObjectId& id) {
   std::lock_guard<std::mutex> lock(socket_mu_);
   AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kSeal), body));
   WireReader r(reply);
-  return internal::ParseReplyStatus(&r);
+  Status sealed = internal::ParseReplyStatus(&r);
+  if (sealed.ok()) fallback_->creating.erase(id);
+  return sealed;
 }
 
 Status StoreClient::Abort(const ObjectId& id) {
@@ -157,7 +196,9 @@ Status StoreClient::Abort(const ObjectId& id) {
   std::lock_guard<std::mutex> lock(socket_mu_);
   AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kAbort), body));
   WireReader r(reply);
-  return internal::ParseReplyStatus(&r);
+  Status aborted = internal::ParseReplyStatus(&r);
+  if (aborted.ok()) fallback_->creating.erase(id);
+  return aborted;
 }
 
 void CopyToObject(uint8_t* dst, const uint8_t* src, size_t n) { internal::StreamCopy(dst, src, n); }
@@ -197,7 +238,25 @@ Result<std::vector<ObjectPin>> StoreClient::Get(std::span<const ObjectId> ids, i
         pin.client_ = this;
         pin.slot_ = view.slot;
         pin.id_ = ids[i];
-        const uint8_t* base = mapping_->base() + view.offset;
+        const uint8_t* base = nullptr;
+        if (!internal::IsFallback(view.offset)) {
+          base = mapping_->base() + view.offset;
+        } else {
+          // Mapped with this client's first pin of the slot; `pins` gives the pin back on error.
+          auto mapped = fallback_->pinned.find(view.slot);
+          if (mapped == fallback_->pinned.end()) {
+            Result<internal::FallbackMapping> file = internal::FallbackMapping::Map(
+                internal::FallbackPath(fallback_dir_, ids[i],
+                                       internal::FallbackNumber(view.offset)),
+                view.data_size + view.metadata_size, /*writable=*/false);
+            if (!file.ok()) {
+              return file.status().WithContext("reading object " + ids[i].Hex() +
+                                               " from fallback memory");
+            }
+            mapped = fallback_->pinned.emplace(view.slot, std::move(*file)).first;
+          }
+          base = mapped->second.data();
+        }
         pin.data_ = {base, view.data_size};
         pin.metadata_ = {base + view.data_size, view.metadata_size};
       }
@@ -277,7 +336,8 @@ void StoreClient::ReleasePin(uint32_t slot, const ObjectId& id) {
   uint64_t word;
   {
     std::lock_guard<std::mutex> lock(pins_mu_);
-    pins_->Remove(slot);
+    // Unmapped before the unpin: once unpinned, the slot may come to hold another object.
+    if (pins_->Remove(slot) == 0) fallback_->pinned.erase(slot);
     word = index_->Unpin(slot);
   }
   if (internal::SlotWord::Pins(word) == 0 && internal::SlotWord::DeletePending(word)) {

@@ -9,6 +9,9 @@
 // When the arena is full, the server first drops secondary copies (copies of objects held
 // elsewhere) in least-recently-used order, then spills unpinned primary copies to its spill
 // directory in LRU order, and restores them when they are read. A primary copy is never dropped.
+// An object that still does not fit (or is larger than the arena) goes to fallback memory: a file
+// of its own in the fallback folder, mapped by each process that writes or reads it (slower than
+// the arena, bounded by the disk or a limit). Only when that fails too is Create refused.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,7 @@ namespace airt::objectstore {
 namespace internal {
 class ArenaMapping;
 class BackgroundPopulator;
+class FallbackMapping;
 class SharedIndex;
 class PinTable;
 class SpillStorage;
@@ -38,8 +42,11 @@ struct StoreOptions {
   uint64_t max_objects = 1ull << 18;           // objects held at once, spilled ones included
   uint32_t max_clients = 64;                   // clients connected at once
   uint64_t pin_slots_per_client = 1ull << 14;  // distinct objects one client may pin at once
-  std::string spill_dir;   // empty: no spilling (a full store then refuses new primary copies)
-  bool prefault = true;    // populate the arena in the background at start
+  std::string spill_dir;  // empty: no spilling (a full store then refuses new primary copies)
+  // Where objects the arena cannot hold go, one file each; empty: nowhere (they are refused).
+  std::string fallback_dir;
+  uint64_t fallback_limit_bytes = ~uint64_t{0};  // their total at once; the default: the disk's
+  bool prefault = true;                          // populate the arena in the background at start
   int poll_spin_us = 100;  // after serving a request, poll this long before sleeping (0: never)
 };
 
@@ -61,6 +68,9 @@ struct StoreStats {
   uint64_t mapped_bytes = 0;           // the whole shared file
   uint64_t prefault_target_bytes = 0;  // what the background prefault covers (0: prefault off)
   uint64_t prefaulted_bytes = 0;       // how much of it is done
+  uint64_t num_fallback = 0;           // objects in fallback files now (being created included)
+  uint64_t fallback_bytes = 0;         // the size of those files
+  uint64_t total_fallback = 0;         // objects put in fallback files (created or restored), ever
 };
 
 // Serves one node's store on a background thread. Thread-safe.
@@ -150,10 +160,12 @@ class StoreClient {
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
 
-  // Reserves data_size + metadata_size bytes for `id`. kAlreadyExists: id is here already.
-  // kResourceExhausted: it cannot fit even after eviction and spilling (the message names the
-  // size and the capacity); nothing was evicted or spilled then. `secondary` marks a copy of an
-  // object whose primary lives on another node (evicted first, never spilled).
+  // Reserves data_size + metadata_size bytes for `id`, in the arena or else in a fallback file.
+  // The spans stay valid until Seal or Abort. kAlreadyExists: id is here already.
+  // kResourceExhausted: it cannot fit even after eviction and spilling, nor in fallback memory
+  // (the message names the size, the capacity and its use, and the fallback folder); nothing
+  // already stored is lost. `secondary` marks a copy of an object whose primary lives on another
+  // node (evicted first, never spilled).
   Result<MutableObject> Create(const ObjectId& id, uint64_t data_size, uint64_t metadata_size = 0,
                                bool secondary = false);
   // Makes `id` immutable and readable; wakes Gets waiting for it. When it returns, every client
@@ -189,7 +201,8 @@ class StoreClient {
   // Populates this process's mapping of the index and the data arena now, so first writes pay no
   // page faults.
   void Warm();
-  // The mapping's address range (lets callers check that a read was zero-copy).
+  // The arena mapping's address range (lets callers check that a read was zero-copy; an object in
+  // fallback memory lies in a mapping of its own, outside it).
   std::span<const uint8_t> mapping() const;
 
  private:
@@ -212,6 +225,11 @@ class StoreClient {
 
   mutable std::mutex pins_mu_;
   std::unique_ptr<internal::PinTable> pins_;  // guarded by pins_mu_
+
+  // Objects in fallback memory, each mapped while this client creates or pins it.
+  std::string fallback_dir_;
+  struct FallbackViews;
+  std::unique_ptr<FallbackViews> fallback_;  // its maps guarded by socket_mu_ and pins_mu_
 };
 
 }  // namespace airt::objectstore

@@ -20,9 +20,15 @@
 namespace airt::objectstore::internal {
 
 inline constexpr uint64_t kArenaMagic = 0x3165726f74737461ull;  // "atstore1"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr uint64_t kPageSize = 4096;
 inline constexpr uint64_t kObjectAlignment = 64;
+
+// IndexSlot::offset with this bit set: the object is not in the arena but in fallback file number
+// (offset & ~kFallbackBit) of the store's fallback folder (fallback_files.h).
+inline constexpr uint64_t kFallbackBit = 1ull << 63;
+inline constexpr bool IsFallback(uint64_t offset) { return (offset & kFallbackBit) != 0; }
+inline constexpr uint64_t FallbackNumber(uint64_t offset) { return offset & ~kFallbackBit; }
 
 inline constexpr uint64_t AlignUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
@@ -73,7 +79,7 @@ struct alignas(64) IndexSlot {
   std::atomic<uint64_t> word;
   uint8_t id[kIdSize];
   uint32_t metadata_size;
-  uint64_t offset;     // of the object's first byte, from the start of the file
+  uint64_t offset;     // of the object's first byte, from the start of the file (or kFallbackBit)
   uint64_t data_size;  // the metadata follows the data
   std::atomic<uint64_t> last_access;
 };

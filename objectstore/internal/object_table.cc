@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "common/logging.h"
 
@@ -13,12 +14,13 @@ std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
 }  // namespace
 
 ObjectTable::ObjectTable(const ArenaMapping* arena, std::unique_ptr<SpillStorage> spill,
-                         uint64_t max_objects)
+                         uint64_t max_objects, std::unique_ptr<FallbackFiles> fallback)
     : arena_(arena),
       index_(arena->header(), arena->slots(), arena->header()->index_slots),
       allocator_(arena->header()->data_offset, arena->header()->data_capacity),
       spill_(std::move(spill)),
-      max_objects_(max_objects) {}
+      max_objects_(max_objects),
+      fallback_(std::move(fallback)) {}
 
 Result<uint64_t> ObjectTable::Create(const ObjectId& id, uint64_t data_size, uint64_t metadata_size,
                                      bool secondary, uint32_t client) {
@@ -40,7 +42,7 @@ Result<uint64_t> ObjectTable::Create(const ObjectId& id, uint64_t data_size, uin
                              " objects; cannot create " + id.Hex());
   }
   uint64_t size = data_size + metadata_size;
-  AIRT_ASSIGN_OR_RETURN(uint64_t offset, Allocate(size, id));
+  AIRT_ASSIGN_OR_RETURN(uint64_t offset, AllocateAnywhere(size, id));
   uint32_t slot = index_.Insert(id, offset, data_size, static_cast<uint32_t>(metadata_size));
   Entry e{slot, data_size, metadata_size, offset, secondary, true, false, false, client};
   entries_.emplace(id, e);
@@ -126,7 +128,7 @@ void ObjectTable::OnReleased(const ObjectId& id) {
   if (it != entries_.end() && it->second.delete_pending) FinishDeleteIfUnpinned(it);
 }
 
-Status ObjectTable::MakeReadable(const ObjectId& id) {
+Status ObjectTable::MakeReadable(const ObjectId& id, const std::unordered_set<ObjectId>* keep) {
   auto it = entries_.find(id);
   if (it == entries_.end() || it->second.creating || it->second.delete_pending) {
     return NotFound("object " + id.Hex() + " is not here");
@@ -134,15 +136,23 @@ Status ObjectTable::MakeReadable(const ObjectId& id) {
   Entry& e = it->second;
   if (!e.spilled) return Status::Ok();
   uint64_t size = e.data_size + e.metadata_size;
-  AIRT_ASSIGN_OR_RETURN(uint64_t offset, Allocate(size, id));
+  AIRT_ASSIGN_OR_RETURN(uint64_t offset, AllocateAnywhere(size, id, keep));
   // Allocate may have spilled or evicted others, never this one (it is not in memory).
   it = entries_.find(id);
   AIRT_CHECK(it != entries_.end());
   Entry& entry = it->second;
   AIRT_CHECK(index_.TryTransition(entry.slot, SlotState::kSpilled, SlotState::kBusy));
-  Status read = spill_->Read(id, std::span<uint8_t>(arena_->base() + offset, size));
+  Status read;
+  if (IsFallback(offset)) {
+    // The store maps the fallback file only to fill it; readers map it themselves.
+    Result<FallbackMapping> file = FallbackMapping::Map(
+        FallbackPath(fallback_->dir(), id, FallbackNumber(offset)), size, /*writable=*/true);
+    read = file.ok() ? spill_->Read(id, std::span<uint8_t>(file->data(), size)) : file.status();
+  } else {
+    read = spill_->Read(id, std::span<uint8_t>(arena_->base() + offset, size));
+  }
   if (!read.ok()) {
-    allocator_.Free(offset, size);
+    FreeLocation(id, offset, size);
     AIRT_CHECK(index_.TryTransition(entry.slot, SlotState::kBusy, SlotState::kSpilled));
     return read.WithContext("restoring object " + id.Hex() + " from disk");
   }
@@ -159,7 +169,58 @@ Status ObjectTable::MakeReadable(const ObjectId& id) {
   return Status::Ok();
 }
 
-Result<uint64_t> ObjectTable::Allocate(uint64_t bytes, const ObjectId& for_id) {
+Result<uint64_t> ObjectTable::AllocateAnywhere(uint64_t bytes, const ObjectId& for_id,
+                                               const std::unordered_set<ObjectId>* keep) {
+  Result<uint64_t> in_arena = Allocate(bytes, for_id, keep);
+  if (in_arena.ok() || fallback_ == nullptr ||
+      in_arena.status().code() != Code::kResourceExhausted) {
+    return in_arena;
+  }
+  Result<uint64_t> number = fallback_->Create(for_id, bytes);
+  while (!number.ok() && number.status().code() == Code::kResourceExhausted &&
+         EvictOneFallbackCopy()) {
+    number = fallback_->Create(for_id, bytes);
+  }
+  if (number.ok()) {
+    ++total_fallback_;
+    return kFallbackBit | *number;
+  }
+  bool larger = ArenaAllocator::Footprint(bytes) > allocator_.capacity();
+  return ResourceExhausted(
+      "object " + for_id.Hex() + " of " + Bytes(bytes) +
+      " cannot be stored: the store's capacity is " + Bytes(allocator_.capacity()) + " with " +
+      Bytes(allocator_.used()) + " in use, " +
+      (larger ? "less than the object" : "and it does not fit even after eviction and spilling") +
+      "; fallback memory in " + fallback_->dir() + " refused it: " + number.status().message());
+}
+
+bool ObjectTable::EvictOneFallbackCopy() {
+  std::optional<std::pair<uint64_t, ObjectId>> oldest;
+  for (const auto& [id, e] : entries_) {
+    if (e.creating || e.spilled || !e.secondary || !IsFallback(e.offset)) continue;
+    uint64_t word = index_.WordAt(e.slot);
+    if (SlotWord::State(word) != SlotState::kSealed || SlotWord::Pins(word) != 0) continue;
+    uint64_t age = index_.LastAccessAt(e.slot);
+    if (!oldest || age < oldest->first) oldest.emplace(age, id);
+  }
+  if (!oldest) return false;
+  auto it = entries_.find(oldest->second);
+  if (!index_.TryTransition(it->second.slot, SlotState::kSealed, SlotState::kBusy)) return false;
+  Erase(it);
+  ++total_evicted_;
+  return true;
+}
+
+void ObjectTable::FreeLocation(const ObjectId& id, uint64_t offset, uint64_t bytes) {
+  if (IsFallback(offset)) {
+    fallback_->Remove(id, FallbackNumber(offset), bytes);
+  } else {
+    allocator_.Free(offset, bytes);
+  }
+}
+
+Result<uint64_t> ObjectTable::Allocate(uint64_t bytes, const ObjectId& for_id,
+                                       const std::unordered_set<ObjectId>* keep) {
   uint64_t need = ArenaAllocator::Footprint(bytes);
   if (need > allocator_.capacity()) {
     return ResourceExhausted("object " + for_id.Hex() + " of " + Bytes(bytes) +
@@ -177,7 +238,8 @@ Result<uint64_t> ObjectTable::Allocate(uint64_t bytes, const ObjectId& for_id) {
   std::vector<Candidate> secondary, primary;
   uint64_t reclaimable = allocator_.free_bytes();
   for (auto& [id, e] : entries_) {
-    if (e.creating || e.spilled) continue;
+    if (e.creating || e.spilled || IsFallback(e.offset)) continue;  // fallback: frees no arena
+    if (keep != nullptr && keep->count(id) != 0) continue;
     uint64_t word = index_.WordAt(e.slot);
     if (SlotWord::State(word) != SlotState::kSealed || SlotWord::Pins(word) != 0) continue;
     if (e.secondary || e.delete_pending) {
@@ -246,7 +308,7 @@ Result<bool> ObjectTable::Spill(EntryMap::iterator it) {
 
 void ObjectTable::Erase(EntryMap::iterator it) {
   Entry& e = it->second;
-  if (!e.spilled) allocator_.Free(e.offset, e.data_size + e.metadata_size);
+  if (!e.spilled) FreeLocation(it->first, e.offset, e.data_size + e.metadata_size);
   index_.Remove(e.slot);
   entries_.erase(it);
 }
@@ -291,6 +353,11 @@ StoreStats ObjectTable::Stats() const {
   s.total_evicted = total_evicted_;
   s.total_spilled = total_spilled_;
   s.total_restored = total_restored_;
+  if (fallback_ != nullptr) {
+    s.num_fallback = fallback_->num_files();
+    s.fallback_bytes = fallback_->used_bytes();
+    s.total_fallback = total_fallback_;
+  }
   return s;
 }
 

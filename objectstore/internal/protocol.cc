@@ -84,6 +84,9 @@ void ForEachStatsField(StoreStats& s, Fn&& fn) {
   fn(s.mapped_bytes);
   fn(s.prefault_target_bytes);
   fn(s.prefaulted_bytes);
+  fn(s.num_fallback);
+  fn(s.fallback_bytes);
+  fn(s.total_fallback);
 }
 }  // namespace
 

@@ -10,8 +10,10 @@
 // type cannot parse gets a kInvalidArgument reply; a header announcing more than kMaxBodySize gets
 // one too, and then the connection is closed, since the stream cannot be resynchronised.
 //
-//   Hello    u32 version, i32 pid            -> u32 client slot, u64 file size, + the memfd
+//   Hello    u32 version, i32 pid            -> u32 client slot, u64 file size, u32 n, n bytes of
+//            the fallback folder ("" when none), + the memfd
 //   Create   id, u64 data size, u64 metadata size, u8 flags (kCreateSecondary)  -> u64 offset
+//            (kFallbackBit | number: in fallback file `number`, see fallback_files.h)
 //   Seal     id                              -> (status only)
 //   Abort    id                              -> (status only)
 //   Delete   u32 n, n ids                    -> (status only; the first failure)
@@ -34,7 +36,7 @@
 
 namespace airt::objectstore::internal {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr size_t kHeaderSize = 16;
 inline constexpr uint32_t kMaxBodySize = 16u << 20;
 inline constexpr uint8_t kCreateSecondary = 1;

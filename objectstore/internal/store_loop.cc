@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -36,6 +37,16 @@ Result<std::unique_ptr<StoreLoop>> StoreLoop::Start(StoreOptions options,
   }
   Layout layout = Layout::Compute(options.capacity_bytes, options.max_objects, options.max_clients,
                                   options.pin_slots_per_client);
+  std::unique_ptr<FallbackFiles> fallback;
+  if (!options.fallback_dir.empty()) {
+    // Clients open its files by path, from their own working directories.
+    std::error_code ec;
+    std::filesystem::path absolute = std::filesystem::absolute(options.fallback_dir, ec);
+    if (ec) return ErrnoStatus("the fallback folder " + options.fallback_dir, ec.value());
+    options.fallback_dir = absolute.lexically_normal().string();
+    AIRT_ASSIGN_OR_RETURN(fallback,
+                          FallbackFiles::Open(options.fallback_dir, options.fallback_limit_bytes));
+  }
   AIRT_ASSIGN_OR_RETURN(ArenaMapping arena, ArenaMapping::Create(layout));
   AIRT_ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(options.socket_path));
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -48,21 +59,22 @@ Result<std::unique_ptr<StoreLoop>> StoreLoop::Start(StoreOptions options,
   ::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, listener.get(), &ev);
   ev.data.u64 = kWakeKey;
   ::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wake.get(), &ev);
-  auto loop = std::unique_ptr<StoreLoop>(new StoreLoop(std::move(options), std::move(arena),
-                                                       std::move(listener), std::move(wake),
-                                                       std::move(epoll), std::move(spill)));
+  auto loop = std::unique_ptr<StoreLoop>(
+      new StoreLoop(std::move(options), std::move(arena), std::move(listener), std::move(wake),
+                    std::move(epoll), std::move(spill), std::move(fallback)));
   loop->thread_ = std::thread([raw = loop.get()] { raw->Run(); });
   return loop;
 }
 
 StoreLoop::StoreLoop(StoreOptions options, ArenaMapping arena, UniqueFd listener, UniqueFd wake,
-                     UniqueFd epoll, std::unique_ptr<SpillStorage> spill)
+                     UniqueFd epoll, std::unique_ptr<SpillStorage> spill,
+                     std::unique_ptr<FallbackFiles> fallback)
     : options_(std::move(options)),
       arena_(std::move(arena)),
       listener_(std::move(listener)),
       wake_(std::move(wake)),
       epoll_(std::move(epoll)),
-      table_(&arena_, std::move(spill), options_.max_objects),
+      table_(&arena_, std::move(spill), options_.max_objects, std::move(fallback)),
       slot_in_use_(options_.max_clients, false) {
   if (options_.prefault) populator_ = std::make_unique<BackgroundPopulator>(&arena_);
 }
@@ -345,6 +357,8 @@ void StoreLoop::HandleHello(uint64_t session_id, const FrameHeader& h, WireReade
   WireWriter w(&body);
   w.Put(static_cast<uint32_t>(slot));
   w.Put(arena_.size());
+  w.Put(static_cast<uint32_t>(options_.fallback_dir.size()));
+  w.PutBytes(options_.fallback_dir);
   Status sent =
       SendWithFd(s.fd.get(), MakeFrame(MessageType::kReply, 0, h.request_id, body), arena_.fd());
   if (!sent.ok()) {
@@ -365,9 +379,13 @@ void StoreLoop::HandleWait(uint64_t session_id, const FrameHeader& h, WireReader
   PendingWait wait{session_id, h.request_id, {}, {}, 0, {}, false};
   wait.ids.resize(n);
   wait.codes.resize(n);
+  // What this Wait restored is not spilled again to restore the rest (which then go to fallback
+  // memory if the arena cannot hold them all): the reply finds them all readable.
+  std::unordered_set<ObjectId> readied;
   for (uint32_t i = 0; i < n; ++i) {
     r.GetId(&wait.ids[i]);
-    Status st = table_.MakeReadable(wait.ids[i]);
+    Status st = table_.MakeReadable(wait.ids[i], &readied);
+    if (st.ok()) readied.insert(wait.ids[i]);
     wait.codes[i] = static_cast<uint8_t>(st.code());
     if (st.code() == Code::kNotFound) {
       ++wait.missing;

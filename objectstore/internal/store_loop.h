@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/ids.h"
@@ -54,7 +55,8 @@ class StoreLoop {
   };
 
   StoreLoop(StoreOptions options, ArenaMapping arena, UniqueFd listener, UniqueFd wake,
-            UniqueFd epoll, std::unique_ptr<SpillStorage> spill);
+            UniqueFd epoll, std::unique_ptr<SpillStorage> spill,
+            std::unique_ptr<FallbackFiles> fallback);
   void Run();
   void Accept();
   void OnReadable(uint64_t session_id);

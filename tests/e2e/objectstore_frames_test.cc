@@ -33,7 +33,7 @@ enum : uint16_t {
   kStats = 8,
   kReply = 100
 };
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr uint32_t kMaxBody = 16u << 20;
 
 class Bytes {
