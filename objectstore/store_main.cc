@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
                   "distinct objects one client may pin");
   flags.AddString("spill-dir", &options.spill_dir,
                   "directory for spilled objects; empty: no spilling");
+  flags.AddString("fallback-dir", &options.fallback_dir,
+                  "directory for fallback files (objects the arena cannot hold); empty: none");
+  flags.AddBytes("fallback-limit", &options.fallback_limit_bytes,
+                 "bytes the fallback files may hold at once; default: what the disk holds");
   flags.AddBool("prefault", &prefault, "populate the arena in the background at start");
   flags.AddUint64("poll-spin-us", &spin, "poll this long after a request before sleeping");
   flags.AddBool("transfer", &transfer, "serve this store's objects to other nodes over TCP");

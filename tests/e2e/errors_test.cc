@@ -30,7 +30,8 @@ class Errors : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     cluster_ = new e2e::TaskCluster(
-        {"--num-cpus=2", "--object-store-memory=" + std::to_string(kStoreMiB) + "M"});
+        {"--num-cpus=2", "--object-store-memory=" + std::to_string(kStoreMiB) + "M",
+         "--object-store-fallback-limit=0"});
     if (::testing::Test::HasFatalFailure()) return;
     for (const auto& entry : std::filesystem::directory_iterator(cluster_->dir().path())) {
       auto socket = entry.path() / "store.sock";

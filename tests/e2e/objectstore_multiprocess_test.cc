@@ -271,6 +271,66 @@ TEST_F(ObjectStoreProcesses, PrimariesReadBackByteForByteWhenFilledWellPastCapac
   StopStore();
 }
 
+size_t FilesIn(const std::string& dir) {
+  size_t files = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    files += entry.is_regular_file();
+  return files;
+}
+
+TEST_F(ObjectStoreProcesses, ObjectLargerThanTheStoreLivesInAFallbackFileOtherProcessesRead) {
+  const std::string fallback = dir().File("fallback");
+  ASSERT_NO_FATAL_FAILURE(StartStore({"--capacity", "64M", "--fallback-dir", fallback}));
+  ASSERT_EQ(RunTool("put", {Hex(1), N(96 * kMiB), "5"}), 0);  // the writer exits: still there
+  StoreStats put = Stats();
+  EXPECT_EQ(put.num_fallback, 1u);
+  EXPECT_EQ(put.fallback_bytes, 96 * kMiB);
+  EXPECT_EQ(put.used_bytes, 0u);
+  EXPECT_EQ(FilesIn(fallback), 1u);
+
+  const std::string release = dir().File("release");
+  std::vector<Tool*> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.push_back(
+        StartTool("read-verify", {Hex(1), N(96 * kMiB), "5", "--hold-until", release}));
+  }
+  for (Tool* reader : readers) ASSERT_TRUE(WaitForOutput(reader, "verified")) << reader->name;
+  EXPECT_EQ(Stats().num_pinned, 1u);
+  // Deleted while pinned: the file stays until the readers let go.
+  ASSERT_TRUE(observer().Delete(Id(1)).ok());
+  EXPECT_EQ(FilesIn(fallback), 1u);
+  std::ofstream(release).put('x');
+  for (Tool* reader : readers) EXPECT_EQ(reader->process->Wait(20s), 0) << reader->name;
+  EXPECT_TRUE(WaitForStats([](const StoreStats& s) { return s.num_objects == 0; }));
+  EXPECT_EQ(Stats().fallback_bytes, 0u);
+  EXPECT_EQ(FilesIn(fallback), 0u);
+  StopStore();
+}
+
+TEST_F(ObjectStoreProcesses, WorkingSetFourTimesTheStoreReadsBackWithSpillingAndFallback) {
+  const std::string spill = dir().File("spill"), fallback = dir().File("fallback");
+  ASSERT_NO_FATAL_FAILURE(
+      StartStore({"--capacity", "16M", "--spill-dir", spill, "--fallback-dir", fallback}));
+  // 64 objects of 0.5 to 1.5 MiB (about four times the store), and one of 24 MiB.
+  ASSERT_EQ(RunTool("put-many", {Hex(1), "64", N(kMiB), "41", "--vary"}), 0);
+  ASSERT_EQ(RunTool("put", {Hex(500), N(24 * kMiB), "42"}), 0);
+  StoreStats written = Stats();
+  EXPECT_EQ(written.num_objects, 65u);
+  EXPECT_GT(written.num_spilled, 40u);
+  EXPECT_EQ(written.num_fallback, 1u);
+  Tool* a = StartTool("verify-many", {Hex(1), "64", N(kMiB), "41", "--vary"});
+  Tool* b = StartTool("verify-many", {Hex(1), "64", N(kMiB), "41", "--vary", "--stride", "3"});
+  EXPECT_EQ(a->process->Wait(60s), 0);
+  EXPECT_EQ(b->process->Wait(60s), 0);
+  EXPECT_EQ(RunTool("read-verify", {Hex(500), N(24 * kMiB), "42"}), 0);
+  StoreStats read = Stats();
+  EXPECT_EQ(read.num_objects, 65u);
+  EXPECT_GT(read.total_restored, 0u);
+  EXPECT_EQ(read.num_pinned, 0u);
+  StopStore();
+}
+
 TEST_F(ObjectStoreProcesses,
        CreateGetsResourceExhaustedNamingSizeAndCapacityWhenFullWithoutSpilling) {
   ASSERT_NO_FATAL_FAILURE(StartStore({"--capacity", "4M"}));

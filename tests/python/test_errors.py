@@ -189,6 +189,7 @@ def test_a_put_larger_than_a_small_store_raises_object_store_full(tmp_path):
     env = Cluster(str(tmp_path)).env()
     env.pop("AIRT_ADDRESS", None)  # the driver starts a local cluster of its own
     env["AIRT_TEMP_DIR"] = str(tmp_path)
+    env["AIRT_OBJECT_STORE_FALLBACK_LIMIT"] = "0"  # no fallback memory on disk: a full store
     result = subprocess.run([sys.executable, "-c", STORE_FULL_DRIVER], env=env,
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -194,6 +194,7 @@ Result<std::vector<uint32_t>> GpuIds(uint64_t count, bool explicit_count,
 struct RawFlags {
   std::string head_address, node_address = "127.0.0.1", temp_dir = "/tmp/airt";
   std::string num_cpus, num_gpus, memory, object_store_memory, resources, labels, gpu_plugin;
+  std::string object_store_fallback_limit;
   uint64_t port = 0, transfer_port = 0, head_timeout_ms = 5000, head_retry_max_ms = 5000;
   std::string worker_binary, worker_code_search_path, python_executable;
   uint64_t infeasible_grace_ms = 10000, worker_register_timeout_ms = 30000;
@@ -223,6 +224,10 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
                   "bytes for tasks (K, M, G suffixes); empty: 70% of RAM less the store");
   flags.AddString("object-store-memory", &raw.object_store_memory,
                   "bytes of the object store; empty: 1G, at most 30% of RAM");
+  flags.AddString("object-store-fallback-limit", &raw.object_store_fallback_limit,
+                  "bytes of objects the store may hold in fallback files on disk (objects the "
+                  "store's memory cannot hold) at once; 0: none; empty: "
+                  "$AIRT_OBJECT_STORE_FALLBACK_LIMIT, else what the disk holds");
   flags.AddString("resources", &raw.resources, "custom resources, JSON: '{\"TPU\": 2}'");
   flags.AddString("labels", &raw.labels, "labels, JSON: '{\"accelerator_type\": \"A10\"}'");
   flags.AddString("node-address", &raw.node_address, "address the node's services bind");
@@ -314,6 +319,14 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
     AIRT_ASSIGN_OR_RETURN(config.object_store_memory,
                           ParseBytesFlag("object-store-memory", raw.object_store_memory));
     if (config.object_store_memory == 0) return FlagError("object-store-memory", "must not be 0");
+  }
+  std::string fallback_limit = raw.object_store_fallback_limit;
+  if (fallback_limit.empty()) {
+    if (const char* env = std::getenv("AIRT_OBJECT_STORE_FALLBACK_LIMIT")) fallback_limit = env;
+  }
+  if (!fallback_limit.empty()) {
+    AIRT_ASSIGN_OR_RETURN(config.object_store_fallback_limit,
+                          ParseBytesFlag("object-store-fallback-limit", fallback_limit));
   }
   uint64_t memory = host.physical_memory / 10 * 7;
   memory = memory > config.object_store_memory ? memory - config.object_store_memory : 0;

@@ -52,6 +52,9 @@ struct NodeConfig {
   uint16_t transfer_port = 0;  // the object transfer service; 0: any
   std::string temp_dir = "/tmp/airt";
   uint64_t object_store_memory = 0;  // bytes
+  // Bytes the store may hold in fallback files (objects its memory cannot hold) at once; 0: no
+  // fallback; all ones: what the disk of the node's folder holds.
+  uint64_t object_store_fallback_limit = ~uint64_t{0};
   // CPU, GPU, memory, object_store_memory, node:<address>, then custom resources in the order
   // given. Zero amounts are left out, as Ray does.
   std::vector<ResourceAmount> total;
@@ -80,6 +83,7 @@ struct NodeConfig {
 //                indices of CUDA_VISIBLE_DEVICES when it is set
 //   --memory     default 70% of physical memory less the object store
 //   --object-store-memory  default 1 GiB, at most 30% of physical memory
+//   --object-store-fallback-limit  default $AIRT_OBJECT_STORE_FALLBACK_LIMIT, else the disk's room
 //   --worker-binary, --worker-code-search-path, --infeasible-grace-ms,
 //   --worker-register-timeout-ms, --idle-worker-timeout-ms, --worker-stop-grace-ms,
 //   --cluster-view-interval-ms: see NodeConfig

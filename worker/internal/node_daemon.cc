@@ -155,6 +155,10 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
   store_options.socket_path = dirs->store_socket;
   store_options.capacity_bytes = config.object_store_memory;
   store_options.spill_dir = dirs->spill;
+  if (config.object_store_fallback_limit > 0) {
+    store_options.fallback_dir = dirs->root + "/fallback";
+    store_options.fallback_limit_bytes = config.object_store_fallback_limit;
+  }
   auto store = objectstore::StoreServer::Start(store_options);
   if (!store.ok()) {
     AIRT_LOG(ERROR) << "cannot start the object store: " << store.status().ToString();

@@ -10,8 +10,9 @@ namespace airt::worker {
 
 // Runs a node on the calling thread until one of `stop_signals` arrives, which the caller has
 // blocked in every thread (before starting any), together with SIGCHLD (worker exits are read
-// from a signalfd). Makes <temp_dir>/node-<id prefix>/ with store.sock, spill/ and logs/; serves
-// the store and the transfer service on their own threads; on this thread's event loop serves
+// from a signalfd). Makes <temp_dir>/node-<id prefix>/ with store.sock, spill/, fallback/ (the
+// store's files for objects its memory cannot hold) and logs/; serves the store and the transfer
+// service on their own threads; on this thread's event loop serves
 // the Node interface (worker leases, worker registration, killWorker) on the node port, keeps the
 // worker processes, fetches the head's cluster view and registers with the head, retrying while
 // the head is down; when a heartbeat's answer lists finished jobs it stops their workers and then
