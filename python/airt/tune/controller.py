@@ -18,7 +18,7 @@ from airt.tune.progress import ProgressTable, plot, summary
 from airt.tune.result import ResultGrid, TuneError
 from airt.tune.schedulers import FIFOScheduler, TrialScheduler
 from airt.tune.search import BasicVariantGenerator, Searcher
-from airt.tune.trainable import Trainable, resources_of
+from airt.tune.trainable import Trainable, pickle_trainable, resources_of
 
 _STATE_EVERY_S = 1.0
 
@@ -56,8 +56,7 @@ class TuneController:
         self.table = ProgressTable(self.metric, self.mode, out=self.out,
                                    interval_s=run_config.progress_interval_s)
         self._runner_class = airt.remote(TrialRunner)
-        import cloudpickle
-        self._trainable_pickle = cloudpickle.dumps(trainable)
+        self._trainable_pickle = pickle_trainable(trainable)
         self._last_state = 0.0
         self._capacity = {}
 

@@ -121,8 +121,8 @@ def with_resources(trainable, resources):
         def wrapped(config, *args, **kwargs):
             return trainable(config, *args, **kwargs)
         wrapped.__name__ = getattr(trainable, "__name__", "trainable")
-        wrapped._airt_parameters = getattr(trainable, "_airt_parameters", None)
     wrapped._airt_resources = resources
+    wrapped._airt_inner = trainable
     return wrapped
 
 
@@ -137,6 +137,7 @@ def with_parameters(trainable, **kwargs):
                 return base.setup(self, config, **{**kwargs, **more})
 
         _WithParameters.__name__ = base.__name__
+        _WithParameters._airt_inner = base
         _WithParameters._airt_resources = getattr(base, "_airt_resources", None)
         return _WithParameters
 
@@ -144,7 +145,34 @@ def with_parameters(trainable, **kwargs):
         return trainable(config, **kwargs)
     wrapped.__name__ = getattr(trainable, "__name__", "trainable")
     wrapped._airt_resources = getattr(trainable, "_airt_resources", None)
+    wrapped._airt_inner = trainable
     return wrapped
+
+
+def pickle_trainable(trainable):
+    """The trainable cloudpickled for its trial actors. The user's module goes by value (as
+    `__main__` does): a worker need not be able to import the driver's own files."""
+    import sys
+    import cloudpickle
+    modules = set()
+    inner = trainable
+    while inner is not None:
+        name = getattr(inner, "__module__", None)
+        if name and name != "__main__" and not name.startswith("airt.") and name in sys.modules:
+            modules.add(sys.modules[name])
+        inner = getattr(inner, "_airt_inner", None)
+    registered = []
+    for module in modules:
+        try:
+            cloudpickle.register_pickle_by_value(module)
+            registered.append(module)
+        except (ValueError, AttributeError):
+            pass  # a package's module a worker imports itself
+    try:
+        return cloudpickle.dumps(trainable)
+    finally:
+        for module in registered:
+            cloudpickle.unregister_pickle_by_value(module)
 
 
 def _check_shape(resources):
