@@ -308,3 +308,33 @@ def test_restore_resumes_a_sweep_whose_driver_was_killed(tmp_path):
         steps = [json.loads(l)["training_iteration"]
                  for l in open(os.path.join(r.path, "result.json"))]
         assert steps == list(range(1, 9)), (r.path, steps)
+
+
+def checkpointed(config):
+    start = 0
+    if tune.get_checkpoint():
+        start = int(open(os.path.join(tune.get_checkpoint().path, "step")).read())
+    for step in range(start + 1, 10):
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, "step"), "w").write(str(step))
+            tune.report({"loss": config["x"] / step}, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+def test_hyperband_pauses_frees_and_resumes_trials_from_checkpoints(cluster, tmp_path):
+    # max_t 9, eta 3: the first three trials form a bracket run to 9; the next three a bracket
+    # that runs 3 iterations, then keeps the best ceil(5/3) = 2 for 9. Two run at once, so
+    # paused trials must free their actors for the others to reach the milestone.
+    grid = tune.Tuner(
+        tune.with_resources(checkpointed, QUARTER),
+        param_space={"x": tune.grid_search([1, 2, 3, 6, 4, 5])},
+        tune_config=tune.TuneConfig(metric="loss", mode="min", max_concurrent_trials=2,
+                                    scheduler=tune.HyperBandScheduler(max_t=9,
+                                                                      reduction_factor=3)),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="hb", verbose=0)).fit()
+    assert grid.num_terminated == 6 and grid.num_errors == 0
+    ends = {r.config["x"]: r.metrics["training_iteration"] for r in grid}
+    assert ends == {1: 9, 2: 9, 3: 9, 4: 9, 5: 9, 6: 3}
+    for r in grid:
+        steps = [json.loads(l)["training_iteration"]
+                 for l in open(os.path.join(r.path, "result.json"))]
+        assert steps == list(range(1, ends[r.config["x"]] + 1))

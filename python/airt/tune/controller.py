@@ -131,6 +131,7 @@ class TuneController:
                 if not any(t.status == RUNNING for t in self.trials):
                     for t in live:  # a bracket that can no longer complete: let them run on
                         self._resume(t)
+                    self.scheduler.on_search_finished()
         if not any(t.status in (RUNNING, PENDING, PAUSED) for t in self.trials):
             return self.searcher_finished or self.stop_all
         if not any(t.status == RUNNING and t.inflight is not None for t in self.trials):
@@ -148,7 +149,7 @@ class TuneController:
 
     # ---- trials ------------------------------------------------------------------------------
     def _live(self):
-        return sum(1 for t in self.trials if t.status in (RUNNING, PAUSED))
+        return sum(1 for t in self.trials if t.status == RUNNING)
 
     def _limit(self, trial):
         cap = self.tc.max_concurrent_trials or math.inf
@@ -277,7 +278,7 @@ class TuneController:
         elif decision == TrialScheduler.CONTINUE:
             t.inflight = t.runner.next.remote()
         elif decision == TrialScheduler.PAUSE:
-            t.status = PAUSED
+            self._pause(t)
         elif decision == TrialScheduler.STOP:
             self._stop(t, early=early)
         self._apply_actions()
@@ -292,10 +293,17 @@ class TuneController:
             elif decision == TrialScheduler.CONTINUE and t.status == PAUSED:
                 self._resume(t)
 
+    def _pause(self, t):
+        """Frees the trial's actor, as Ray does: a resumed trial starts again from its latest
+        checkpoint (from the start without one)."""
+        self._release(t, alive=True)
+        t.close()
+        t.status = PAUSED
+
     def _resume(self, t):
         if t.status == PAUSED:
-            t.status = RUNNING
-            t.inflight = t.runner.next.remote()
+            ex.rewind(t) if t.checkpoint else _reset(t)
+            t.status = PENDING
 
     def _should_stop(self, t, result):
         stop = self.rc.stop
