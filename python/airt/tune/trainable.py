@@ -1,0 +1,200 @@
+"""What a trial runs: function trainables (report through airt.tune.report), class trainables
+(`Trainable`: setup/step/save_checkpoint/load_checkpoint), and the wrappers with_resources and
+with_parameters. Checkpoints are folders (`Checkpoint`, Ray's ray.tune.Checkpoint)."""
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+
+class Checkpoint:
+    """A checkpoint: a folder on a file system every node of the cluster reaches (a local
+    cluster's disk; shared storage across machines, as Ray needs without cloud storage)."""
+
+    def __init__(self, path, filesystem=None):
+        self.path = os.fspath(path)
+        self.filesystem = filesystem
+
+    @classmethod
+    def from_directory(cls, path):
+        return cls(os.path.abspath(os.fspath(path)))
+
+    def to_directory(self, path=None):
+        path = os.fspath(path) if path else tempfile.mkdtemp(prefix="airt-checkpoint-")
+        shutil.copytree(self.path, path, dirs_exist_ok=True)
+        return path
+
+    @contextlib.contextmanager
+    def as_directory(self):
+        yield self.path
+
+    def __repr__(self):
+        return f"Checkpoint(filesystem=local, path={self.path})"
+
+    def __eq__(self, other):
+        return isinstance(other, Checkpoint) and other.path == self.path
+
+    def __hash__(self):
+        return hash(self.path)
+
+
+class Trainable:
+    """A class trainable (Ray's tune.Trainable): `setup(config)`, `step()` returning a metrics
+    dict (one report each), `save_checkpoint(checkpoint_dir)`, `load_checkpoint(checkpoint)`
+    (the dict save_checkpoint returned, or the folder), `cleanup()`, `reset_config(new_config)`
+    (True lets the actor be reused for another trial)."""
+
+    def __init__(self, config=None, **kwargs):
+        self.config = config or {}
+        self._iteration = 0
+        self.setup(dict(self.config), **kwargs)
+
+    @property
+    def iteration(self):
+        return self._iteration
+
+    @property
+    def training_iteration(self):
+        return self._iteration
+
+    def setup(self, config, **kwargs):
+        pass
+
+    def step(self):
+        raise NotImplementedError("a Trainable subclass must implement step()")
+
+    def save_checkpoint(self, checkpoint_dir):
+        return None
+
+    def load_checkpoint(self, checkpoint):
+        pass
+
+    def cleanup(self):
+        pass
+
+    def reset_config(self, new_config):
+        return False
+
+    @classmethod
+    def default_resource_request(cls, config):
+        return None
+
+
+class PlacementGroupFactory:
+    """Bundles of resources for a trial (Ray's). Until airt's placement groups land, a trial's
+    actor asks for the bundles' summed resources: one actor, not a gang."""
+
+    def __init__(self, bundles, strategy="PACK", *args, **kwargs):
+        if not bundles or not all(isinstance(b, dict) for b in bundles):
+            raise ValueError("PlacementGroupFactory needs a non-empty list of resource dicts")
+        self.bundles = [dict(b) for b in bundles]
+        self.strategy = strategy
+
+    @property
+    def required_resources(self):
+        total = {}
+        for bundle in self.bundles:
+            for key, value in bundle.items():
+                total[key] = total.get(key, 0) + value
+        return total
+
+    def __eq__(self, other):
+        return isinstance(other, PlacementGroupFactory) and other.bundles == self.bundles \
+            and other.strategy == self.strategy
+
+    def __repr__(self):
+        return f"PlacementGroupFactory({self.bundles}, strategy={self.strategy!r})"
+
+
+def with_resources(trainable, resources):
+    """The trainable, each of its trials asking for `resources`: a dict ({"CPU": 0.25,
+    "GPU": 0.5}; fractions allowed), a PlacementGroupFactory, or a function of the config
+    returning either."""
+    if not (isinstance(resources, (dict, PlacementGroupFactory)) or callable(resources)):
+        raise ValueError("with_resources takes a dict, a PlacementGroupFactory or a function")
+    if isinstance(resources, dict):
+        _check_shape(resources)
+    if isinstance(trainable, type):
+        wrapped = type(trainable.__name__, (trainable,), {})
+    else:
+        def wrapped(config, *args, **kwargs):
+            return trainable(config, *args, **kwargs)
+        wrapped.__name__ = getattr(trainable, "__name__", "trainable")
+    wrapped._airt_resources = resources
+    wrapped._airt_inner = trainable
+    return wrapped
+
+
+def with_parameters(trainable, **kwargs):
+    """The trainable, called with these keyword arguments besides its config (large values,
+    such as data sets, travel once with the trainable to each trial actor)."""
+    if isinstance(trainable, type):
+        base = trainable
+
+        class _WithParameters(base):
+            def setup(self, config, **more):
+                return base.setup(self, config, **{**kwargs, **more})
+
+        _WithParameters.__name__ = base.__name__
+        _WithParameters._airt_inner = base
+        _WithParameters._airt_resources = getattr(base, "_airt_resources", None)
+        return _WithParameters
+
+    def wrapped(config):
+        return trainable(config, **kwargs)
+    wrapped.__name__ = getattr(trainable, "__name__", "trainable")
+    wrapped._airt_resources = getattr(trainable, "_airt_resources", None)
+    wrapped._airt_inner = trainable
+    return wrapped
+
+
+def pickle_trainable(trainable):
+    """The trainable cloudpickled for its trial actors. The user's module goes by value (as
+    `__main__` does): a worker need not be able to import the driver's own files."""
+    import sys
+    import cloudpickle
+    modules = set()
+    inner = trainable
+    while inner is not None:
+        name = getattr(inner, "__module__", None)
+        if name and name != "__main__" and not name.startswith("airt.") and name in sys.modules:
+            modules.add(sys.modules[name])
+        inner = getattr(inner, "_airt_inner", None)
+    registered = []
+    for module in modules:
+        try:
+            cloudpickle.register_pickle_by_value(module)
+            registered.append(module)
+        except (ValueError, AttributeError):
+            pass  # a package's module a worker imports itself
+    try:
+        return cloudpickle.dumps(trainable)
+    finally:
+        for module in registered:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def _check_shape(resources):
+    for key, value in resources.items():
+        if not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"resource {key!r} must be a non-negative number, not {value!r}")
+
+
+def resources_of(trainable, config):
+    """The actor options of one trial: num_cpus, num_gpus, memory, resources."""
+    spec = getattr(trainable, "_airt_resources", None)
+    if spec is None and isinstance(trainable, type) and issubclass(trainable, Trainable):
+        spec = trainable.default_resource_request(config)
+    if callable(spec) and not isinstance(spec, PlacementGroupFactory):
+        spec = spec(config)
+    if isinstance(spec, PlacementGroupFactory):
+        spec = spec.required_resources
+    spec = dict(spec or {"CPU": 1})
+    _check_shape(spec)
+    options = {"num_cpus": spec.pop("CPU", 0 if spec else 1), "num_gpus": spec.pop("GPU", 0)}
+    if "memory" in spec:
+        options["memory"] = spec.pop("memory")
+    if spec:
+        options["resources"] = spec
+    return options
