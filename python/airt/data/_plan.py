@@ -66,6 +66,8 @@ def physical(source, rest):
                                  compute.size else None)
     if cur is not None:
         ops.append(cur)
+    for op in ops:
+        op.stats.name = op.name
     return ops
 
 

@@ -108,13 +108,23 @@ def to_pandas(table):
     return pd.DataFrame(data)
 
 
+def _tensor(values):
+    """A fixed_shape_tensor array of an n-d numpy array's rows (its buffer, when contiguous)."""
+    flat = np.ascontiguousarray(values).reshape(-1)
+    shape = list(values.shape[1:])
+    width = int(np.prod(shape)) if shape else 1
+    storage = pa.FixedSizeListArray.from_arrays(pa.array(flat), width)
+    return pa.ExtensionArray.from_storage(
+        pa.fixed_shape_tensor(pa.from_numpy_dtype(values.dtype), shape), storage)
+
+
 def _array(values):
     """A pyarrow array of one column's values (a numpy array, a list, a pyarrow array)."""
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         return values
     if isinstance(values, np.ndarray):
         if values.ndim > 1:
-            return pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(values))
+            return _tensor(values)
         if values.dtype == object:
             return _array(list(values))
         return pa.array(values)
@@ -122,7 +132,7 @@ def _array(values):
     if values and all(isinstance(v, np.ndarray) for v in values):
         shapes = {v.shape for v in values}
         if len(shapes) == 1 and values[0].ndim >= 1:
-            return pa.FixedShapeTensorArray.from_numpy_ndarray(np.stack(values))
+            return _tensor(np.stack(values))
     if values and all(isinstance(v, np.generic) for v in values):
         return pa.array(np.array(values))
     return pa.array(values)
