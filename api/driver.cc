@@ -550,6 +550,15 @@ std::string PutBytes(std::string bytes) {
   return id->Binary();
 }
 
+std::vector<std::pair<std::string, uint64_t>> LocalStoreStats() {
+  if (Local()) LocalModeLacks("the object store's stats");
+  Result<objectstore::StoreStats> stats = Core().store().Stats();
+  if (!stats.ok()) Throw(stats.status());
+  return {{"capacity_bytes", stats->capacity_bytes}, {"used_bytes", stats->used_bytes},
+          {"num_objects", stats->num_objects}, {"num_spilled", stats->num_spilled},
+          {"spilled_bytes", stats->spilled_bytes}};
+}
+
 std::string PutWith(uint64_t size, const std::function<void(uint8_t* out)>& write) {
   if (local::LocalRuntime* local = Local()) {
     std::string bytes(size, '\0');

@@ -380,6 +380,18 @@ PYBIND11_MODULE(_airt, m) {
     }
     return out;
   });
+  // The local node's store: a dict of capacity_bytes, used_bytes, num_objects, num_spilled,
+  // spilled_bytes (airt.data's back-pressure budget and its tests).
+  m.def("store_stats", [] {
+    std::vector<std::pair<std::string, uint64_t>> stats;
+    {
+      py::gil_scoped_release unlocked;
+      stats = airt::internal::LocalStoreStats();
+    }
+    py::dict d;
+    for (const auto& [name, value] : stats) d[py::str(name)] = value;
+    return d;
+  });
   m.def("job_id", [] { return airt::internal::JobIdHex(); });
   // The job's namespace: a driver's init(namespace=), which its workers read from the head.
   m.def("namespace", [] { return airt::GetNamespace(); });

@@ -206,6 +206,10 @@ std::string RegisteredName(const void* address, const char* what);
 // Throws UnimplementedError: placement groups come with their own issue.
 [[noreturn]] void PlacementGroupsNotBuilt();
 std::string PutBytes(std::string bytes);
+// The local node's object store now: capacity_bytes, used_bytes (allocated in its arena),
+// num_objects, num_spilled, spilled_bytes (airt.data's back-pressure and its tests read it).
+// Throws UnimplementedError in local mode.
+std::vector<std::pair<std::string, uint64_t>> LocalStoreStats();
 // Puts an object of `size` bytes that `write` writes in place (into the node's store when large).
 std::string PutWith(uint64_t size, const std::function<void(uint8_t* out)>& write);
 // Copies into an object being written (non-temporal stores for large copies).
