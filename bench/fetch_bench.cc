@@ -24,8 +24,8 @@
 
 #include "airt/api.h"
 #include "airt/buffer.h"
+#include "bench/bench_cluster.h"
 #include "bench/bench_support.h"
-#include "common/flags.h"
 #include "common/ids.h"
 #include "common/process.h"
 #include "objectstore/object_store.h"
@@ -188,51 +188,27 @@ airt::Status Run(const Plan& plan, StoreClient& local) {
 
 int main(int argc, char** argv) {
   airt::InitProcess("fetch_bench");
-  std::string head_binary = AIRT_HEAD_BIN;
-  std::string node_binary = AIRT_NODE_BIN;
-  std::string worker_binary = AIRT_WORKER_BIN;
-  std::string functions = AIRT_MICROBENCH_FUNCTIONS;
-  bool quick = false;
-  airt::FlagSet flags("fetch_bench");
-  flags.AddString("head-binary", &head_binary, "the airt-head to start");
-  flags.AddString("node-binary", &node_binary, "the airt-node to start");
-  flags.AddString("worker-binary", &worker_binary, "the airt-worker the nodes start");
-  flags.AddString("functions", &functions, "the library of FilledBuffer the workers load");
-  flags.AddBool("quick", &quick, "20 x 1 MiB and 64 MiB, one timed Get each (CI smoke runs)");
-  if (airt::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n%s", s.message().c_str(), flags.Usage().c_str());
-    return s.code() == airt::Code::kCancelled ? 0 : 2;
+  airt::bench::ClusterFlags cluster_flags;
+  if (auto code = airt::bench::ParseClusterFlags(
+          "fetch_bench", argc, argv, "the library of FilledBuffer the workers load",
+          "20 x 1 MiB and 64 MiB, one timed Get each (CI smoke runs)", &cluster_flags)) {
+    return *code;
   }
+  bool quick = cluster_flags.quick;
   Plan plan;
   if (quick) plan = Plan{.count = 20, .object = 1ull << 20, .big = 64ull << 20, .reps = 1};
 
-  airt::bench::ScratchDir dir;  // removed last, once the daemons below have stopped
-  airt::bench::DaemonProcess head({head_binary, "--port=0", "--temp-dir=" + dir.path()},
-                                  dir.path() + "/head.log");
-  auto address = head.WaitForLine("head ready ", 30s);
+  airt::bench::LocalCluster cluster(std::move(cluster_flags));
+  auto address = cluster.StartHead();
   if (!address.ok()) return Fail(address.status(), "airt-head");
   std::string store = "--object-store-memory=" + std::to_string(plan.StoreBytes());
-  auto start_node = [&](const std::string& name, std::vector<std::string> extra) {
-    std::vector<std::string> argv = {node_binary,
-                                     "--head-address=" + *address,
-                                     "--temp-dir=" + dir.path() + "/" + name,
-                                     "--worker-binary=" + worker_binary,
-                                     "--worker-code-search-path=" + functions,
-                                     "--num-gpus=0",
-                                     store};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return std::make_unique<airt::bench::DaemonProcess>(argv, dir.path() + "/" + name + ".log");
-  };
-  auto node = start_node("node", {"--num-cpus=1"});
-  auto remote = start_node("remote", {"--num-cpus=1", "--resources={\"remote\": 1}"});
+  cluster.StartNode("node", {"--num-gpus=0", store, "--num-cpus=1"});
+  cluster.StartNode("remote",
+                    {"--num-gpus=0", store, "--num-cpus=1", "--resources={\"remote\": 1}"});
   std::string node_socket;
-  for (auto [daemon, name] : {std::pair{node.get(), "node"}, std::pair{remote.get(), "remote"}}) {
-    if (auto ready = daemon->WaitForLine("node ready ", 30s); !ready.ok()) {
-      return Fail(ready.status(), std::string("airt-node ") + name);
-    }
-    auto socket = airt::bench::NodeStoreSocket(dir.path() + "/" + name);
-    if (!socket.ok()) return Fail(socket.status(), name);
-    if (auto warm = airt::bench::WaitForWarmStore(*socket); !warm.ok()) return Fail(warm, name);
+  for (const char* name : {"node", "remote"}) {
+    auto socket = cluster.WaitForNode(name);
+    if (!socket.ok()) return Fail(socket.status(), std::string("airt-node ") + name);
     if (std::string(name) == "node") node_socket = *socket;
   }
   auto local = StoreClient::Connect(node_socket, StoreClient::Options{.prefault = false});

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "airt/api.h"
+#include "bench/bench_cluster.h"
 #include "bench/bench_support.h"
-#include "common/flags.h"
 #include "common/ids.h"
 #include "common/process.h"
 #include "common/status.h"
@@ -290,23 +290,17 @@ void RunMetrics(const Plan& plan, const std::string& only,
 
 int main(int argc, char** argv) {
   airt::InitProcess("microbenchmark");
-  std::string head_binary = AIRT_HEAD_BIN;
-  std::string node_binary = AIRT_NODE_BIN;
-  std::string worker_binary = AIRT_WORKER_BIN;
-  std::string functions = AIRT_MICROBENCH_FUNCTIONS;
-  bool quick = false;
+  airt::bench::ClusterFlags cluster_flags;
   std::string only;
-  airt::FlagSet flags("microbenchmark");
-  flags.AddString("head-binary", &head_binary, "the airt-head to start");
-  flags.AddString("node-binary", &node_binary, "the airt-node to start");
-  flags.AddString("worker-binary", &worker_binary, "the airt-worker the node starts");
-  flags.AddString("functions", &functions, "the library of SmallValue the workers load");
-  flags.AddBool("quick", &quick, "small batches, one call per metric (for CI smoke runs)");
-  flags.AddString("metrics", &only, "only these metrics, comma-separated (default: all)");
-  if (airt::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n%s", s.message().c_str(), flags.Usage().c_str());
-    return s.code() == airt::Code::kCancelled ? 0 : 2;
+  if (auto code = airt::bench::ParseClusterFlags(
+          "microbenchmark", argc, argv, "the library of SmallValue the workers load",
+          "small batches, one call per metric (for CI smoke runs)", &cluster_flags,
+          [&](airt::FlagSet& flags) {
+            flags.AddString("metrics", &only, "only these metrics, comma-separated (default: all)");
+          })) {
+    return *code;
   }
+  bool quick = cluster_flags.quick;
   Plan plan;
   if (quick) {
     plan = Plan{.warmup_s = 0,
@@ -320,42 +314,20 @@ int main(int argc, char** argv) {
                 .pull_reps = 1};
   }
 
-  airt::bench::ScratchDir dir;  // removed last, once the daemons below have stopped
-  airt::bench::DaemonProcess head({head_binary, "--port=0", "--temp-dir=" + dir.path()},
-                                  dir.path() + "/head.log");
-  auto address = head.WaitForLine("head ready ", 30s);
+  airt::bench::LocalCluster cluster(std::move(cluster_flags));
+  auto address = cluster.StartHead();
   if (!address.ok()) return Fail(address.status(), "airt-head");
-  // A node with `flags` and the workers' code, in a temp folder of its own; its log beside it.
-  auto start_node = [&](const std::string& name, std::vector<std::string> flags) {
-    std::vector<std::string> argv = {
-        node_binary, "--head-address=" + *address, "--temp-dir=" + dir.path() + "/" + name,
-        "--worker-binary=" + worker_binary, "--worker-code-search-path=" + functions};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    return std::make_unique<airt::bench::DaemonProcess>(argv, dir.path() + "/" + name + ".log");
-  };
-  // Ready, and its store's arena populated.
-  auto wait_for_node = [&](airt::bench::DaemonProcess& node,
-                           const std::string& name) -> airt::Result<std::string> {
-    AIRT_RETURN_IF_ERROR(node.WaitForLine("node ready ", 30s).status());
-    AIRT_ASSIGN_OR_RETURN(std::string socket,
-                          airt::bench::NodeStoreSocket(dir.path() + "/" + name));
-    AIRT_RETURN_IF_ERROR(airt::bench::WaitForWarmStore(socket));
-    return socket;
-  };
-  auto node =
-      start_node("node", {"--num-cpus=2", "--num-gpus=0",
-                          "--object-store-memory=" + std::to_string(plan.DriverStoreBytes())});
-  auto node_socket = wait_for_node(*node, "node");
+  cluster.StartNode("node", {"--num-cpus=2", "--num-gpus=0",
+                             "--object-store-memory=" + std::to_string(plan.DriverStoreBytes())});
+  auto node_socket = cluster.WaitForNode("node");
   if (!node_socket.ok()) return Fail(node_socket.status(), "airt-node");
   // The second node, started by the cross-node metrics only: {"remote": 1} and room for the
-  // object they pull. Stopped after the driver has left (declared after `node`).
-  std::unique_ptr<airt::bench::DaemonProcess> remote_node;
+  // object they pull. Stopped after the driver has left (with the cluster).
   auto start_remote_node = [&]() -> airt::Result<std::string> {
-    remote_node = start_node(
-        "remote", {"--num-cpus=1", "--num-gpus=0", "--resources={\"remote\": 1}",
-                   "--object-store-memory=" + std::to_string(plan.pull_bytes + (256ull << 20))});
-    AIRT_RETURN_IF_ERROR(
-        wait_for_node(*remote_node, "remote").status().WithContext("the second airt-node"));
+    cluster.StartNode("remote", {"--num-cpus=1", "--num-gpus=0", "--resources={\"remote\": 1}",
+                                 "--object-store-memory=" +
+                                     std::to_string(plan.pull_bytes + (256ull << 20))});
+    AIRT_RETURN_IF_ERROR(cluster.WaitForNode("remote").status().WithContext("the second airt-node"));
     return *node_socket;
   };
 
@@ -371,10 +343,10 @@ int main(int argc, char** argv) {
   } catch (const airt::Exception& e) {
     std::fprintf(stderr, "microbenchmark: %s\n", e.what());
     for (const char* name : {"node", "remote"}) {
-      std::string log = airt::bench::ReadFile(dir.path() + "/" + name + ".log");
+      std::string log = cluster.LogTail(name, 4000);
       if (log.empty()) continue;
-      std::fprintf(stderr, "---- %s/%s.log (tail) ----\n", dir.path().c_str(), name);
-      std::fputs(log.size() > 4000 ? log.substr(log.size() - 4000).c_str() : log.c_str(), stderr);
+      std::fprintf(stderr, "---- %s/%s.log (tail) ----\n", cluster.dir().c_str(), name);
+      std::fputs(log.c_str(), stderr);
     }
     rc = 1;
   }

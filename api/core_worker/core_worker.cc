@@ -476,5 +476,6 @@ Result<uint16_t> CoreWorker::ServeWorker(WorkerServing serving) {
 }
 void CoreWorker::WaitServingEnded() { impl_->WaitServingEnded(); }
 objectstore::StoreClient& CoreWorker::store() { return impl_->store(); }
+objectstore::ObjectPuller& CoreWorker::puller() { return impl_->Puller(); }
 
 }  // namespace airt::core_worker

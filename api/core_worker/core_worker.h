@@ -28,6 +28,10 @@
 #include "common/status.h"
 #include "objectstore/object_store.h"
 
+namespace airt::objectstore {
+class ObjectPuller;
+}  // namespace airt::objectstore
+
 namespace airt::core_worker {
 
 struct CoreWorkerOptions {
@@ -252,6 +256,10 @@ class CoreWorker {
   // This process's connection to its node's store (a worker's task executor shares it); lives
   // as long as the core worker. Thread-safe.
   objectstore::StoreClient& store();
+  // This process's puller of objects from other nodes, over store() (a worker's task executor
+  // shares it, so that each peer node gets one pooled connection); lives as long as the core
+  // worker. Thread-safe.
+  objectstore::ObjectPuller& puller();
 
   class Impl;
 

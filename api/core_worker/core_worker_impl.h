@@ -94,6 +94,9 @@ class CoreWorker::Impl {
   kj::Promise<void> ReadJobNamespace();
   void WaitServingEnded();
   objectstore::StoreClient& store() { return *store_; }
+  // Fetching from other nodes (core_worker_objects.cc): made at the first use, destroyed before
+  // store_. Any thread.
+  objectstore::ObjectPuller& Puller();
 
  private:
   // State confined to the loop thread.
@@ -177,9 +180,6 @@ class CoreWorker::Impl {
   TaskId driver_task_;
   std::string node_address_, transfer_address_, store_socket_;
   std::unique_ptr<objectstore::StoreClient> store_;
-  // Fetching from other nodes (core_worker_objects.cc): made at the first Get that needs it,
-  // destroyed before store_. Any thread.
-  objectstore::ObjectPuller& Puller();
   std::once_flag puller_once_;
   std::unique_ptr<objectstore::ObjectPuller> puller_;
   uint64_t store_capacity_ = 0;  // set with puller_

@@ -181,6 +181,30 @@ objectstore::ObjectPuller& CoreWorker::Impl::Puller() {
 
 Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
                                  const std::function<void(size_t, GotObject&)>& use) {
+  // Every entry here and none on another node (a Get of inline values, of this node's objects,
+  // or of errors): one look at the memory store, no deadline, no pulls.
+  std::optional<std::vector<ObjectEntry>> now = memory_.TryGet(ids);
+  if (now && std::none_of(now->begin(), now->end(),
+                          [&](const ObjectEntry& e) { return Remote(e, *store_); })) {
+    for (size_t i = 0; i < now->size(); ++i) {
+      ObjectEntry& entry = (*now)[i];
+      GotObject got;
+      got.error = std::move(entry.error);
+      got.value = std::move(entry.value);
+      if (entry.location) {
+        Result<objectstore::ObjectPin> pin = store_->Get(entry.location->id, timeout_ms);
+        if (pin.status().code() == Code::kDeadlineExceeded) return pin.status();
+        if (pin.ok()) {
+          got.pin = std::move(*pin);
+        } else {
+          got.error = LostObject(*entry.location, pin.status());
+        }
+      }
+      use(i, got);
+    }
+    return Status::Ok();
+  }
+
   std::optional<Clock::time_point> deadline;
   if (timeout_ms >= 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   auto left = [&]() -> int64_t {
@@ -188,11 +212,13 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
     auto ms = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
     return std::max<int64_t>(ms, 0);
   };
-  std::vector<bool> ready = memory_.Ready(ids);
-  std::optional<Blocked> blocked;
-  if (std::find(ready.begin(), ready.end(), false) != ready.end()) blocked.emplace(*this);
-  AIRT_ASSIGN_OR_RETURN(std::vector<ObjectEntry> entries, memory_.Wait(ids, timeout_ms));
-  blocked.reset();
+  std::vector<ObjectEntry> entries;
+  if (now) {
+    entries = std::move(*now);
+  } else {
+    Blocked blocked(*this);
+    AIRT_ASSIGN_OR_RETURN(entries, memory_.Wait(ids, timeout_ms));
+  }
 
   // The objects on other nodes are pulled in batches (one pipelined stream per node, all nodes
   // at once, one deadline for the whole Get), a window at a time: a window holds at most half of
@@ -260,30 +286,25 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
 
 std::vector<bool> CoreWorker::Impl::Wait(std::span<const ObjectId> ids, size_t n,
                                          int64_t timeout_ms) {
-  std::vector<bool> ready = memory_.Ready(ids);
+  std::vector<ObjectLocation> stored;  // of the ready objects, found in the same look
+  std::vector<bool> ready = memory_.Ready(ids, &stored);
   if (static_cast<size_t>(std::count(ready.begin(), ready.end(), true)) < n) {
-    Blocked blocked(*this);
-    ready = memory_.WaitFor(ids, n, timeout_ms);
+    {
+      Blocked blocked(*this);
+      ready = memory_.WaitFor(ids, n, timeout_ms);
+    }
+    stored.clear();
+    memory_.Ready(ids, &stored);  // those that arrived meanwhile may be prefetched too
   }
   // Start pulling the ready objects that lie on other nodes (at most half the store's worth).
-  std::vector<ObjectId> ready_ids;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ready[i]) ready_ids.push_back(ids[i]);
-  }
-  if (ready_ids.empty()) return ready;
-  Result<std::vector<ObjectEntry>> entries = memory_.Wait(ready_ids, 0);
-  if (!entries.ok()) return ready;  // one was freed meanwhile: nothing to prefetch for it
   std::vector<objectstore::PullRequest> wanted;
   uint64_t bytes = 0;
-  for (const ObjectEntry& entry : *entries) {
-    if (!Remote(entry, *store_)) continue;
+  for (const ObjectLocation& where : stored) {
+    if (store_->Contains(where.id)) continue;
     if (wanted.empty()) Puller();
-    if (!wanted.empty() && store_capacity_ > 0 &&
-        bytes + entry.location->size > store_capacity_ / 2)
-      break;
-    bytes += entry.location->size;
-    wanted.push_back(
-        objectstore::PullRequest{entry.location->id, entry.location->transfer_address});
+    if (!wanted.empty() && store_capacity_ > 0 && bytes + where.size > store_capacity_ / 2) break;
+    bytes += where.size;
+    wanted.push_back(objectstore::PullRequest{where.id, where.transfer_address});
   }
   if (wanted.empty()) return ready;
   std::unique_ptr<objectstore::PullBatch> batch = Puller().Start(wanted, kPrefetchTimeoutMs);

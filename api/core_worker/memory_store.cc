@@ -95,11 +95,29 @@ Result<std::vector<ObjectEntry>> MemoryStore::Wait(std::span<const ObjectId> ids
   return out;
 }
 
-std::vector<bool> MemoryStore::Ready(std::span<const ObjectId> ids) const {
+std::optional<std::vector<ObjectEntry>> MemoryStore::TryGet(std::span<const ObjectId> ids) const {
+  std::vector<ObjectEntry> out;
+  out.reserve(ids.size());
   std::lock_guard<std::mutex> lock(mu_);
+  for (const ObjectId& id : ids) {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return std::nullopt;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+std::vector<bool> MemoryStore::Ready(std::span<const ObjectId> ids,
+                                     std::vector<ObjectLocation>* stored) const {
   std::vector<bool> out;
   out.reserve(ids.size());
-  for (const ObjectId& id : ids) out.push_back(entries_.count(id) > 0);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const ObjectId& id : ids) {
+    auto it = entries_.find(id);
+    out.push_back(it != entries_.end());
+    if (stored == nullptr || it == entries_.end() || !it->second.location) continue;
+    if (!it->second.location->transfer_address.empty()) stored->push_back(*it->second.location);
+  }
   return out;
 }
 

@@ -64,8 +64,14 @@ class MemoryStore {
   // Any thread: the entries of `ids` once all exist, or kDeadlineExceeded naming the first
   // missing id after timeout_ms (< 0: never).
   Result<std::vector<ObjectEntry>> Wait(std::span<const ObjectId> ids, int64_t timeout_ms);
-  // Any thread: the ids among `ids` whose entries exist now.
-  std::vector<bool> Ready(std::span<const ObjectId> ids) const;
+  // Any thread: the entries of `ids` when every one exists now (one look under one lock, for a
+  // Get that need not wait), else none.
+  std::optional<std::vector<ObjectEntry>> TryGet(std::span<const ObjectId> ids) const;
+  // Any thread: the ids among `ids` whose entries exist now. With `stored`, also fills it with
+  // the locations of those that lie in a node's store reachable through a transfer address (the
+  // objects a Wait may prefetch), in the same look.
+  std::vector<bool> Ready(std::span<const ObjectId> ids,
+                          std::vector<ObjectLocation>* stored = nullptr) const;
   // Any thread: waits until at least `num_ready` of `ids` have entries or timeout_ms passes
   // (< 0: no limit); returns which are ready then.
   std::vector<bool> WaitFor(std::span<const ObjectId> ids, size_t num_ready, int64_t timeout_ms);

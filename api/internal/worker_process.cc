@@ -112,6 +112,7 @@ int RunWorker(const WorkerOptions& options, Fallback fallback, Interrupt interru
   // the interrupt's signal is handled; otherwise on the executor's own thread. Never on the core
   // worker's loop, which a task's Get waits on.
   executor_options.on_caller_thread = static_cast<bool>(executor_options.interrupt);
+  executor_options.puller = &(*core)->puller();  // one puller, one connection per peer node
   TaskExecutor executor(registry, &(*core)->store(), executor_options);
   if (!StartServing(options, **core, executor)) return kExitStartFailed;
   if (!executor_options.on_caller_thread) {

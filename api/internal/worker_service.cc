@@ -217,26 +217,27 @@ kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
   executor_.Submit(std::move(*task),
                    [this, finished = finished_, outcome, done, number](TaskOutcome result) {
                      *outcome = std::move(result);
-                     done->store(true, std::memory_order_release);
                      finished->Post([this, number] {
                        auto it = running_.find(number);
-                       if (it == running_.end()) return;  // answered by the wait below
+                       if (it == running_.end()) return;
                        it->second->fulfill();
                        running_.erase(it);
                      });
+                     done->store(true, std::memory_order_release);  // its post is in `finished`
                    });
   if (alone) {
-    // A small task is done within microseconds: wait for it here, briefly, and answer at once,
-    // rather than go back to the loop and be woken (most of a small task's cost). Bounded, so
-    // a task that waits on this loop (one that submits tasks) only delays it by kAnswerWait.
-    auto until = std::chrono::steady_clock::now() + kAnswerWait;
-    while (!done->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
-      std::this_thread::yield();
-    }
-    if (done->load(std::memory_order_acquire)) {
-      running_.erase(number);
-      FillTaskResults(*outcome, function_name, returns_at_, context.getResults());
-      return kj::READY_NOW;
+    // A small task is done within microseconds: once the loop has read every call already here,
+    // wait for it briefly and answer at once, rather than let the loop sleep and be woken (most
+    // of a small task's cost). Bounded, so a task that waits on this loop (one that submits
+    // tasks) only delays it by kAnswerWait.
+    spin_for_ = number;
+    spin_done_ = done;
+    if (!spin_scheduled_) {
+      spin_scheduled_ = true;
+      tasks_.add(kj::evalLast([this] {
+        spin_scheduled_ = false;
+        AwaitLoneAnswer();
+      }));
     }
   }
   return paf.promise.then(
@@ -246,6 +247,17 @@ kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
       .attach(kj::defer([this, streaming] {
         if (streaming) generators_.Close(*streaming);
       }));
+}
+
+void WorkerService::AwaitLoneAnswer() {
+  if (!spin_done_ || running_.size() != 1 || running_.count(spin_for_) == 0) return;
+  std::shared_ptr<std::atomic<bool>> done = std::move(spin_done_);
+  auto until = std::chrono::steady_clock::now() + kAnswerWait;
+  while (!done->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
+  // Its post is in `finished_` once `done` is set: answer it now.
+  if (done->load(std::memory_order_acquire)) finished_->RunPending();
 }
 
 kj::Promise<void> WorkerService::exit(ExitContext) {

@@ -1,9 +1,12 @@
 // proto::Worker served by airt-worker on its core worker's loop: validates each pushed task at the
-// edge, hands it to the TaskExecutor's thread and answers once it is done (waiting up to 100 us on
-// the loop for one with nothing ahead of it, so that a small task's answer goes out at once).
-// Tasks never run on the loop: a task that submits tasks waits in Get for replies it receives.
+// edge, hands it to the TaskExecutor's thread and answers once it is done. Tasks never run on the
+// loop: a task that submits tasks waits in Get for replies it receives. When the loop has nothing
+// else to do and one task is out, it waits up to 100 us for that task's answer (so that a small
+// task's answer goes out at once, without the loop going to sleep and being woken); calls that
+// are already queued on the loop are read first, so pipelined calls are never held back.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -74,6 +77,9 @@ class WorkerService final : public proto::Worker::Server, private kj::TaskSet::E
 
  private:
   void taskFailed(kj::Exception&& exception) override;
+  // Run by kj::evalLast once the loop has nothing else queued: while the task `spin_for_` is the
+  // only one out, waits up to kAnswerWait for it to finish, then answers what has finished.
+  void AwaitLoneAnswer();
 
   TaskExecutor& executor_;
   // Finished tasks come back to this loop through `finished_` (one wake-up for a burst of them),
@@ -81,6 +87,11 @@ class WorkerService final : public proto::Worker::Server, private kj::TaskSet::E
   std::shared_ptr<Inbox> finished_ = std::make_shared<Inbox>();  // outlives this for the executor
   std::unordered_map<uint64_t, kj::Own<kj::PromiseFulfiller<void>>> running_;
   uint64_t next_task_ = 0;
+  // The last task pushed with nothing ahead of it, and whether its outcome is written (set by
+  // the executor's thread); spin_scheduled_: an AwaitLoneAnswer is queued. Loop thread only.
+  uint64_t spin_for_ = 0;
+  std::shared_ptr<std::atomic<bool>> spin_done_;
+  bool spin_scheduled_ = false;
   kj::TaskSet tasks_;
   JobId job_;
   ReturnsAt returns_at_;
