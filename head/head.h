@@ -117,6 +117,9 @@ class HeadServer final : public proto::Head::Server {
   kj::Promise<Status> FinishJob(const JobId& id);
   // FinishJob for a driver that went away: on a failed write, retried by CheckLiveness.
   void FinishJobOfLostDriver(const JobId& id);
+  // Keeps a hold call pending on the session a node registered with; when it fails (the node's
+  // connection dropped) and the node has not registered again since, the node is recorded dead.
+  void WatchSession(const NodeId& id, proto::NodeSession::Client session);
 
   HeadOptions options_;
   Clock& clock_;
@@ -134,7 +137,11 @@ class HeadServer final : public proto::Head::Server {
   bool writing_ = false;  // a change's rows are being written
   // Null once this is destroyed: the job leases it handed out (which may outlive it) check it.
   std::shared_ptr<HeadServer*> self_;
+  // The latest registration's session watch of each node that gave a session.
+  std::unordered_map<NodeId, uint64_t> sessions_;
+  uint64_t session_generation_ = 0;
   TaskErrors task_errors_;
+  kj::TaskSet session_watches_{task_errors_};
   kj::TaskSet tasks_{task_errors_};  // the writes in flight; last, so destroyed first
 };
 

@@ -182,16 +182,43 @@ kj::Promise<void> HeadServer::WatchLiveness(kj::Timer& timer, kj::Duration inter
 // ---- nodes ------------------------------------------------------------------------------------
 
 kj::Promise<void> HeadServer::registerNode(RegisterNodeContext context) {
-  Result<internal::NodeInfo> info = internal::ParseNodeInfo(context.getParams().getInfo(), "info");
+  auto params = context.getParams();
+  Result<internal::NodeInfo> info = internal::ParseNodeInfo(params.getInfo(), "info");
   if (!info.ok()) return Fail(info.status());
+  NodeId id = info->id;
   return Answer(Commit([this, info = std::move(*info)]() -> Result<internal::Change> {
                   return nodes_->Register(info);
                 }),
-                [this, context]() mutable {
+                [this, context, id]() mutable {
                   auto results = context.getResults();
                   results.setHeartbeatIntervalMs(options_.heartbeat_interval_ms);
                   results.setNodeTimeoutMs(options_.node_timeout_ms);
+                  if (context.getParams().hasSession()) {
+                    WatchSession(id, context.getParams().getSession());
+                  }
                 });
+}
+
+void HeadServer::WatchSession(const NodeId& id, proto::NodeSession::Client session) {
+  uint64_t generation = ++session_generation_;
+  sessions_[id] = generation;
+  session_watches_.add(session.holdRequest().send().ignoreResult().then(
+      [] {},
+      [this, id, generation](kj::Exception&& e) {
+        auto current = sessions_.find(id);
+        if (current == sessions_.end() || current->second != generation) return;
+        sessions_.erase(current);
+        std::string cause = "its connection to the head dropped (" +
+                            std::string(FromKjException(e).message()) + ")";
+        tasks_.add(Commit([this, id, cause]() -> Result<internal::Change> {
+                     return nodes_->MarkDead(id, cause);
+                   }).then([id](Status s) {
+          if (!s.ok() && s.code() != Code::kNotFound) {
+            AIRT_LOG(WARNING) << "recording node " << id.Hex() << " dead: " << s.ToString()
+                              << "; its heartbeat timeout will";
+          }
+        }));
+      }));
 }
 
 kj::Promise<void> HeadServer::heartbeat(HeartbeatContext context) {
@@ -216,6 +243,7 @@ kj::Promise<void> HeadServer::heartbeat(HeartbeatContext context) {
 kj::Promise<void> HeadServer::unregisterNode(UnregisterNodeContext context) {
   Result<NodeId> id = internal::ParseNodeId(context.getParams().getNodeId(), "nodeId");
   if (!id.ok()) return Fail(id.status());
+  sessions_.erase(*id);  // its connection dropping next is no news
   return Answer(Commit([this, id = *id] { return nodes_->Unregister(id); }));
 }
 

@@ -38,8 +38,8 @@ class HeadRpcTest : public ::testing::Test {
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     head_ = opened->get();
     server_ = std::make_unique<capnp::EzRpcServer>(kj::mv(*opened), "127.0.0.1", 0);
-    uint port = server_->getPort().wait(server_->getWaitScope());
-    client_ = std::make_unique<capnp::EzRpcClient>("127.0.0.1", port);
+    port_ = server_->getPort().wait(server_->getWaitScope());
+    client_ = std::make_unique<capnp::EzRpcClient>("127.0.0.1", port_);
     cap_ = std::make_unique<proto::Head::Client>(client_->getMain<proto::Head>());
   }
   void StopHead() {
@@ -55,6 +55,7 @@ class HeadRpcTest : public ::testing::Test {
   }
 
   proto::Head::Client& head() { return *cap_; }
+  uint port() const { return port_; }
 
   // Runs the loop until `condition` holds; false after 10 s.
   bool PumpUntil(const std::function<bool()>& condition) {
@@ -205,6 +206,7 @@ class HeadRpcTest : public ::testing::Test {
   FaultInjectingMetadataStore store_{backing_};
   ManualClock clock_;
   HeadServer* head_ = nullptr;  // owned by the capability inside server_
+  uint port_ = 0;
   std::unique_ptr<capnp::EzRpcServer> server_;
   std::unique_ptr<capnp::EzRpcClient> client_;
   // Held by pointer: a kj::Own inside makes a member's destructor noexcept(false).
