@@ -93,7 +93,9 @@ HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, 
     : options_(options),
       clock_(clock),
       nodes_(std::make_unique<internal::NodeTable>(
-          internal::NodeTable::Options{options.node_timeout_ms, options.max_dead_nodes}, store,
+          internal::NodeTable::Options{options.node_timeout_ms, options.max_dead_nodes,
+                                       options.node_disconnect_grace_ms},
+          store,
           clock)),
       kv_(std::make_unique<internal::KvTable>(store)),
       jobs_(std::make_unique<internal::JobTable>(store, clock)),
@@ -204,20 +206,11 @@ void HeadServer::WatchSession(const NodeId& id, proto::NodeSession::Client sessi
   sessions_[id] = generation;
   session_watches_.add(session.holdRequest().send().ignoreResult().then(
       [] {},
-      [this, id, generation](kj::Exception&& e) {
+      [this, id, generation](kj::Exception&&) {
         auto current = sessions_.find(id);
         if (current == sessions_.end() || current->second != generation) return;
         sessions_.erase(current);
-        std::string cause = "its connection to the head dropped (" +
-                            std::string(FromKjException(e).message()) + ")";
-        tasks_.add(Commit([this, id, cause]() -> Result<internal::Change> {
-                     return nodes_->MarkDead(id, cause);
-                   }).then([id](Status s) {
-          if (!s.ok() && s.code() != Code::kNotFound) {
-            AIRT_LOG(WARNING) << "recording node " << id.Hex() << " dead: " << s.ToString()
-                              << "; its heartbeat timeout will";
-          }
-        }));
+        nodes_->Disconnected(id);
       }));
 }
 

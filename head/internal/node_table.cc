@@ -75,10 +75,27 @@ Status NodeTable::Load() {
 }
 
 bool NodeTable::TimedOut(const Entry& e, int64_t now) const {
-  return now - e.last_heartbeat_ms >= options_.node_timeout_ms;
+  return now - e.last_heartbeat_ms >= options_.node_timeout_ms ||
+         (e.disconnected_ms && now - *e.disconnected_ms >= options_.disconnect_grace_ms);
+}
+
+void NodeTable::Disconnected(const NodeId& id) {
+  auto found = seq_of_.find(id);
+  if (found == seq_of_.end()) return;
+  Entry& e = by_seq_.at(found->second);
+  if (!e.alive || e.disconnected_ms) return;
+  e.disconnected_ms = clock_.MonotonicMs();
+  AIRT_LOG(WARNING) << "node " << id.Hex() << " at " << e.info.address << ":" << e.info.node_port
+                    << " lost its connection to the head; dead unless it registers again within "
+                    << options_.disconnect_grace_ms << " ms";
 }
 
 std::string NodeTable::TimeoutCause(const Entry& e, int64_t now) const {
+  if (e.disconnected_ms && now - *e.disconnected_ms >= options_.disconnect_grace_ms) {
+    return "its connection to the head dropped " + std::to_string(now - *e.disconnected_ms) +
+           " ms ago and it did not register again (the head's disconnect grace is " +
+           std::to_string(options_.disconnect_grace_ms) + " ms)";
+  }
   return "no heartbeat for " + std::to_string(now - e.last_heartbeat_ms) + " ms (the head's " +
          "node timeout is " + std::to_string(options_.node_timeout_ms) + " ms)";
 }
@@ -113,6 +130,7 @@ Result<Change> NodeTable::Register(NodeInfo info) {
     e.seq = seq;
     e.alive = true;
     e.registered_here = true;
+    e.disconnected_ms.reset();
     e.death_cause.clear();
     e.death_time_ms = 0;
     e.load = NodeLoad{info.total, {}, {}};
@@ -127,7 +145,7 @@ Result<bool> NodeTable::Heartbeat(const NodeId& id, NodeLoad load) {
   if (found == seq_of_.end()) return false;
   Entry& e = by_seq_.at(found->second);
   int64_t now = clock_.MonotonicMs();
-  if (!e.alive || !e.registered_here || TimedOut(e, now)) return false;
+  if (!e.alive || !e.registered_here || e.disconnected_ms || TimedOut(e, now)) return false;
   for (const auto* list : {&load.gpu_ids_in_use, &load.quarantined_gpu_ids}) {
     for (uint32_t gpu : *list) {
       if (!Contains(e.info.gpu_ids, gpu)) {

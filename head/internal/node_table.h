@@ -19,7 +19,8 @@
 namespace airt::head::internal {
 
 // A node is alive from its registration until no heartbeat arrived for `node_timeout_ms`, it
-// unregisters, or the head declares it dead (MarkDead: its connection dropped); then it is dead
+// unregisters, or the head declares it dead (MarkDead), or its connection dropped and it did not register again
+// within the grace (Disconnected); then it is dead
 // for good: the same id registering again is refused, and that node must restart with a new id.
 // Registrations and deaths are rows ("node:<seq>:<id hex>", with the death's cause and wall
 // time), staged as Changes (change.h); heartbeat loads stay in memory. A node whose timeout
@@ -31,6 +32,9 @@ class NodeTable {
     uint32_t node_timeout_ms = 10000;
     // Dead nodes kept for the view; beyond this the earliest registered are forgotten.
     size_t max_dead_nodes = 1000;
+    // A node whose connection dropped (Disconnected) and that did not register again within
+    // this is dead as if its heartbeat timeout had passed.
+    uint32_t disconnect_grace_ms = 1000;
   };
 
   // `store` and `clock` must outlive the table.
@@ -52,6 +56,10 @@ class NodeTable {
   // Declares the node dead now because of `cause` (an empty change when it is dead already).
   // kNotFound: not in the table.
   Result<Change> MarkDead(const NodeId& id, std::string cause);
+  // Notes that the node's session connection dropped (in memory): it must register again within
+  // disconnect_grace_ms (its heartbeats answer false meanwhile), or it times out. Unknown or dead
+  // nodes are ignored.
+  void Disconnected(const NodeId& id);
   // MarkDead for a node leaving cleanly.
   Result<Change> Unregister(const NodeId& id) {
     return MarkDead(id, "it unregistered (stopped by airt stop or its stop signal)");
@@ -73,6 +81,7 @@ class NodeTable {
     NodeLoad load;
     int64_t last_heartbeat_ms = 0;  // Clock::MonotonicMs
     bool registered_here = false;   // registered with this head (not only loaded)
+    std::optional<int64_t> disconnected_ms;  // when its session connection dropped
     std::string death_cause;        // as its row says
     uint64_t death_time_ms = 0;
   };

@@ -25,6 +25,7 @@ class HeadRpcTest : public ::testing::Test {
  protected:
   static constexpr uint32_t kHeartbeatMs = 100;
   static constexpr uint32_t kTimeoutMs = 1000;
+  static constexpr uint32_t kDisconnectGraceMs = 200;
 
   void SetUp() override { StartHead(); }
   void TearDown() override { StopHead(); }
@@ -34,6 +35,7 @@ class HeadRpcTest : public ::testing::Test {
     HeadOptions options;
     options.heartbeat_interval_ms = kHeartbeatMs;
     options.node_timeout_ms = kTimeoutMs;
+    options.node_disconnect_grace_ms = kDisconnectGraceMs;
     auto opened = HeadServer::Open(options, store_, clock_);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     head_ = opened->get();

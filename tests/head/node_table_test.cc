@@ -299,3 +299,31 @@ TEST_F(NodeTableTest, ATimedOutNodeShowsDeadAndItsRowIsRecordedOnceTheStoreAnswe
 
 }  // namespace
 }  // namespace airt::head::internal
+
+namespace airt::head::internal {
+namespace {
+
+TEST_F(NodeTableTest, DisconnectedNodeIsDeadAfterTheGraceUnlessItRegistersAgain) {
+  NodeTable table({kTimeoutMs, 100, /*disconnect_grace_ms=*/100}, store_, clock_);
+  NodeInfo a = Node("10.0.0.1");
+  NodeInfo b = Node("10.0.0.2");
+  ASSERT_TRUE(commit_(table.Register(a)).ok());
+  ASSERT_TRUE(commit_(table.Register(b)).ok());
+  table.Disconnected(a.id);
+  table.Disconnected(b.id);
+  EXPECT_FALSE(*table.Heartbeat(a.id, {})) << "it must register again";
+  EXPECT_TRUE(table.Find(a.id)->alive) << "within the grace";
+  clock_.AdvanceMs(99);
+  ASSERT_TRUE(commit_(table.Register(b)).ok()) << "b came back within the grace";
+  clock_.AdvanceMs(1);
+  EXPECT_EQ(*commit_(table.CheckLiveness()), std::vector<NodeId>{a.id});
+  EXPECT_EQ(table.Find(a.id)->death_cause,
+            "its connection to the head dropped 100 ms ago and it did not register again (the "
+            "head's disconnect grace is 100 ms)");
+  EXPECT_TRUE(table.Find(b.id)->alive);
+  EXPECT_TRUE(*table.Heartbeat(b.id, {}));
+  table.Disconnected(NodeId::FromRandom());  // unknown: ignored
+}
+
+}  // namespace
+}  // namespace airt::head::internal
