@@ -40,6 +40,8 @@ struct HeadOptions {
   uint32_t node_timeout_ms = 10000;
   // Dead nodes kept in the view; beyond this the earliest registered are forgotten.
   size_t max_dead_nodes = 1000;
+  // A node whose connection to the head dropped is dead unless it registers again within this.
+  uint32_t node_disconnect_grace_ms = 1000;
   // DEAD actors kept in the directory; beyond this the earliest registered are forgotten.
   size_t max_dead_actors = 10000;
   // How long placeActor waits, from an actor's first ask, for a node that can hold it to join
@@ -117,6 +119,10 @@ class HeadServer final : public proto::Head::Server {
   kj::Promise<Status> FinishJob(const JobId& id);
   // FinishJob for a driver that went away: on a failed write, retried by CheckLiveness.
   void FinishJobOfLostDriver(const JobId& id);
+  // Keeps a hold call pending on the session a node registered with; when it fails (the node's
+  // connection dropped) and the node has not registered again since, the node is Disconnected
+  // (node_table.h): dead after the grace unless it registers again.
+  void WatchSession(const NodeId& id, proto::NodeSession::Client session);
 
   HeadOptions options_;
   Clock& clock_;
@@ -134,7 +140,11 @@ class HeadServer final : public proto::Head::Server {
   bool writing_ = false;  // a change's rows are being written
   // Null once this is destroyed: the job leases it handed out (which may outlive it) check it.
   std::shared_ptr<HeadServer*> self_;
+  // The latest registration's session watch of each node that gave a session.
+  std::unordered_map<NodeId, uint64_t> sessions_;
+  uint64_t session_generation_ = 0;
   TaskErrors task_errors_;
+  kj::TaskSet session_watches_{task_errors_};
   kj::TaskSet tasks_{task_errors_};  // the writes in flight; last, so destroyed first
 };
 

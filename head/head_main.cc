@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   std::string bind_address = "127.0.0.1";
   uint64_t heartbeat_interval_ms = 1000;
   uint64_t node_timeout_ms = 10000;
+  uint64_t node_disconnect_grace_ms = 1000;
   uint64_t infeasible_grace_ms = 10000;
   std::string temp_dir = "/tmp/airt";
   std::string redis_address, redis_password, redis_key_prefix;
@@ -61,6 +62,9 @@ int main(int argc, char** argv) {
                   "how often nodes are told to heartbeat");
   flags.AddUint64("node-timeout-ms", &node_timeout_ms,
                   "a node with no heartbeat for this long is dead");
+  flags.AddUint64("node-disconnect-grace-ms", &node_disconnect_grace_ms,
+                  "a node whose connection to the head dropped is dead unless it registers "
+                  "again within this");
   flags.AddUint64("infeasible-grace-ms", &infeasible_grace_ms,
                   "how long an actor no node can hold waits for such a node to join before it "
                   "fails as infeasible");
@@ -84,6 +88,9 @@ int main(int argc, char** argv) {
     return Usage(flags, "--node-timeout-ms must exceed --heartbeat-interval-ms (" +
                             std::to_string(heartbeat_interval_ms) + ") and be at most " +
                             std::to_string(kMaxMs));
+  }
+  if (node_disconnect_grace_ms > kMaxMs) {
+    return Usage(flags, "--node-disconnect-grace-ms must be at most " + std::to_string(kMaxMs));
   }
   if (infeasible_grace_ms > kMaxMs) {
     return Usage(flags, "--infeasible-grace-ms must be at most " + std::to_string(kMaxMs));
@@ -111,6 +118,7 @@ int main(int argc, char** argv) {
   options.heartbeat_interval_ms = static_cast<uint32_t>(heartbeat_interval_ms);
   options.node_timeout_ms = static_cast<uint32_t>(node_timeout_ms);
   options.infeasible_grace_ms = static_cast<uint32_t>(infeasible_grace_ms);
+  options.node_disconnect_grace_ms = static_cast<uint32_t>(node_disconnect_grace_ms);
   std::unique_ptr<airt::head::Clock> clock = airt::head::NewSystemClock();
 
   // The stop signals are captured before the event loop exists and before any thread starts, so

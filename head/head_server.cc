@@ -93,7 +93,9 @@ HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, 
     : options_(options),
       clock_(clock),
       nodes_(std::make_unique<internal::NodeTable>(
-          internal::NodeTable::Options{options.node_timeout_ms, options.max_dead_nodes}, store,
+          internal::NodeTable::Options{options.node_timeout_ms, options.max_dead_nodes,
+                                       options.node_disconnect_grace_ms},
+          store,
           clock)),
       kv_(std::make_unique<internal::KvTable>(store)),
       jobs_(std::make_unique<internal::JobTable>(store, clock)),
@@ -182,16 +184,34 @@ kj::Promise<void> HeadServer::WatchLiveness(kj::Timer& timer, kj::Duration inter
 // ---- nodes ------------------------------------------------------------------------------------
 
 kj::Promise<void> HeadServer::registerNode(RegisterNodeContext context) {
-  Result<internal::NodeInfo> info = internal::ParseNodeInfo(context.getParams().getInfo(), "info");
+  auto params = context.getParams();
+  Result<internal::NodeInfo> info = internal::ParseNodeInfo(params.getInfo(), "info");
   if (!info.ok()) return Fail(info.status());
+  NodeId id = info->id;
   return Answer(Commit([this, info = std::move(*info)]() -> Result<internal::Change> {
                   return nodes_->Register(info);
                 }),
-                [this, context]() mutable {
+                [this, context, id]() mutable {
                   auto results = context.getResults();
                   results.setHeartbeatIntervalMs(options_.heartbeat_interval_ms);
                   results.setNodeTimeoutMs(options_.node_timeout_ms);
+                  if (context.getParams().hasSession()) {
+                    WatchSession(id, context.getParams().getSession());
+                  }
                 });
+}
+
+void HeadServer::WatchSession(const NodeId& id, proto::NodeSession::Client session) {
+  uint64_t generation = ++session_generation_;
+  sessions_[id] = generation;
+  session_watches_.add(session.holdRequest().send().ignoreResult().then(
+      [] {},
+      [this, id, generation](kj::Exception&&) {
+        auto current = sessions_.find(id);
+        if (current == sessions_.end() || current->second != generation) return;
+        sessions_.erase(current);
+        nodes_->Disconnected(id);
+      }));
 }
 
 kj::Promise<void> HeadServer::heartbeat(HeartbeatContext context) {
@@ -216,6 +236,7 @@ kj::Promise<void> HeadServer::heartbeat(HeartbeatContext context) {
 kj::Promise<void> HeadServer::unregisterNode(UnregisterNodeContext context) {
   Result<NodeId> id = internal::ParseNodeId(context.getParams().getNodeId(), "nodeId");
   if (!id.ok()) return Fail(id.status());
+  sessions_.erase(*id);  // its connection dropping next is no news
   return Answer(Commit([this, id = *id] { return nodes_->Unregister(id); }));
 }
 

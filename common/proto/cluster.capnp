@@ -40,6 +40,18 @@ struct NodeStatus {
   gpuIdsInUse @3 :List(UInt32);
   quarantinedGpuIds @4 :List(UInt32);
   msSinceHeartbeat @5 :UInt64;
+  # Why and when (wall clock, ms since the epoch) the head declared it dead; empty and 0 while
+  # alive. Kept in the head's node table, so a restarted head still shows them.
+  deathCause @6 :Text;
+  deathTimeMs @7 :UInt64;
+}
+
+# Given by a node to the head when it registers: the head keeps one `hold` call pending on it, and
+# when that call fails (the node's connection to the head dropped: the node died or was cut off)
+# the head declares the node dead at once instead of waiting for its heartbeat timeout. The node
+# never answers `hold`.
+interface NodeSession {
+  hold @0 () -> ();
 }
 
 struct JobInfo {
@@ -108,10 +120,14 @@ struct ActorPlacement {
 interface JobLease {}
 
 interface Head {
-  # A node joins (or rejoins after the head forgot it). Re-registering an id replaces its entry.
-  registerNode @0 (info :NodeInfo) -> (heartbeatIntervalMs :UInt32, nodeTimeoutMs :UInt32);
+  # A node joins (or rejoins after the head restarted). Re-registering an alive id replaces its
+  # entry. An id the head declared dead is refused (kFailedPrecondition naming the death's cause):
+  # that node must restart clean, with a new id. `session` (may be null) lets the head see the
+  # node's connection drop.
+  registerNode @0 (info :NodeInfo, session :NodeSession)
+      -> (heartbeatIntervalMs :UInt32, nodeTimeoutMs :UInt32);
   # `known` false: the head does not know this node (it restarted, or declared the node dead):
-  # the node registers again. `jobsSeen` is the `finishedSeq` of the node's previous heartbeat
+  # the node registers again (and is refused when the head declared it dead). `jobsSeen` is the `finishedSeq` of the node's previous heartbeat
   # (0 at first); `finishedJobs` lists the jobs finished since then, whose workers the node stops.
   # The head numbers job finishes 1, 2, ... (`finishedSeq` is the last number) and answers with at
   # most the last 1024 finishes; a `jobsSeen` beyond `finishedSeq` (counted before the head

@@ -57,6 +57,8 @@ Status NodeTable::Load() {
     Entry e;
     e.seq = *seq;
     e.alive = row->alive;
+    e.death_cause = std::move(row->death_cause);
+    e.death_time_ms = row->death_time_ms;
     e.load.available = row->info.total;
     e.last_heartbeat_ms = now;
     e.info = std::move(row->info);
@@ -73,15 +75,47 @@ Status NodeTable::Load() {
 }
 
 bool NodeTable::TimedOut(const Entry& e, int64_t now) const {
-  return now - e.last_heartbeat_ms >= options_.node_timeout_ms;
+  return now - e.last_heartbeat_ms >= options_.node_timeout_ms ||
+         (e.disconnected_ms && now - *e.disconnected_ms >= options_.disconnect_grace_ms);
 }
 
-Change NodeTable::Register(NodeInfo info) {
+void NodeTable::Disconnected(const NodeId& id) {
+  auto found = seq_of_.find(id);
+  if (found == seq_of_.end()) return;
+  Entry& e = by_seq_.at(found->second);
+  if (!e.alive || e.disconnected_ms) return;
+  e.disconnected_ms = clock_.MonotonicMs();
+  AIRT_LOG(WARNING) << "node " << id.Hex() << " at " << e.info.address << ":" << e.info.node_port
+                    << " lost its connection to the head; dead unless it registers again within "
+                    << options_.disconnect_grace_ms << " ms";
+}
+
+std::string NodeTable::TimeoutCause(const Entry& e, int64_t now) const {
+  if (e.disconnected_ms && now - *e.disconnected_ms >= options_.disconnect_grace_ms) {
+    return "its connection to the head dropped " + std::to_string(now - *e.disconnected_ms) +
+           " ms ago and it did not register again (the head's disconnect grace is " +
+           std::to_string(options_.disconnect_grace_ms) + " ms)";
+  }
+  return "no heartbeat for " + std::to_string(now - e.last_heartbeat_ms) + " ms (the head's " +
+         "node timeout is " + std::to_string(options_.node_timeout_ms) + " ms)";
+}
+
+Result<Change> NodeTable::Register(NodeInfo info) {
   auto found = seq_of_.find(info.id);
+  if (found != seq_of_.end()) {
+    const Entry& e = by_seq_.at(found->second);
+    int64_t now = clock_.MonotonicMs();
+    if (!e.alive || TimedOut(e, now)) {
+      std::string cause = e.alive ? TimeoutCause(e, now) : e.death_cause;
+      return FailedPrecondition("the head declared node " + info.id.Hex() + " dead (" + cause +
+                                "); it cannot rejoin with the same id: restart it clean (a "
+                                "new airt-node process gets a new id)");
+    }
+  }
   uint64_t seq = found != seq_of_.end() ? found->second : next_seq_;
   Change change;
   change.what = "registering node " + info.id.Hex();
-  change.rows.Put(RowKey(seq, info.id), EncodeNodeRow(info, /*alive=*/true));
+  change.rows.Put(RowKey(seq, info.id), EncodeNodeRow(NodeRow{info, /*alive=*/true, "", 0}));
   change.on_written.push_back([this, seq, info = std::move(info)]() mutable {
     if (seq_of_.count(info.id) == 0) {
       next_seq_ = std::max(next_seq_, seq + 1);
@@ -95,6 +129,10 @@ Change NodeTable::Register(NodeInfo info) {
                    << info.gpu_ids.size() << " GPUs";
     e.seq = seq;
     e.alive = true;
+    e.registered_here = true;
+    e.disconnected_ms.reset();
+    e.death_cause.clear();
+    e.death_time_ms = 0;
     e.load = NodeLoad{info.total, {}, {}};
     e.last_heartbeat_ms = clock_.MonotonicMs();
     e.info = std::move(info);
@@ -107,7 +145,7 @@ Result<bool> NodeTable::Heartbeat(const NodeId& id, NodeLoad load) {
   if (found == seq_of_.end()) return false;
   Entry& e = by_seq_.at(found->second);
   int64_t now = clock_.MonotonicMs();
-  if (!e.alive || TimedOut(e, now)) return false;
+  if (!e.alive || !e.registered_here || e.disconnected_ms || TimedOut(e, now)) return false;
   for (const auto* list : {&load.gpu_ids_in_use, &load.quarantined_gpu_ids}) {
     for (uint32_t gpu : *list) {
       if (!Contains(e.info.gpu_ids, gpu)) {
@@ -122,22 +160,33 @@ Result<bool> NodeTable::Heartbeat(const NodeId& id, NodeLoad load) {
   return true;
 }
 
-Result<Change> NodeTable::Unregister(const NodeId& id) {
+void NodeTable::StageDeath(uint64_t seq, std::string cause, Change& change) {
+  const Entry& e = by_seq_.at(seq);
+  uint64_t when = static_cast<uint64_t>(std::max<int64_t>(0, clock_.WallMs()));
+  change.rows.Put(RowKey(seq, e.info.id),
+                  EncodeNodeRow(NodeRow{e.info, /*alive=*/false, cause, when}));
+  change.on_written.push_back([this, seq, cause = std::move(cause), when] {
+    Entry& dead = by_seq_.at(seq);
+    if (!dead.alive) return;
+    dead.alive = false;
+    dead.death_cause = cause;
+    dead.death_time_ms = when;
+    ++dead_;
+    AIRT_LOG(WARNING) << "node " << dead.info.id.Hex() << " at " << dead.info.address << ":"
+                      << dead.info.node_port << " declared dead: " << cause;
+  });
+}
+
+Result<Change> NodeTable::MarkDead(const NodeId& id, std::string cause) {
   auto found = seq_of_.find(id);
   if (found == seq_of_.end()) return NotFound("node " + id.Hex() + " is not registered");
   const Entry& e = by_seq_.at(found->second);
   Change change;
   if (!e.alive) return change;
   uint64_t seq = e.seq;
-  change.what = "unregistering node " + id.Hex();
-  change.rows.Put(RowKey(seq, id), EncodeNodeRow(e.info, /*alive=*/false));
+  change.what = "recording node " + id.Hex() + " dead";
+  StageDeath(seq, std::move(cause), change);
   ForgetOldDead({seq}, change);
-  change.on_written.insert(change.on_written.begin(), [this, seq] {
-    Entry& dying = by_seq_.at(seq);
-    dying.alive = false;
-    ++dead_;
-    AIRT_LOG(INFO) << "node " << Short(dying.info.id) << " unregistered";
-  });
   return change;
 }
 
@@ -149,14 +198,7 @@ Staged<std::vector<NodeId>> NodeTable::CheckLiveness() {
     if (!e.alive || !TimedOut(e, now)) continue;
     dying.push_back(seq);
     out.value.push_back(e.info.id);
-    out.change.rows.Put(RowKey(seq, e.info.id), EncodeNodeRow(e.info, /*alive=*/false));
-    out.change.on_written.push_back([this, seq, silent = now - e.last_heartbeat_ms] {
-      Entry& dead = by_seq_.at(seq);
-      dead.alive = false;
-      ++dead_;
-      AIRT_LOG(WARNING) << "node " << dead.info.id.Hex() << " at " << dead.info.address
-                        << " declared dead: no heartbeat for " << silent << " ms";
-    });
+    StageDeath(seq, TimeoutCause(e, now), out.change);
   }
   if (dying.empty()) return out;
   out.change.what = "recording " + std::to_string(dying.size()) + " dead nodes";
@@ -190,6 +232,12 @@ NodeView NodeTable::ViewOf(const Entry& e, int64_t now) const {
   view.info = e.info;
   view.alive = e.alive && !TimedOut(e, now);
   view.load = e.load;
+  if (!e.alive) {
+    view.death_cause = e.death_cause;
+    view.death_time_ms = e.death_time_ms;
+  } else if (!view.alive) {
+    view.death_cause = TimeoutCause(e, now);
+  }
   view.ms_since_heartbeat = static_cast<uint64_t>(std::max<int64_t>(0, now - e.last_heartbeat_ms));
   return view;
 }

@@ -18,37 +18,52 @@
 
 namespace airt::head::internal {
 
-// A node is alive from its registration until no heartbeat arrived for `node_timeout_ms`, or it
-// unregisters; then it is dead until it registers again. Registrations and deaths are rows
-// ("node:<seq>:<id hex>"), staged as Changes (change.h); heartbeat loads stay in memory. A node
-// whose timeout passed shows dead (View, Find, Heartbeat) at once; its row is rewritten as dead
-// by the next CheckLiveness whose change is written.
+// A node is alive from its registration until no heartbeat arrived for `node_timeout_ms`, it
+// unregisters, or the head declares it dead (MarkDead), or its connection dropped and it did not register again
+// within the grace (Disconnected); then it is dead
+// for good: the same id registering again is refused, and that node must restart with a new id.
+// Registrations and deaths are rows ("node:<seq>:<id hex>", with the death's cause and wall
+// time), staged as Changes (change.h); heartbeat loads stay in memory. A node whose timeout
+// passed shows dead (View, Find, Heartbeat) at once; its row is rewritten as dead by the next
+// CheckLiveness whose change is written.
 class NodeTable {
  public:
   struct Options {
     uint32_t node_timeout_ms = 10000;
     // Dead nodes kept for the view; beyond this the earliest registered are forgotten.
     size_t max_dead_nodes = 1000;
+    // A node whose connection dropped (Disconnected) and that did not register again within
+    // this is dead as if its heartbeat timeout had passed.
+    uint32_t disconnect_grace_ms = 1000;
   };
 
   // `store` and `clock` must outlive the table.
   NodeTable(Options options, MetadataStore& store, Clock& clock);
 
   // Reads the rows an earlier head left in the store, in registration order. Nodes alive there
-  // get a full timeout from now to heartbeat again. A corrupt row is logged and skipped.
+  // get a full timeout from now to register again. A corrupt row is logged and skipped.
   // The store's error when it cannot be read.
   Status Load();
 
-  // Adds the node, or replaces the entry with its id (keeping its place in the order): alive,
-  // available = total, heartbeat now.
-  Change Register(NodeInfo info);
-  // Records a heartbeat (in memory, at once). false: the node is unknown, dead, or its timeout
-  // passed (it must register again). kInvalidArgument: a GPU id in use or quarantined that is not
-  // one of the node's own.
+  // Adds the node, or replaces the alive entry with its id (keeping its place in the order):
+  // alive, available = total, heartbeat now. kFailedPrecondition naming the cause when the table
+  // holds the id dead (or overdue): it must not come back.
+  Result<Change> Register(NodeInfo info);
+  // Records a heartbeat (in memory, at once). false: the node is unknown, dead, its timeout
+  // passed, or it was loaded from the store and has not registered with this head yet (it must
+  // register). kInvalidArgument: a GPU id in use or quarantined that is not one of the node's own.
   Result<bool> Heartbeat(const NodeId& id, NodeLoad load);
-  // Declares the node dead now (an empty change when it is dead already). kNotFound: not in the
-  // table.
-  Result<Change> Unregister(const NodeId& id);
+  // Declares the node dead now because of `cause` (an empty change when it is dead already).
+  // kNotFound: not in the table.
+  Result<Change> MarkDead(const NodeId& id, std::string cause);
+  // Notes that the node's session connection dropped (in memory): it must register again within
+  // disconnect_grace_ms (its heartbeats answer false meanwhile), or it times out. Unknown or dead
+  // nodes are ignored.
+  void Disconnected(const NodeId& id);
+  // MarkDead for a node leaving cleanly.
+  Result<Change> Unregister(const NodeId& id) {
+    return MarkDead(id, "it unregistered (stopped by airt stop or its stop signal)");
+  }
   // The alive nodes whose last heartbeat is node_timeout_ms old or older, and the change that
   // records them dead (and forgets the oldest dead beyond max_dead_nodes).
   Staged<std::vector<NodeId>> CheckLiveness();
@@ -65,10 +80,17 @@ class NodeTable {
     bool alive = false;  // as its row says
     NodeLoad load;
     int64_t last_heartbeat_ms = 0;  // Clock::MonotonicMs
+    bool registered_here = false;   // registered with this head (not only loaded)
+    std::optional<int64_t> disconnected_ms;  // when its session connection dropped
+    std::string death_cause;        // as its row says
+    uint64_t death_time_ms = 0;
   };
 
   static std::string RowKey(uint64_t seq, const NodeId& id);
   bool TimedOut(const Entry& e, int64_t now) const;
+  std::string TimeoutCause(const Entry& e, int64_t now) const;
+  // The change that rewrites the row of `seq` dead with `cause` and applies it.
+  void StageDeath(uint64_t seq, std::string cause, Change& change);
   NodeView ViewOf(const Entry& e, int64_t now) const;
   // Adds to `change` the deletes of the earliest registered dead nodes beyond max_dead_nodes once
   // the nodes of `dying` are dead too.

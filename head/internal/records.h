@@ -53,6 +53,10 @@ struct NodeView {
   bool alive = false;
   NodeLoad load;
   uint64_t ms_since_heartbeat = 0;
+  // Why and when (wall ms since the epoch) the head declared it dead; "" and 0 while alive. A
+  // node whose timeout passed but whose death is not recorded yet shows the timeout as cause.
+  std::string death_cause;
+  uint64_t death_time_ms = 0;
 };
 
 // One driver's job (proto::JobInfo). Times are wall-clock ms since the epoch; end_ms is 0 while

@@ -329,6 +329,8 @@ void FillNodeStatus(const NodeView& view, proto::NodeStatus::Builder out) {
   FillIds(view.load.quarantined_gpu_ids,
           out.initQuarantinedGpuIds(view.load.quarantined_gpu_ids.size()));
   out.setMsSinceHeartbeat(view.ms_since_heartbeat);
+  out.setDeathCause(AsText(view.death_cause));
+  out.setDeathTimeMs(view.death_time_ms);
 }
 
 void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out) {
@@ -364,11 +366,13 @@ void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out) {
   if (actor.node) out.setNodeId(AsData(actor.node->data(), NodeId::kSize));
 }
 
-std::string EncodeNodeRow(const NodeInfo& info, bool alive) {
+std::string EncodeNodeRow(const NodeRow& node) {
   capnp::MallocMessageBuilder message;
   auto row = message.initRoot<proto::NodeStatus>();
-  FillNodeInfo(info, row.initInfo());
-  row.setAlive(alive);
+  FillNodeInfo(node.info, row.initInfo());
+  row.setAlive(node.alive);
+  row.setDeathCause(AsText(node.death_cause));
+  row.setDeathTimeMs(node.death_time_ms);
   return FlatBytes(message);
 }
 
@@ -376,7 +380,9 @@ Result<NodeRow> DecodeNodeRow(std::string_view bytes) {
   return DecodeRow<NodeRow, proto::NodeStatus>(
       bytes, "node", [](proto::NodeStatus::Reader row) -> Result<NodeRow> {
         AIRT_ASSIGN_OR_RETURN(NodeInfo info, ParseNodeInfo(row.getInfo(), "info"));
-        return NodeRow{std::move(info), row.getAlive()};
+        AIRT_ASSIGN_OR_RETURN(std::string cause, ParseText(row.getDeathCause(), "deathCause",
+                                                           kMaxDeathCauseBytes, true));
+        return NodeRow{std::move(info), row.getAlive(), std::move(cause), row.getDeathTimeMs()};
       });
 }
 

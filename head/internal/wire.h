@@ -66,8 +66,10 @@ void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out);
 struct NodeRow {
   NodeInfo info;
   bool alive = false;
+  std::string death_cause;  // "" while alive
+  uint64_t death_time_ms = 0;
 };
-std::string EncodeNodeRow(const NodeInfo& info, bool alive);
+std::string EncodeNodeRow(const NodeRow& row);
 Result<NodeRow> DecodeNodeRow(std::string_view bytes);
 // A job's row (a proto::JobInfo message).
 std::string EncodeJobRow(const JobRecord& job);

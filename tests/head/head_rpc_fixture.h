@@ -25,6 +25,7 @@ class HeadRpcTest : public ::testing::Test {
  protected:
   static constexpr uint32_t kHeartbeatMs = 100;
   static constexpr uint32_t kTimeoutMs = 1000;
+  static constexpr uint32_t kDisconnectGraceMs = 200;
 
   void SetUp() override { StartHead(); }
   void TearDown() override { StopHead(); }
@@ -34,12 +35,13 @@ class HeadRpcTest : public ::testing::Test {
     HeadOptions options;
     options.heartbeat_interval_ms = kHeartbeatMs;
     options.node_timeout_ms = kTimeoutMs;
+    options.node_disconnect_grace_ms = kDisconnectGraceMs;
     auto opened = HeadServer::Open(options, store_, clock_);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     head_ = opened->get();
     server_ = std::make_unique<capnp::EzRpcServer>(kj::mv(*opened), "127.0.0.1", 0);
-    uint port = server_->getPort().wait(server_->getWaitScope());
-    client_ = std::make_unique<capnp::EzRpcClient>("127.0.0.1", port);
+    port_ = server_->getPort().wait(server_->getWaitScope());
+    client_ = std::make_unique<capnp::EzRpcClient>("127.0.0.1", port_);
     cap_ = std::make_unique<proto::Head::Client>(client_->getMain<proto::Head>());
   }
   void StopHead() {
@@ -55,6 +57,7 @@ class HeadRpcTest : public ::testing::Test {
   }
 
   proto::Head::Client& head() { return *cap_; }
+  uint port() const { return port_; }
 
   // Runs the loop until `condition` holds; false after 10 s.
   bool PumpUntil(const std::function<bool()>& condition) {
@@ -205,6 +208,7 @@ class HeadRpcTest : public ::testing::Test {
   FaultInjectingMetadataStore store_{backing_};
   ManualClock clock_;
   HeadServer* head_ = nullptr;  // owned by the capability inside server_
+  uint port_ = 0;
   std::unique_ptr<capnp::EzRpcServer> server_;
   std::unique_ptr<capnp::EzRpcClient> client_;
   // Held by pointer: a kj::Own inside makes a member's destructor noexcept(false).

@@ -56,7 +56,7 @@ TEST_F(HeadServerTest, ClusterViewShowsEveryFieldOfARegisteredNode) {
   EXPECT_EQ(node.getMsSinceHeartbeat(), 30u);
 }
 
-TEST_F(HeadServerTest, ClusterViewShowsNodeDeadAfterTheTimeoutAndAliveAfterReRegister) {
+TEST_F(HeadServerTest, ClusterViewShowsNodeDeadAfterTheTimeoutAndRefusesItsReRegister) {
   NodeId a = NodeId::FromRandom(), b = NodeId::FromRandom();
   ASSERT_TRUE(RegisterNode(a).ok());
   ASSERT_TRUE(RegisterNode(b).ok());
@@ -69,10 +69,11 @@ TEST_F(HeadServerTest, ClusterViewShowsNodeDeadAfterTheTimeoutAndAliveAfterReReg
   EXPECT_EQ(IdOf(view->getNodes()[0].getInfo().getNodeId()), a);
   EXPECT_FALSE(view->getNodes()[0].getAlive());
   EXPECT_TRUE(view->getNodes()[1].getAlive());
-  EXPECT_EQ(*Heartbeat(a), false) << "a dead node must register again";
-  ASSERT_TRUE(RegisterNode(a).ok());
-  EXPECT_EQ(*Heartbeat(a), true);
-  EXPECT_TRUE(View()->getNodes()[0].getAlive());
+  EXPECT_NE(std::string(view->getNodes()[0].getDeathCause().cStr()).find("no heartbeat"),
+            std::string::npos);
+  EXPECT_EQ(*Heartbeat(a), false) << "a dead node is unknown";
+  EXPECT_EQ(RegisterNode(a).code(), Code::kFailedPrecondition) << "and may not come back";
+  EXPECT_FALSE(View()->getNodes()[0].getAlive());
 }
 
 TEST_F(HeadServerTest, CheckLivenessReportsDeathsForTheDaemonsTimer) {
@@ -300,7 +301,9 @@ TEST_F(HeadServerTest, RestartedHeadServesTheTablesKeptInTheStore) {
   ASSERT_TRUE(view.ok());
   ASSERT_EQ(view->getNodes().size(), 1u);
   EXPECT_TRUE(view->getNodes()[0].getAlive());
-  EXPECT_TRUE(*Heartbeat(a)) << "a node alive before the restart keeps heartbeating";
+  EXPECT_FALSE(*Heartbeat(a)) << "a node alive before the restart registers with the new head";
+  ASSERT_TRUE(RegisterNode(a).ok()) << "and is welcome";
+  EXPECT_TRUE(*Heartbeat(a));
   EXPECT_EQ(**KvGet("fn", "f"), "pickled");
   auto jobs = Send(head().listJobsRequest());
   ASSERT_TRUE(jobs.ok());

@@ -92,13 +92,12 @@ TEST_F(NodeTableTest, LateHeartbeatAnswersUnknownAndDeclaresNodeDead) {
   EXPECT_FALSE(*table_.Heartbeat(a.id, {})) << "a dead node stays dead until it registers";
 }
 
-TEST_F(NodeTableTest, NodeIsAliveAgainAfterReRegisterInItsOldPlace) {
+TEST_F(NodeTableTest, ReRegisteringAnAliveNodeReplacesItsEntryInItsOldPlace) {
   NodeInfo a = Node("10.0.0.1");
   NodeInfo b = Node("10.0.0.2");
   ASSERT_TRUE(commit_(table_.Register(a)).ok());
   ASSERT_TRUE(commit_(table_.Register(b)).ok());
-  clock_.AdvanceMs(kTimeoutMs);
-  ASSERT_EQ(commit_(table_.CheckLiveness())->size(), 2u);
+  clock_.AdvanceMs(kTimeoutMs / 2);
   NodeInfo a2 = a;
   a2.node_port = 7001;
   a2.total = {{"CPU", 2}};
@@ -108,7 +107,62 @@ TEST_F(NodeTableTest, NodeIsAliveAgainAfterReRegisterInItsOldPlace) {
   ASSERT_EQ(view.size(), 2u);
   EXPECT_EQ(view[0].info, a2) << "re-registering replaces the entry in place";
   EXPECT_TRUE(view[0].alive);
-  EXPECT_FALSE(view[1].alive);
+  EXPECT_TRUE(view[1].alive);
+}
+
+TEST_F(NodeTableTest, ADeadNodeRegisteringAgainIsRefusedNamingTheCause) {
+  NodeInfo a = Node("10.0.0.1");
+  NodeInfo b = Node("10.0.0.2");
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
+  ASSERT_TRUE(commit_(table_.Register(b)).ok());
+  clock_.AdvanceMs(kTimeoutMs);
+  // Overdue but not yet recorded dead: refused already.
+  Status early = commit_(table_.Register(a));
+  EXPECT_EQ(early.code(), Code::kFailedPrecondition);
+  EXPECT_NE(early.message().find("no heartbeat for 1000 ms"), std::string::npos) << early.message();
+  ASSERT_EQ(commit_(table_.CheckLiveness())->size(), 2u);
+  Status refused = commit_(table_.Register(a));
+  EXPECT_EQ(refused.code(), Code::kFailedPrecondition);
+  EXPECT_NE(refused.message().find(a.id.Hex()), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("restart it clean"), std::string::npos) << refused.message();
+  EXPECT_FALSE(table_.Find(a.id)->alive);
+  EXPECT_FALSE(*table_.Heartbeat(a.id, {}));
+}
+
+TEST_F(NodeTableTest, DeathsRecordTheirCauseAndWallTimeInTheStore) {
+  NodeInfo a = Node("10.0.0.1");
+  NodeInfo b = Node("10.0.0.2");
+  ASSERT_TRUE(commit_(table_.Register(a)).ok());
+  ASSERT_TRUE(commit_(table_.Register(b)).ok());
+  int64_t wall = clock_.WallMs();
+  ASSERT_TRUE(commit_(table_.MarkDead(a.id, "its connection to the head dropped")).ok());
+  EXPECT_TRUE(commit_(table_.MarkDead(a.id, "again")).ok()) << "dead already: no change";
+  clock_.AdvanceMs(kTimeoutMs - 1);
+  EXPECT_TRUE(*table_.Heartbeat(b.id, {}));
+  clock_.AdvanceMs(kTimeoutMs - 1);
+  std::optional<NodeView> shown = table_.Find(a.id);
+  EXPECT_FALSE(shown->alive);
+  EXPECT_EQ(shown->death_cause, "its connection to the head dropped");
+  EXPECT_EQ(shown->death_time_ms, static_cast<uint64_t>(wall));
+  EXPECT_TRUE(table_.Find(b.id)->alive);
+  EXPECT_TRUE(table_.Find(b.id)->death_cause.empty());
+  clock_.AdvanceMs(1);
+  EXPECT_EQ(table_.Find(b.id)->death_cause,
+            "no heartbeat for 1000 ms (the head's node timeout is 1000 ms)")
+      << "an overdue node shows why before its death is recorded";
+
+  NodeTable restarted(Options(), store_, clock_);
+  ASSERT_TRUE(restarted.Load().ok());
+  std::optional<NodeView> loaded = restarted.Find(a.id);
+  EXPECT_FALSE(loaded->alive);
+  EXPECT_EQ(loaded->death_cause, "its connection to the head dropped");
+  EXPECT_EQ(loaded->death_time_ms, static_cast<uint64_t>(wall));
+  EXPECT_EQ(commit_(restarted.Register(a)).code(), Code::kFailedPrecondition)
+      << "a restarted head still refuses a node declared dead";
+}
+
+TEST_F(NodeTableTest, MarkDeadOfAnUnknownNodeIsNotFound) {
+  EXPECT_EQ(commit_(table_.MarkDead(NodeId::FromRandom(), "gone")).code(), Code::kNotFound);
 }
 
 TEST_F(NodeTableTest, ViewListsNodesInRegistrationOrderWithMsSinceHeartbeat) {
@@ -185,6 +239,8 @@ TEST_F(NodeTableTest, LoadRestoresNodesInOrderAndGivesAliveOnesAFreshTimeout) {
   EXPECT_TRUE(view[2].alive);
   clock_.AdvanceMs(kTimeoutMs - 1);
   EXPECT_TRUE(commit_(restarted.CheckLiveness())->empty());
+  EXPECT_FALSE(*restarted.Heartbeat(b.id, {})) << "loaded, not yet registered with this head";
+  ASSERT_TRUE(commit_(restarted.Register(b)).ok()) << "an alive node re-registering is welcome";
   EXPECT_TRUE(*restarted.Heartbeat(b.id, {}));
   NodeInfo d = Node("10.0.0.4");
   ASSERT_TRUE(commit_(restarted.Register(d)).ok());
@@ -239,6 +295,34 @@ TEST_F(NodeTableTest, ATimedOutNodeShowsDeadAndItsRowIsRecordedOnceTheStoreAnswe
   EXPECT_EQ(*commit_(table_.CheckLiveness()), std::vector<NodeId>{a.id}) << "retried";
   EXPECT_FALSE(DecodeNodeRow(backing_.Scan("node:")->at(0).value)->alive);
   EXPECT_TRUE(commit_(table_.CheckLiveness())->empty());
+}
+
+}  // namespace
+}  // namespace airt::head::internal
+
+namespace airt::head::internal {
+namespace {
+
+TEST_F(NodeTableTest, DisconnectedNodeIsDeadAfterTheGraceUnlessItRegistersAgain) {
+  NodeTable table({kTimeoutMs, 100, /*disconnect_grace_ms=*/100}, store_, clock_);
+  NodeInfo a = Node("10.0.0.1");
+  NodeInfo b = Node("10.0.0.2");
+  ASSERT_TRUE(commit_(table.Register(a)).ok());
+  ASSERT_TRUE(commit_(table.Register(b)).ok());
+  table.Disconnected(a.id);
+  table.Disconnected(b.id);
+  EXPECT_FALSE(*table.Heartbeat(a.id, {})) << "it must register again";
+  EXPECT_TRUE(table.Find(a.id)->alive) << "within the grace";
+  clock_.AdvanceMs(99);
+  ASSERT_TRUE(commit_(table.Register(b)).ok()) << "b came back within the grace";
+  clock_.AdvanceMs(1);
+  EXPECT_EQ(*commit_(table.CheckLiveness()), std::vector<NodeId>{a.id});
+  EXPECT_EQ(table.Find(a.id)->death_cause,
+            "its connection to the head dropped 100 ms ago and it did not register again (the "
+            "head's disconnect grace is 100 ms)");
+  EXPECT_TRUE(table.Find(b.id)->alive);
+  EXPECT_TRUE(*table.Heartbeat(b.id, {}));
+  table.Disconnected(NodeId::FromRandom());  // unknown: ignored
 }
 
 }  // namespace
