@@ -267,6 +267,24 @@ TEST_F(TransferProcesses, PullReturnsResourceExhaustedWhenTheLocalStoreHasNoRoom
   StopNode(b);
 }
 
+TEST_F(TransferProcesses, ObjectLargerThanBothStoresTravelsFromFallbackToFallback) {
+  Node* a = StartNode("a", {"--capacity", "16M", "--fallback-dir", dir().File("fallback-a")});
+  ASSERT_NE(a, nullptr);
+  Node* b = StartNode("b", {"--capacity", "16M", "--fallback-dir", dir().File("fallback-b")});
+  ASSERT_NE(b, nullptr);
+  ASSERT_EQ(Put(a, Id(1), 24 * kMiB, 1), 0);
+  ASSERT_EQ(Stats(a).num_fallback, 1u);
+
+  EXPECT_EQ(Pull(b, a->transfer, Id(1)), 0);
+  StoreStats on_b = Stats(b);
+  EXPECT_EQ(on_b.num_fallback, 1u);
+  EXPECT_EQ(on_b.used_bytes, 0u);
+  EXPECT_EQ(RunStoreTool(b, "read-verify", {Id(1).Hex(), N(24 * kMiB), "1"}), 0);
+  EXPECT_TRUE(WaitForStats(a, [](const StoreStats& s) { return s.num_pinned == 0; }));
+  StopNode(a);
+  StopNode(b);
+}
+
 TEST_F(TransferProcesses, ServesAnObjectItHasSpilledWhenAnotherNodePullsIt) {
   Node* a = StartNode("a", {"--capacity", "40M", "--spill-dir", dir().File("spill-a")});
   ASSERT_NE(a, nullptr);

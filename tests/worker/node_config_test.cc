@@ -332,5 +332,27 @@ TEST(NodeHost, DetectsThisMachine) {
   EXPECT_TRUE(static_cast<bool>(host.count_gpus));
 }
 
+TEST(NodeConfig, ObjectStoreFallbackLimitComesFromTheFlagElseTheEnvironment) {
+  ::unsetenv("AIRT_OBJECT_STORE_FALLBACK_LIMIT");
+  auto unlimited = Parse({"--head-address=127.0.0.1:6379"});
+  ASSERT_TRUE(unlimited.ok()) << unlimited.status().ToString();
+  EXPECT_EQ(unlimited->object_store_fallback_limit, ~uint64_t{0});
+  auto off = Parse({"--head-address=127.0.0.1:6379", "--object-store-fallback-limit=0"});
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->object_store_fallback_limit, 0u);
+  ::setenv("AIRT_OBJECT_STORE_FALLBACK_LIMIT", "2G", 1);
+  auto from_env = Parse({"--head-address=127.0.0.1:6379"});
+  auto flag_wins = Parse({"--head-address=127.0.0.1:6379", "--object-store-fallback-limit=5M"});
+  auto bad = Parse({"--head-address=127.0.0.1:6379", "--object-store-fallback-limit=lots"});
+  ::unsetenv("AIRT_OBJECT_STORE_FALLBACK_LIMIT");
+  ASSERT_TRUE(from_env.ok()) << from_env.status().ToString();
+  EXPECT_EQ(from_env->object_store_fallback_limit, 2ull << 30);
+  ASSERT_TRUE(flag_wins.ok());
+  EXPECT_EQ(flag_wins->object_store_fallback_limit, 5ull << 20);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("object-store-fallback-limit"), std::string::npos)
+      << bad.status().ToString();
+}
+
 }  // namespace
 }  // namespace airt::worker
