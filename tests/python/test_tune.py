@@ -338,3 +338,43 @@ def test_hyperband_pauses_frees_and_resumes_trials_from_checkpoints(cluster, tmp
         steps = [json.loads(l)["training_iteration"]
                  for l in open(os.path.join(r.path, "result.json"))]
         assert steps == list(range(1, ends[r.config["x"]] + 1))
+
+
+def test_optuna_search_behind_a_concurrency_limiter_drives_a_sweep(cluster, tmp_path):
+    search = tune.ConcurrencyLimiter(tune.OptunaSearch(seed=0), max_concurrent=2)
+    grid = tune.Tuner(
+        tune.with_resources(quadratic, QUARTER),
+        param_space={"x": tune.uniform(-1, 1)},
+        tune_config=tune.TuneConfig(metric="loss", mode="min", search_alg=search, num_samples=6,
+                                    scheduler=tune.MedianStoppingRule(
+                                        time_attr="training_iteration", grace_period=2,
+                                        min_samples_required=1)),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="optuna", verbose=0)).fit()
+    assert len(grid) == 6 and grid.num_errors == 0
+    assert all(-1 <= r.config["x"] <= 1 for r in grid)
+    assert len(search.searcher._study.trials) == 6
+    assert all(t.state.name == "COMPLETE" for t in search.searcher._study.trials)
+
+
+def forever(config):
+    step = 0
+    while True:
+        step += 1
+        time.sleep(0.05)
+        tune.report({"loss": 1.0 / step})
+
+
+def test_time_budget_stops_running_trials_and_the_plain_table_is_printed(cluster, tmp_path,
+                                                                          capsys):
+    grid = tune.Tuner(
+        tune.with_resources(forever, QUARTER),
+        param_space={"x": tune.grid_search([1, 2, 3])},
+        tune_config=tune.TuneConfig(metric="loss", mode="min", time_budget_s=3,
+                                    max_concurrent_trials=2),  # the third may never start
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="budget", verbose=1,
+                                  progress_interval_s=0.5)).fit()
+    assert grid.num_terminated == 3 and grid.num_errors == 0   # never-ending trials, stopped
+    out = capsys.readouterr().out
+    assert "time_budget_s of 3 s passed" in out
+    assert out.count("== Tune status: 3 trials") >= 2 and "\x1b[" not in out  # plain blocks
+    assert "Tune finished in" in out

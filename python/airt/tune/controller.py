@@ -79,6 +79,8 @@ class TuneController:
                 for t in self.trials:
                     if t.status in (RUNNING, PAUSED):
                         self._stop(t, early=True)
+                    elif t.status == PENDING:  # never started: ended with the sweep
+                        t.status, t.stopped_early = TERMINATED, True
             else:
                 self._add_trials()
                 self._launch_pending()

@@ -1,0 +1,288 @@
+// The C++ sweep's bookkeeping: trial states, the scheduler's decisions, the experiment folder
+// (the layout airt.tune writes) and the progress table.
+#include "airt/tune/sweep.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "airt/exceptions.h"
+
+namespace airt::tune {
+namespace internal {
+namespace {
+
+double Now() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string Num(double v) {
+  if (!std::isfinite(v)) return Quote(std::to_string(v));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string Short(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+std::string ConfigJson(const Config& c) {
+  std::string out = "{";
+  for (const auto& [k, v] : c.numbers)
+    out += (out.size() > 1 ? ", " : "") + Quote(k) + ": " + Num(v);
+  for (const auto& [k, v] : c.strings)
+    out += (out.size() > 1 ? ", " : "") + Quote(k) + ": " + Quote(v);
+  return out + "}";
+}
+
+void Append(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::app);
+  f << text;
+}
+
+}  // namespace
+
+Sweep::Sweep(std::vector<Config> variants, const SweepOptions& options)
+    : options_(options), start_time_(Now()), tty_(isatty(STDOUT_FILENO)) {
+  if (!options_.scheduler) options_.scheduler = MakeFifoScheduler();
+  if (options_.max_concurrent < 1) throw InvalidArgumentError("max_concurrent must be positive");
+  std::string storage = options_.storage_path;
+  if (storage.empty()) {
+    const char* home = std::getenv("HOME");
+    storage = std::string(home ? home : ".") + "/airt_results";
+  }
+  result_.experiment_path = std::filesystem::absolute(storage + "/" + options_.name).string();
+  std::filesystem::create_directories(result_.experiment_path);
+  for (size_t i = 0; i < variants.size(); ++i) {
+    TrialRecord t;
+    char id[16];
+    std::snprintf(id, sizeof id, "%05zu", i + 1);
+    t.id = id;
+    t.config = std::move(variants[i]);
+    t.path = result_.experiment_path + "/trial_" + t.id;
+    options_.scheduler->OnTrialAdd(t.id);
+    result_.trials.push_back(std::move(t));
+  }
+  started_at_.assign(result_.trials.size(), 0);
+  options_.scheduler->OnSearchFinished();
+}
+
+std::vector<size_t> Sweep::Launchable(size_t running) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < result_.trials.size(); ++i) {
+    if (running + out.size() >= static_cast<size_t>(options_.max_concurrent)) break;
+    if (result_.trials[i].status == "PENDING") out.push_back(i);
+  }
+  return out;
+}
+
+void Sweep::Started(size_t i) {
+  TrialRecord& t = result_.trials[i];
+  t.status = "RUNNING";
+  started_at_[i] = Now();
+  std::filesystem::create_directories(t.path);
+  for (const char* old : {"/result.json", "/progress.csv", "/error.txt"}) {
+    std::filesystem::remove(t.path + old);  // a sweep run again under its name starts afresh
+  }
+  std::ofstream(t.path + "/params.json") << ConfigJson(t.config) << "\n";
+}
+
+bool Sweep::Report(size_t i, Metrics metrics) {
+  TrialRecord& t = result_.trials[i];
+  double iteration = static_cast<double>(t.results.size() + 1);
+  metrics["training_iteration"] = iteration;
+  metrics["time_total_s"] = Now() - started_at_[i];
+  std::string json = "{";
+  for (const auto& [k, v] : metrics)
+    json += (json.size() > 1 ? ", " : "") + Quote(k) + ": " + Num(v);
+  json += ", \"trial_id\": " + Quote(t.id) + ", \"config\": " + ConfigJson(t.config) + "}\n";
+  Append(t.path + "/result.json", json);
+  std::string csv;
+  if (t.results.empty()) {
+    for (const auto& [k, v] : metrics) csv += (csv.empty() ? "" : ",") + k;
+    csv += "\n";
+  }
+  std::string row;
+  for (const auto& [k, v] : metrics) row += (row.empty() ? "" : ",") + Num(v);
+  Append(t.path + "/progress.csv", csv + row + "\n");
+  std::optional<double> metric;
+  if (auto it = metrics.find(options_.metric); it != metrics.end()) metric = it->second;
+  t.results.push_back(std::move(metrics));
+  Decision d = options_.scheduler->OnTrialResult(t.id, iteration, metric);
+  if (d == Decision::kStop || d == Decision::kPause) {  // the C++ sweep does not pause
+    End(i, "TERMINATED", true);
+    return false;
+  }
+  if (iteration >= options_.max_iterations) {
+    End(i, "TERMINATED", false);
+    return false;
+  }
+  return true;
+}
+
+void Sweep::Failed(size_t i, const std::string& error) {
+  TrialRecord& t = result_.trials[i];
+  t.error = error;
+  std::filesystem::create_directories(t.path);
+  std::ofstream(t.path + "/error.txt") << error << "\n";
+  options_.scheduler->OnTrialRemove(t.id);
+  t.status = "ERROR";
+  SaveState();
+}
+
+void Sweep::End(size_t i, const std::string& status, bool early) {
+  TrialRecord& t = result_.trials[i];
+  t.status = status;
+  t.stopped_early = early;
+  std::optional<double> time, metric;
+  if (!t.results.empty()) {
+    time = t.results.back().at("training_iteration");
+    if (auto it = t.results.back().find(options_.metric); it != t.results.back().end()) {
+      metric = it->second;
+    }
+  }
+  options_.scheduler->OnTrialComplete(t.id, time, metric);
+  SaveState();
+}
+
+void Sweep::SaveState() {
+  std::string json = "{\"trials\": [";
+  for (size_t i = 0; i < result_.trials.size(); ++i) {
+    const TrialRecord& t = result_.trials[i];
+    json += std::string(i ? ", " : "") + "{\"trial_id\": " + Quote(t.id) +
+            ", \"status\": " + Quote(t.status) + ", \"config\": " + ConfigJson(t.config) +
+            ", \"local_path\": " + Quote(t.path) +
+            ", \"iterations\": " + std::to_string(t.results.size()) +
+            ", \"error_msg\": " + (t.error.empty() ? "null" : Quote(t.error)) + "}";
+  }
+  json += "]}\n";
+  std::string path = result_.experiment_path + "/experiment_state.json";
+  std::ofstream(path + ".tmp") << json;
+  std::filesystem::rename(path + ".tmp", path);
+}
+
+bool Sweep::CutShort(const TrialRecord& t) const {
+  size_t longest = 0;
+  for (const TrialRecord& other : result_.trials) longest = std::max(longest, other.results.size());
+  return t.stopped_early && t.results.size() < longest;
+}
+
+void Sweep::Tick() { Print(false); }
+
+void Sweep::Print(bool force) {
+  if (!options_.verbose) return;
+  double interval =
+      options_.progress_interval_s >= 0 ? options_.progress_interval_s : (tty_ ? 0.5 : 10.0);
+  double now = Now();
+  if (!force && now - last_print_ < interval) return;
+  last_print_ = now;
+  std::map<std::string, int> counts;
+  for (const TrialRecord& t : result_.trials) ++counts[t.status];
+  std::ostringstream out;
+  out << "== Tune status: " << result_.trials.size() << " trials";
+  for (const auto& [s, n] : counts) out << ", " << n << " " << s;
+  out << " | " << Short(now - start_time_) << " s elapsed ==\n";
+  std::vector<std::string> params;
+  if (!result_.trials.empty()) {
+    for (const auto& [k, v] : result_.trials[0].config.numbers) params.push_back(k);
+    for (const auto& [k, v] : result_.trials[0].config.strings) params.push_back(k);
+  }
+  std::vector<std::string> header = {"trial", "status"};
+  header.insert(header.end(), params.begin(), params.end());
+  header.insert(header.end(), {options_.metric.empty() ? "-" : options_.metric, "iter"});
+  std::vector<std::vector<std::string>> rows = {header};
+  for (const TrialRecord& t : result_.trials) {
+    std::vector<std::string> row = {"trial_" + t.id,
+                                    t.status + (CutShort(t) ? " (stopped early)" : "")};
+    for (const std::string& p : params) {
+      auto n = t.config.numbers.find(p);
+      row.push_back(n != t.config.numbers.end() ? Short(n->second) : t.config.strings.at(p));
+    }
+    std::string metric, iter;
+    if (!t.results.empty()) {
+      auto it = t.results.back().find(options_.metric);
+      if (it != t.results.back().end()) metric = Short(it->second);
+      iter = std::to_string(t.results.size());
+    }
+    row.push_back(metric);
+    row.push_back(iter);
+    rows.push_back(std::move(row));
+  }
+  std::vector<size_t> width(header.size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (size_t c = 0; c < rows[r].size(); ++c) {
+      out << (c ? " | " : "") << rows[r][c] << std::string(width[c] - rows[r][c].size(), ' ');
+    }
+    out << "\n";
+  }
+  std::string text = out.str();
+  if (tty_ && drawn_lines_ > 0) std::printf("\x1b[%dF\x1b[J", drawn_lines_);
+  drawn_lines_ = static_cast<int>(rows.size()) + 1;
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+SweepResult Sweep::Finish() {
+  Print(true);
+  SaveState();
+  if (options_.verbose) {
+    int stopped = 0;
+    for (const TrialRecord& t : result_.trials) stopped += CutShort(t);
+    std::printf("Tune finished in %.1f s: %zu trials, %d stopped early; folder %s\n",
+                Now() - start_time_, result_.trials.size(), stopped,
+                result_.experiment_path.c_str());
+  }
+  return result_;
+}
+
+}  // namespace internal
+
+const TrialRecord* SweepResult::Best(const std::string& metric, Mode mode) const {
+  const TrialRecord* best = nullptr;
+  double value = 0;
+  for (const TrialRecord& t : trials) {
+    if (t.results.empty()) continue;
+    auto it = t.results.back().find(metric);
+    if (it == t.results.back().end() || std::isnan(it->second)) continue;
+    bool better = mode == Mode::kMin ? it->second < value : it->second > value;
+    if (!best || better) {
+      best = &t;
+      value = it->second;
+    }
+  }
+  return best;
+}
+
+}  // namespace airt::tune
