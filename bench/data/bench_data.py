@@ -107,7 +107,8 @@ def main():
     parser.add_argument("--files", type=int, default=16)
     parser.add_argument("--columns", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=4096)
-    parser.add_argument("--cpus", type=int, default=2)
+    parser.add_argument("--cpus", type=int, default=4,
+                        help="logical CPUs of each local cluster: 2 actors and 2 read tasks")
     parser.add_argument("--child", default=None)
     parser.add_argument("--folder", default=None)
     args = parser.parse_args()
