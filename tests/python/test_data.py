@@ -225,3 +225,31 @@ def test_bad_input_raises_clear_errors(rd):
         rd.range(3).zip(rd.range(4)).take_all()
     with pytest.raises(ValueError, match="regular functions cannot run on the actor pool"):
         rd.range(3).map_batches(lambda b: b, compute=rd.ActorPoolStrategy(size=1))
+
+
+def test_empty_and_one_row_blocks_pass_every_op(rd):
+    table = pa.table({"x": list(range(8))})
+    pieces = [table.slice(0, 0), table.slice(0, 1), table.slice(1, 0), table.slice(1, 6),
+              table.slice(7, 1), table.slice(8, 0)]
+    ds = rd.from_arrow(pieces)
+    assert ds.materialize().num_blocks() == 6
+    assert [r["x"] for r in ds.take_all()] == list(range(8))
+    assert ds.count() == 8 and ds.sum("x") == 28
+    doubled = ds.map_batches(lambda b: {"x": b["x"] * 2}, batch_size=3)
+    assert [r["x"] for r in doubled.take_all()] == [2 * i for i in range(8)]
+    assert [r["x"] for r in ds.sort("x", descending=True).take_all()] == list(range(7, -1, -1))
+    assert np.concatenate([b["x"] for b in ds.iter_batches(batch_size=3)]).tolist() == \
+        list(range(8))
+    assert [r["x"] for r in ds.repartition(3).take_all()] == list(range(8))
+
+
+def test_progress_bars_show_rows_and_queued_blocks_per_operator(rd, capfd):
+    ctx = rd.DataContext.get_current()
+    ctx.enable_progress_bars = True
+    try:
+        rd.range(10, override_num_blocks=2).map_batches(lambda b: b).take_all()
+    finally:
+        ctx.enable_progress_bars = False
+    err = capfd.readouterr().err
+    assert "- ReadRange->MapBatches(<lambda>): 10 rows, " in err
+    assert "rows/s, 0 blocks queued" in err

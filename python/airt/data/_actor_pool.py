@@ -7,12 +7,15 @@ actor beyond min_size that has had nothing to do for DataContext.actor_pool_idle
 killed. Each actor's idle time (alive with no call in flight) is counted for stats().
 """
 
+import logging
 import time
 
 import cloudpickle
 
 import airt
 from airt.data import _tasks
+
+logger = logging.getLogger(__name__)
 
 
 class _Member:
@@ -58,6 +61,13 @@ class ActorPool:
         self.actor_class = airt.remote(_tasks.MapWorker).options(**options)
         self.blob = cloudpickle.dumps((op.transform.fn, op.ctor_args, op.ctor_kwargs,
                                        op.transform, op.chain))
+        cpus = float(options["num_cpus"] or 0) * self.max_size
+        total = airt.cluster_resources().get("CPU", 0)
+        if cpus and cpus >= total:
+            logger.warning("%s: %d actors of %s CPU(s) hold all %s CPUs of the cluster, so the "
+                           "tasks that feed them cannot run: give the actors fewer CPUs "
+                           "(num_cpus=) or a smaller pool", op.name, self.max_size,
+                           options["num_cpus"], total)
         for _ in range(strategy.initial_size):
             self._add()
 

@@ -27,6 +27,12 @@ _SYSTEM_ERRORS = (exceptions.WorkerCrashedError, exceptions.ActorDiedError,
                   exceptions.ObjectLostError)
 
 
+def _cost(meta):
+    """What a block counts against the budget: its bytes, or 0 for a block that was in the
+    store before the execution (a materialized dataset's, which it holds anyway)."""
+    return meta.get("budget_bytes", meta["size_bytes"])
+
+
 class _Call:
     """One streaming call of an operator: its input, its blocks not yet handed on."""
 
@@ -121,7 +127,7 @@ class Executor:
 
     def _consumed(self, position, meta):
         with self.lock:
-            self.in_flight -= meta["size_bytes"]
+            self.in_flight -= _cost(meta)
             self.waiting_downstream[position - 1] -= 1
             self.lock.notify_all()
         self.events.put(("wake",))
@@ -229,7 +235,7 @@ class Executor:
 
     def _release_bytes(self, meta):
         with self.lock:
-            self.in_flight -= meta["size_bytes"]
+            self.in_flight -= _cost(meta)
             self.lock.notify_all()
 
     def _hand_on(self):
@@ -252,9 +258,7 @@ class Executor:
             if op.kind == "input":
                 while op.inputs:
                     _, ref, meta = op.inputs.popleft()
-                    with self.lock:
-                        self.in_flight += meta["size_bytes"]
-                    self._emit(position, op, ref, meta)
+                    self._emit(position, op, ref, dict(meta, budget_bytes=0))
             if not op.done and op.upstream_done and not op.inputs and not op.calls:
                 self._finish(position, op)
 
@@ -317,7 +321,6 @@ class Executor:
 
     def _launch(self):
         """Starts calls, the operators nearest the consumer first, within the budget."""
-        anything_running = any(op.running() for op in self.ops)
         for position in reversed(range(len(self.ops))):
             op = self.ops[position]
             if op.kind in ("input", "limit"):
@@ -332,8 +335,7 @@ class Executor:
                 continue
             while op.retry and (op.pool is None or op.pool.has_free()):
                 self._submit(position, op, op.retry.popleft())
-                anything_running = True
-            while op.inputs and self._may_start(op, anything_running):
+            while op.inputs and self._may_start(op):
                 if op.pool is not None and not op.pool.has_free():
                     break
                 item = op.inputs.popleft()
@@ -343,7 +345,6 @@ class Executor:
                 op.next_index += 1
                 op.calls.append(call)
                 self._submit(position, op, call)
-                anything_running = True
 
     def _taken(self, position):
         """A block handed on to operator `position` was taken by one of its calls."""
@@ -353,7 +354,7 @@ class Executor:
             self.waiting_downstream[position - 1] -= 1
             self.lock.notify_all()
 
-    def _may_start(self, op, anything_running):
+    def _may_start(self, op):
         cap = op.compute.size if getattr(op.compute, "size", None) else None
         if op.pool is None:
             per_call = max(float(op.options.get("num_cpus", 1) or 0), 1e-3)
@@ -363,7 +364,9 @@ class Executor:
         estimate = op.stats.mean_block_bytes()
         with self.lock:
             room = self.in_flight + estimate * (op.running() + 1) <= self.budget
-        return room or not anything_running
+        # Each operator past the first may always run one call (it consumes blocks in flight);
+        # the first one only when nothing is in flight (the consumer took everything).
+        return room or (op.running() == 0 and (op is not self.ops[0] or self.in_flight <= 0))
 
     def _submit(self, position, op, call):
         call.attempts += 1

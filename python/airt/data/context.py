@@ -4,7 +4,7 @@
     ctx.object_store_memory_fraction = 0.25   # back-pressure budget: a share of the node's store
     ctx.target_max_block_size = 16 << 20
 
-The context is read when a dataset executes (and copied into the actors and tasks it starts).
+The context is copied when a dataset starts executing: later changes apply to later executions.
 """
 
 import copy
