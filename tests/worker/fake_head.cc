@@ -97,6 +97,11 @@ void FakeHeadState::SetHangUnregister(bool hang) {
   hang_unregister_ = hang;
 }
 
+void FakeHeadState::SetRefuseRegister(std::string why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  refuse_register_ = std::move(why);
+}
+
 kj::Promise<void> FakeHead::registerNode(RegisterNodeContext context) {
   auto info = context.getParams().getInfo();
   RecordedNode node;
@@ -113,6 +118,9 @@ kj::Promise<void> FakeHead::registerNode(RegisterNodeContext context) {
   std::lock_guard<std::mutex> lock(state_->mu_);
   state_->register_calls_++;
   if (state_->hang_register_) return kj::NEVER_DONE;
+  if (!state_->refuse_register_.empty()) {
+    return ToKjException(FailedPrecondition(state_->refuse_register_));
+  }
   state_->known_[node.id] = true;
   state_->registrations_.push_back(std::move(node));
   context.getResults().setHeartbeatIntervalMs(state_->heartbeat_interval_ms);

@@ -82,6 +82,9 @@ class FakeHeadState {
   // registerNode / unregisterNode calls are left unanswered while set.
   void SetHangRegister(bool hang);
   void SetHangUnregister(bool hang);
+  // registerNode fails with kFailedPrecondition and `why` while set (non-empty), as the head
+  // refusing a node it declared dead.
+  void SetRefuseRegister(std::string why);
 
  private:
   friend class FakeHead;
@@ -96,6 +99,7 @@ class FakeHeadState {
   size_t cluster_view_calls_ = 0;
   bool hang_register_ = false;
   bool hang_unregister_ = false;
+  std::string refuse_register_;
 };
 
 class FakeHead final : public proto::Head::Server {

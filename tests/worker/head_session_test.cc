@@ -8,6 +8,8 @@
 #include <memory>
 
 #include <gtest/gtest.h>
+
+#include <optional>
 #include <kj/async-io.h>
 
 #include "tests/worker/fake_head.h"
@@ -315,6 +317,43 @@ TEST_F(HeadSession, HeartbeatRetriesWithoutReRegisteringWhenTheHeadStillKnowsThe
   Advance(100 * kMs);
   ASSERT_TRUE(PumpUntil([&] { return Beats() == 1; }));
   EXPECT_EQ(state_->NumRegisterCalls(), 1u);
+}
+
+TEST_F(HeadSession, GivesUpWithTheHeadsReasonWhenTheHeadRefusesTheNode) {
+  state_->SetRefuseRegister("the head declared node x dead (no heartbeat for 10000 ms)");
+  StartHead();
+  StartSession();
+  std::optional<std::string> why;
+  auto given_up = session_->WhenGivenUp().then([&](std::string w) { why = w; }).eagerlyEvaluate(nullptr);
+  ASSERT_TRUE(PumpUntil([&] { return why.has_value(); }));
+  EXPECT_NE(why->find("the head refused node " + node_.id.Hex()), std::string::npos) << *why;
+  EXPECT_NE(why->find("no heartbeat for 10000 ms"), std::string::npos) << *why;
+  EXPECT_EQ(Snap().state, State::kGaveUp);
+  Advance(1000 * kMs);
+  EXPECT_EQ(state_->NumRegisterCalls(), 1u) << "a refused node does not ask again";
+  EXPECT_EQ(ready_calls_, 0);
+}
+
+TEST_F(HeadSession, GivesUpWhenTheHeadStaysUnreachablePastTheReconnectWindow) {
+  options_.reconnect_timeout = 1 * kj::SECONDS;
+  StartHead();
+  StartSession();
+  ASSERT_TRUE(PumpUntil([&] { return Snap().state == State::kRegistered; }));
+  StopHead();
+  std::optional<std::string> why;
+  auto given_up = session_->WhenGivenUp().then([&](std::string w) { why = w; }).eagerlyEvaluate(nullptr);
+  Advance(1000 * kMs);  // the heartbeat fails: the window starts
+  ASSERT_TRUE(PumpUntil([&] { return Snap().failures == 1; }));
+  for (int i = 0; i < 20 && !why; ++i) {
+    uint64_t failures = Snap().failures;
+    Advance(static_cast<int64_t>(Snap().retry_delay_ms) * kMs);
+    ASSERT_TRUE(PumpUntil([&] { return Snap().failures > failures || why.has_value(); }));
+  }
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("could not reach the head"), std::string::npos) << *why;
+  EXPECT_NE(why->find("reconnect window of 1 s"), std::string::npos) << *why;
+  EXPECT_NE(why->find("exits"), std::string::npos) << *why;
+  EXPECT_EQ(Snap().state, State::kGaveUp);
 }
 
 TEST_F(HeadSession, UnregisterTellsTheHeadAndStopsHeartbeats) {

@@ -13,6 +13,12 @@ constexpr uint32_t kMaxHeartbeatMs = 3'600'000;
 
 int64_t Ms(kj::Duration d) { return d / kj::MILLISECONDS; }
 
+// The head keeps a hold call pending on it for as long as this node's connection lives.
+class HeldSession final : public proto::NodeSession::Server {
+ protected:
+  kj::Promise<void> hold(HoldContext) override { return kj::NEVER_DONE; }
+};
+
 void FillResources(const std::vector<ResourceAmount>& from,
                    capnp::List<proto::Resource>::Builder to) {
   for (size_t i = 0; i < from.size(); ++i) {
@@ -61,7 +67,31 @@ HeadSession::HeadSession(HeadConnector& connector, kj::Timer& timer, NodeRegistr
       options_(options),
       on_first_registration_(std::move(on_first_registration)),
       random_(static_cast<uint32_t>(node_.id.Hash())),
-      next_retry_delay_(options.min_retry_delay) {}
+      next_retry_delay_(options.min_retry_delay),
+      session_(kj::heap<HeldSession>()) {
+  auto paf = kj::newPromiseAndFulfiller<std::string>();
+  given_up_ = kj::mv(paf.fulfiller);
+  given_up_promise_ = kj::mv(paf.promise);
+}
+
+kj::Promise<std::string> HeadSession::WhenGivenUp() {
+  KJ_IF_MAYBE (promise, given_up_promise_) {
+    kj::Promise<std::string> out = kj::mv(*promise);
+    given_up_promise_ = nullptr;
+    return out;
+  }
+  AIRT_CHECK(false) << "HeadSession::WhenGivenUp called twice";
+  return kj::NEVER_DONE;
+}
+
+kj::Promise<void> HeadSession::GiveUp(std::string why) {
+  snapshot_.state = State::kGaveUp;
+  snapshot_.gave_up = why;
+  AIRT_LOG(ERROR) << why;
+  head_ = nullptr;
+  if (given_up_->isWaiting()) given_up_->fulfill(kj::mv(why));
+  return kj::NEVER_DONE;
+}
 
 HeadSession::~HeadSession() {
   run_ = nullptr;  // cancel before the rest goes
@@ -100,6 +130,7 @@ kj::Promise<void> HeadSession::Register() {
   snapshot_.state = State::kRegistering;
   auto request = Head().registerNodeRequest();
   FillNodeInfo(node_, request.initInfo());
+  request.setSession(session_);
   kj::Promise<capnp::Response<proto::Head::RegisterNodeResults>> sent = request.send();
   return timer_.timeoutAfter(options_.call_timeout, kj::mv(sent))
       .then(
@@ -116,6 +147,8 @@ kj::Promise<void> HeadSession::Register() {
             snapshot_.node_timeout_ms = reply.getNodeTimeoutMs();
             snapshot_.registrations++;
             snapshot_.consecutive_failures = 0;
+            failing_since_ = nullptr;
+            timeouts_in_a_row_ = 0;
             next_retry_delay_ = options_.min_retry_delay;
             known_ = true;
             AIRT_LOG(INFO) << "registered node " << node_.id.Hex() << " with the head; heartbeat "
@@ -123,7 +156,14 @@ kj::Promise<void> HeadSession::Register() {
             if (snapshot_.registrations == 1 && on_first_registration_) on_first_registration_();
             return HeartbeatLater();
           },
-          [this](kj::Exception&& e) { return RetryLater("registerNode", e); });
+          [this](kj::Exception&& e) {
+            Status status = FromKjException(e);
+            if (status.code() == Code::kFailedPrecondition) {
+              return GiveUp("the head refused node " + node_.id.Hex() + ": " + status.message() +
+                            "; this airt-node exits");
+            }
+            return RetryLater("registerNode", e);
+          });
 }
 
 kj::Promise<void> HeadSession::HeartbeatLater() {
@@ -145,6 +185,8 @@ kj::Promise<void> HeadSession::Heartbeat() {
       .then(
           [this](capnp::Response<proto::Head::HeartbeatResults>&& reply) -> kj::Promise<void> {
             snapshot_.consecutive_failures = 0;
+            failing_since_ = nullptr;
+            timeouts_in_a_row_ = 0;
             next_retry_delay_ = options_.min_retry_delay;
             NoteFinishedJobs(reply);
             if (reply.getKnown()) {
@@ -180,6 +222,27 @@ kj::Promise<void> HeadSession::RetryLater(const char* call, const kj::Exception&
   snapshot_.failures++;
   snapshot_.consecutive_failures++;
   snapshot_.last_error = std::string(call) + ": " + status.ToString();
+  kj::TimePoint now = timer_.now();
+  kj::TimePoint since = now;
+  KJ_IF_MAYBE (first, failing_since_) {
+    since = *first;
+  } else {
+    failing_since_ = now;
+  }
+  if (options_.reconnect_timeout > 0 * kj::SECONDS && now - since >= options_.reconnect_timeout) {
+    return GiveUp("node " + node_.id.Hex() + " could not reach the head for " +
+                  std::to_string(Ms(now - since) / 1000) + " s, past its reconnect window of " +
+                  std::to_string(Ms(options_.reconnect_timeout) / 1000) +
+                  " s (--head-reconnect-timeout-s, $RAY_gcs_rpc_server_reconnect_timeout_s); " +
+                  "last error: " + snapshot_.last_error + "; this airt-node exits");
+  }
+  // A failed call gets a fresh connection; a slow answer (the call's own timeout, OVERLOADED)
+  // keeps it, up to a few in a row.
+  bool timed_out = exception.getType() == kj::Exception::Type::OVERLOADED;
+  timeouts_in_a_row_ = timed_out ? timeouts_in_a_row_ + 1 : 0;
+  bool broken = !timed_out;
+  bool reconnect = broken || timeouts_in_a_row_ >= options_.timeouts_before_reconnect;
+  if (reconnect) timeouts_in_a_row_ = 0;
   kj::Duration delay = next_retry_delay_;
   next_retry_delay_ = std::min(next_retry_delay_ * 2, options_.max_retry_delay);
   if (options_.retry_jitter > 0) {
@@ -193,10 +256,10 @@ kj::Promise<void> HeadSession::RetryLater(const char* call, const kj::Exception&
   AIRT_LOG(WARNING) << "head unreachable or failing (" << snapshot_.last_error << "); attempt "
                     << snapshot_.consecutive_failures << " failed, retrying in " << Ms(delay)
                     << " ms";
-  head_ = nullptr;  // a fresh connection for the retry
-  return timer_.afterDelay(delay).then([this]() -> kj::Promise<void> {
+  if (reconnect) head_ = nullptr;  // a fresh connection for the retry
+  return timer_.afterDelay(delay).then([this, reconnect]() -> kj::Promise<void> {
     snapshot_.retry_delay_ms = 0;
-    Reconnect();
+    if (reconnect) Reconnect();
     if (known_) {
       snapshot_.state = State::kRegistered;
       return Heartbeat();

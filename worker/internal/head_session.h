@@ -1,7 +1,9 @@
-// The node's side of the Head interface (common/proto/cluster.capnp): register, heartbeat at the
-// interval the head asks for, register again when the head has forgotten the node, and keep
-// retrying with backoff while the head is unreachable. The node never gives up on its head. Each
-// heartbeat also brings the jobs finished since the previous one, which the session hands on.
+// The node's side of the Head interface (common/proto/cluster.capnp): register (handing the head a
+// NodeSession, so that the head sees this connection drop), heartbeat at the interval the head
+// asks for, register again when the head has forgotten the node, and keep retrying with backoff
+// while the head is unreachable, for at most the reconnect window. The session gives up (see
+// WhenGivenUp) when the window passes or when the head refuses the node (it declared it dead).
+// Each heartbeat also brings the jobs finished since the previous one, which the session hands on.
 #pragma once
 
 #include <cstdint>
@@ -65,11 +67,18 @@ struct HeadSessionOptions {
   kj::Duration min_retry_delay = 100 * kj::MILLISECONDS;
   kj::Duration max_retry_delay = 5 * kj::SECONDS;  // the delay doubles up to this
   double retry_jitter = 0.2;  // each delay is scaled by a random factor in [1 - jitter, 1]
+  // How long calls may keep failing (counted from the first failure of a run) before the session
+  // gives up; Ray's gcs_rpc_server_reconnect_timeout_s. Zero: never.
+  kj::Duration reconnect_timeout = 60 * kj::SECONDS;
+  // Consecutive timed-out calls after which a fresh connection is opened (a broken connection
+  // is replaced at once). Timeouts alone keep the connection, so a slow head does not see this
+  // node's session drop.
+  uint32_t timeouts_before_reconnect = 3;
 };
 
 // For tests, logs and `airt status`.
 struct HeadSessionSnapshot {
-  enum class State { kIdle, kRegistering, kRegistered, kRetrying, kStopped };
+  enum class State { kIdle, kRegistering, kRegistered, kRetrying, kStopped, kGaveUp };
   State state = State::kIdle;
   uint64_t registrations = 0;  // registerNode calls the head answered
   uint64_t heartbeats = 0;     // heartbeats the head answered with known=true
@@ -81,6 +90,7 @@ struct HeadSessionSnapshot {
   uint32_t node_timeout_ms = 0;
   uint64_t retry_delay_ms = 0;  // the wait before the pending retry, in kRetrying
   std::string last_error;       // "heartbeat: kUnavailable: ..."
+  std::string gave_up;          // kGaveUp: why (what WhenGivenUp resolved with)
 };
 
 // Runs on one KJ event loop; every method is called on that loop's thread. Dropping it cancels
@@ -108,6 +118,11 @@ class HeadSession {
   // head answered or `timeout` passed; never rejects (best effort: a failure is logged).
   kj::Promise<void> Unregister(kj::Duration timeout);
 
+  // Resolves, with a message saying why, when the session stopped for good: the head refused the
+  // node (it declared it dead: the node must restart clean) or it could not be reached for the
+  // reconnect window. Called at most once.
+  kj::Promise<std::string> WhenGivenUp();
+
   HeadSessionSnapshot Snapshot() const { return snapshot_; }
   const NodeRegistration& node() const { return node_; }
 
@@ -122,6 +137,7 @@ class HeadSession {
   // Notes the answer's finishedSeq and hands its finished jobs to on_finished_jobs_.
   void NoteFinishedJobs(proto::Head::HeartbeatResults::Reader reply);
   kj::Promise<void> RetryLater(const char* call, const kj::Exception& exception);
+  kj::Promise<void> GiveUp(std::string why);
   capnp::Data::Reader NodeIdBytes() const;
 
   HeadConnector& connector_;
@@ -138,6 +154,11 @@ class HeadSession {
   bool known_ = false;  // the head knew the node at the last answer
   kj::Duration next_retry_delay_;
   kj::Duration heartbeat_interval_ = kj::SECONDS;
+  kj::Maybe<kj::TimePoint> failing_since_;  // the first failure of the current run
+  uint32_t timeouts_in_a_row_ = 0;
+  proto::NodeSession::Client session_;  // handed to the head with each registerNode
+  kj::Own<kj::PromiseFulfiller<std::string>> given_up_;
+  kj::Maybe<kj::Promise<std::string>> given_up_promise_;
   kj::Maybe<proto::Head::Client> head_;
   kj::Maybe<kj::Promise<void>> run_;  // last: dropped (cancelled) first
 };

@@ -200,6 +200,7 @@ struct RawFlags {
   uint64_t infeasible_grace_ms = 10000, worker_register_timeout_ms = 30000;
   uint64_t idle_worker_timeout_ms = 60000, worker_stop_grace_ms = 2000;
   uint64_t cluster_view_interval_ms = 1000;
+  std::string head_reconnect_timeout_s;
 };
 
 // A duration flag in milliseconds: `min` to one hour.
@@ -239,6 +240,10 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   flags.AddUint64("head-timeout-ms", &raw.head_timeout_ms, "deadline of one call to the head");
   flags.AddUint64("head-retry-max-ms", &raw.head_retry_max_ms,
                   "longest wait between retries while the head is unreachable");
+  flags.AddString("head-reconnect-timeout-s", &raw.head_reconnect_timeout_s,
+                  "how long the node keeps trying to reach the head before it exits (0: "
+                  "forever); default: $AIRT_HEAD_RECONNECT_TIMEOUT_S, then "
+                  "$RAY_gcs_rpc_server_reconnect_timeout_s, then 60");
   flags.AddString("python-executable", &raw.python_executable,
                   "the python3 that runs Python workers (python -m airt._private.worker); default: "
                   "$AIRT_PYTHON, else the python3 on PATH if it imports airt; none: Python "
@@ -280,6 +285,25 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   }
   config.head_call_timeout_ms = static_cast<uint32_t>(raw.head_timeout_ms);
   config.head_retry_max_ms = static_cast<uint32_t>(raw.head_retry_max_ms);
+  std::string reconnect = raw.head_reconnect_timeout_s;
+  std::string reconnect_source = "--head-reconnect-timeout-s";
+  for (const char* env : {"AIRT_HEAD_RECONNECT_TIMEOUT_S", "RAY_gcs_rpc_server_reconnect_timeout_s"}) {
+    const char* value = std::getenv(env);
+    if (reconnect.empty() && value != nullptr && *value != '\0') {
+      reconnect = value;
+      reconnect_source = std::string("$") + env;
+    }
+  }
+  if (!reconnect.empty()) {
+    uint64_t seconds = 0;
+    auto [end, ec] = std::from_chars(reconnect.data(), reconnect.data() + reconnect.size(), seconds);
+    if (ec != std::errc() || end != reconnect.data() + reconnect.size() || seconds > 86'400) {
+      return InvalidArgument(reconnect_source +
+                             ": must be a whole number of seconds, 0 to 86400, got '" + reconnect +
+                             "'");
+    }
+    config.head_reconnect_timeout_s = static_cast<uint32_t>(seconds);
+  }
   config.worker_binary = raw.worker_binary;
   config.python_executable = raw.python_executable;
   if (config.python_executable.empty()) {

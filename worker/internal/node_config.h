@@ -62,6 +62,7 @@ struct NodeConfig {
   std::vector<uint32_t> gpu_ids;                            // one per GPU
   uint32_t head_call_timeout_ms = 5000;                     // a registerNode or heartbeat call
   uint32_t head_retry_max_ms = 5000;                        // the longest wait between retries
+  uint32_t head_reconnect_timeout_s = 60;  // the node exits when the head is unreachable this long
   // Leases and workers.
   std::string worker_binary;  // "": airt-worker found beside the node's binary (host.h)
   // Runs `-m airt._private.worker`: --python-executable, else $AIRT_PYTHON, else

@@ -251,6 +251,7 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
     options.call_timeout = config.head_call_timeout_ms * kj::MILLISECONDS;
     options.max_retry_delay = config.head_retry_max_ms * kj::MILLISECONDS;
     options.min_retry_delay = std::min(options.min_retry_delay, options.max_retry_delay);
+    options.reconnect_timeout = config.head_reconnect_timeout_s * kj::SECONDS;
     // Finished jobs: their workers stopped, then their objects deleted through the node's own
     // client of its store (a short blocking call on this thread; the store serves on its own).
     objectstore::StoreClient::Options store_client_options;
@@ -281,13 +282,28 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
         [&leases](RemoteNodes nodes) { leases.UpdateView(std::move(nodes)); });
     poller.Start();
 
-    int sig = stop->Next().wait(wait);
-    AIRT_LOG(INFO) << "stopping on signal " << sig;
+    // The stop signal, or the head session giving up (the head refused this node, or stayed
+    // unreachable past the reconnect window): then the node stops as on a signal and exits 1.
+    std::string gave_up;
+    int sig = stop->Next()
+                  .exclusiveJoin(session.WhenGivenUp().then([&gave_up](std::string why) {
+                    gave_up = std::move(why);
+                    return 0;
+                  }))
+                  .wait(wait);
+    if (!gave_up.empty()) {
+      std::fprintf(stderr, "airt-node: %s\n", gave_up.c_str());
+      exit_code = 1;
+    } else {
+      AIRT_LOG(INFO) << "stopping on signal " << sig;
+    }
     target->leases = nullptr;  // new calls fail with kUnavailable from here on
     target->logs = nullptr;
     target->store = nullptr;
     pool.StopAll().wait(wait);
-    session.Unregister(std::min(options.call_timeout, kMaxUnregisterWait)).wait(wait);
+    if (gave_up.empty()) {
+      session.Unregister(std::min(options.call_timeout, kMaxUnregisterWait)).wait(wait);
+    }
   });
   if (!served.ok()) {
     AIRT_LOG(ERROR) << "node event loop failed: " << served.ToString();
