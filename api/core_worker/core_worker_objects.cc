@@ -89,6 +89,7 @@ void CoreWorker::Impl::HoldArguments(PendingTask& task) {
   std::vector<ObjectId> held;
   for (const TaskArgument& arg : task.args) {
     if (arg.ref) held.push_back(*arg.ref);
+    held.insert(held.end(), arg.contained.begin(), arg.contained.end());
     held.insert(held.end(), arg.ref_list.begin(), arg.ref_list.end());
   }
   for (const ObjectId& id : held) refs_.AddSubmitted(id);
@@ -99,6 +100,7 @@ void CoreWorker::Impl::HoldArguments(PendingTask& task) {
 }
 
 void CoreWorker::Impl::Free(const ObjectId& id) {
+  if (borrowed_.count(id) > 0) return ReleaseBorrowed(id);  // the owner frees it
   if (stopping_) return;  // the job's end frees what is left (the nodes delete its objects)
   std::optional<ObjectEntry> entry = memory_.Erase(id);
   if (!entry) {
@@ -188,6 +190,7 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
     auto ms = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
     return std::max<int64_t>(ms, 0);
   };
+  RequestBorrowed(ids);
   std::vector<bool> ready = memory_.Ready(ids);
   std::optional<Blocked> blocked;
   if (std::find(ready.begin(), ready.end(), false) != ready.end()) blocked.emplace(*this);
@@ -260,6 +263,7 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
 
 std::vector<bool> CoreWorker::Impl::Wait(std::span<const ObjectId> ids, size_t n,
                                          int64_t timeout_ms) {
+  RequestBorrowed(ids);
   std::vector<bool> ready = memory_.Ready(ids);
   if (static_cast<size_t>(std::count(ready.begin(), ready.end(), true)) < n) {
     Blocked blocked(*this);
