@@ -303,6 +303,49 @@ std::shared_ptr<void> HoldObject(const std::string& id) {
   });
 }
 
+namespace {
+thread_local ContainedRefs* t_contained = nullptr;  // the innermost collector of this thread
+}  // namespace
+
+ContainedRefs::ContainedRefs() : outer_(t_contained) { t_contained = this; }
+ContainedRefs::~ContainedRefs() { t_contained = outer_; }
+
+RefOwner OwnerOfRef(const std::string& id) {
+  if (id.size() != ObjectId::kSize) throw Exception("an ObjectRef without an object is written");
+  ObjectId object = IdOf(id);
+  if (t_contained) t_contained->Add(id);
+  core_worker::CoreWorker* core;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    core = Current();
+  }
+  if (!core) return RefOwner{};  // local mode: one process, nothing to borrow
+  Result<core_worker::OwnerAddress> owner = core->OwnerOf(object, /*escrow=*/!t_contained);
+  if (!owner.ok()) Throw(owner.status());
+  return RefOwner{owner->address, owner->worker.Binary()};
+}
+
+std::shared_ptr<void> HoldBorrowed(const std::string& id, const RefOwner& owner) {
+  if (id.size() != ObjectId::kSize) return nullptr;
+  if (owner.worker.size() != WorkerId::kSize) return HoldObject(id);
+  ObjectId object = IdOf(id);
+  core_worker::OwnerAddress from{
+      owner.address, WorkerId::FromRaw(reinterpret_cast<const uint8_t*>(owner.worker.data()))};
+  uint64_t generation;
+  core_worker::CoreWorker* core;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    core = Current();
+    if (!core) return nullptr;
+    generation = g_generation;
+  }
+  core->AddBorrowedReference(object, from);  // waits for the owner: not under g_mu
+  return std::shared_ptr<void>(nullptr, [object, generation](void*) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (Current() && g_generation == generation) Current()->RemoveLocalReference(object);
+  });
+}
+
 void EnterWorkerMode(core_worker::CoreWorker* core, std::string unusable) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_worker_core = core;
@@ -367,6 +410,7 @@ std::vector<core_worker::TaskArgument> CoreArguments(std::vector<Argument> args)
   arguments.reserve(args.size());
   for (Argument& a : args) {
     core_worker::TaskArgument t;
+    for (const std::string& ref : a.contained) t.contained.push_back(IdOf(ref));
     if (a.is_list) {
       t.is_list = true;
       for (const std::string& ref : a.ref_list) t.ref_list.push_back(IdOf(ref));

@@ -41,12 +41,18 @@ std::vector<std::string> Ids(const std::vector<py::bytes>& refs) {
   return out;
 }
 
-// Serialized values (bytes) and object refs ((ref,) tuples) as the API's arguments.
+// Serialized values (bytes, or (bytes, [contained ref ids]) pairs) and object refs ((ref,) tuples)
+// as the API's arguments.
 std::vector<airt::internal::Argument> Arguments(const py::list& args) {
   std::vector<airt::internal::Argument> arguments;
   for (const py::handle& a : args) {
     airt::internal::Argument argument;
-    if (py::isinstance<py::tuple>(a)) {
+    if (py::isinstance<py::tuple>(a) && a.cast<py::tuple>().size() == 2) {
+      // (value, [ids of the refs pickled inside it]): the task holds those until it is done.
+      py::tuple pair = a.cast<py::tuple>();
+      argument.value = std::string(pair[0].cast<py::bytes>());
+      for (const py::handle& id : pair[1]) argument.contained.push_back(id.cast<std::string>());
+    } else if (py::isinstance<py::tuple>(a)) {
       argument.ref = std::string(a.cast<py::tuple>()[0].cast<py::bytes>());
     } else {
       argument.value = std::string(a.cast<py::bytes>());
@@ -140,6 +146,32 @@ PYBIND11_MODULE(_airt, m) {
   m.def("hold", [](py::bytes id) {
     std::string raw(id);
     return Reference{raw, airt::internal::HoldObject(raw)};
+  });
+
+  // A ref pickled into a value (docs/ownership.md): its owner, (host:port, worker id bytes).
+  // `escrow`: nothing else holds the value's refs (a return, a put): an object this process owns
+  // is kept until a process borrows it.
+  m.def("owner_of", [](py::bytes id, bool escrow) {
+    std::string raw(id);
+    airt::internal::RefOwner owner;
+    {
+      py::gil_scoped_release unlocked;
+      if (escrow) {
+        owner = airt::internal::OwnerOfRef(raw);
+      } else {
+        airt::internal::ContainedRefs ignored;  // the package collects the ids itself
+        owner = airt::internal::OwnerOfRef(raw);
+      }
+    }
+    return py::make_tuple(owner.address, py::bytes(owner.worker));
+  });
+  // A ref unpickled from a value: held (borrowed from its owner unless this process owns it)
+  // until the returned object goes.
+  m.def("borrow", [](py::bytes id, const std::string& address, py::bytes worker) {
+    std::string raw(id);
+    airt::internal::RefOwner owner{address, std::string(worker)};
+    py::gil_scoped_release unlocked;
+    return Reference{raw, airt::internal::HoldBorrowed(raw, owner)};
   });
 
   m.def(

@@ -113,6 +113,9 @@ struct ActorOptions {
 // An argument: serialized bytes, or a reference to an object this worker owns.
 struct TaskArgument {
   std::string value;
+  // Refs written inside `value` (borrowed by the worker that reads it, docs/ownership.md): held
+  // by this process until the task is done, so that the worker can register as their borrower.
+  std::vector<ObjectId> contained;
   std::optional<ObjectId> ref;
   // Refs nested in a vector: the task receives the msgpack array of their values.
   std::vector<ObjectId> ref_list;
@@ -128,6 +131,20 @@ struct GotObject {
     if (value) return *value;
     return std::string_view(reinterpret_cast<const char*>(pin.data().data()), pin.data().size());
   }
+};
+
+// Who owns an object a reference inside a value names (Ray's owner address): where the owner's
+// core worker serves proto::Owner (host:port), and its worker id.
+struct OwnerAddress {
+  std::string address;
+  WorkerId worker;
+};
+
+// What this process knows of one object's references (for tests and the dashboard).
+struct ReferenceSnapshot {
+  bool referenced = false;  // some count holds it here (owned or borrowed)
+  bool borrowed = false;    // this process borrows it from its owner
+  size_t borrowers = 0;     // processes that borrow it from this one (its owner)
 };
 
 class CoreWorker {
@@ -163,6 +180,19 @@ class CoreWorker {
   // argument holds it. Any thread; never blocks.
   void AddLocalReference(const ObjectId& id);
   void RemoveLocalReference(const ObjectId& id);
+
+  // References inside values (docs/ownership.md). OwnerOf: the owner a ref to `id` written into
+  // a value names: this process for what it owns (it serves proto::Owner from the first call on),
+  // else the owner it borrows `id` from. `escrow`: the value leaves with no other hold on its refs
+  // (a task's return, a put): an object this process owns is kept until a process borrows it.
+  // kUnavailable: the owner's port cannot be bound. Any thread but the loop's.
+  Result<OwnerAddress> OwnerOf(const ObjectId& id, bool escrow);
+  // A ref read from a value begins: a local reference to `id` (released with
+  // RemoveLocalReference), borrowed from `owner` unless this process owns it. The first reference
+  // registers this process with the owner and waits for its answer; an owner that cannot be
+  // reached makes the object's Get fail with OWNER_DIED. Any thread but the loop's.
+  void AddBorrowedReference(const ObjectId& id, const OwnerAddress& owner);
+  ReferenceSnapshot References(const ObjectId& id);
 
   // Which of `ids` are ready now.
   std::vector<bool> Ready(std::span<const ObjectId> ids) const;

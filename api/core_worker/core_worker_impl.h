@@ -82,6 +82,13 @@ class CoreWorker::Impl {
   void RemoveLocalReference(const ObjectId& id) {
     inbox_.Post([this, id] { refs_.RemoveLocal(id); });
   }
+  // References inside values: core_worker_borrowing.cc.
+  Result<OwnerAddress> OwnerOf(const ObjectId& id, bool escrow);
+  void AddBorrowedReference(const ObjectId& id, const OwnerAddress& owner);
+  ReferenceSnapshot References(const ObjectId& id);
+  // Any thread: asks the owners of the borrowed ones among `ids` without an entry yet where they
+  // are, so that the memory store gets their entries (a Get or Wait then finds them).
+  void RequestBorrowed(std::span<const ObjectId> ids);
   Result<bool> KvPut(const std::string& ns, const std::string& key, const std::string& value,
                      bool overwrite);
   Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
@@ -115,6 +122,11 @@ class CoreWorker::Impl {
     kj::Own<capnp::TwoPartyServer> server;
     kj::Own<kj::ConnectionReceiver> listener;
     kj::Promise<void> accepting = nullptr;
+    // proto::Owner, served from the first ref this process writes into a value.
+    kj::Own<capnp::TwoPartyServer> owner_server;
+    kj::Own<kj::ConnectionReceiver> owner_listener;
+    kj::Promise<void> owner_accepting = nullptr;
+    std::map<std::string, capnp::Capability::Client> borrow_leases;  // by owner address
   };
 
   // Runs `fn` on the loop thread (after everything posted before) and waits for it.
@@ -158,6 +170,19 @@ class CoreWorker::Impl {
   // nodes that hold it (when it arrives, if it is not there yet).
   void Free(const ObjectId& id);
   void FlushRemoteFrees();
+  // Borrowing (core_worker_borrowing.cc), loop thread. The owner's service and its address.
+  kj::Promise<void> ServeOwner();
+  // The borrow of `id` ended: its entry leaves the memory store and the owner is told.
+  void ReleaseBorrowed(const ObjectId& id);
+  // Asks the owner of borrowed `id` where it is and records the answer in the memory store.
+  void AskOwner(const ObjectId& id);
+  // The connection to the owner at `address` ended: what this process borrows from it fails with
+  // OWNER_DIED from now on (even where a Get had found it before).
+  void OwnerLost(const std::string& address);
+  // The error of a borrowed object whose owner cannot be reached (`why`).
+  ObjectError OwnerDied(const ObjectId& id, const OwnerAddress& owner, const std::string& why);
+  friend class OwnerService;
+  friend class BorrowLeaseServer;
   // Makes `task` a streaming one (StreamOptions): its stream is open from now on. Any thread,
   // before the task is posted to the loop.
   void OpenStream(PendingTask& task, const StreamOptions& stream);
@@ -191,6 +216,18 @@ class CoreWorker::Impl {
   std::map<std::string, std::vector<ObjectId>> remote_frees_;  // by node, sent once per loop turn
   std::unordered_map<TaskId, PendingTask*> live_tasks_;  // normal tasks submitted, not yet done
   bool stopping_ = false;  // no frees once the connections are closing
+  // Who this process is to the owners it borrows from (a driver's is drawn here).
+  WorkerId self_ = options_.worker.IsNil() ? WorkerId::FromRandom() : options_.worker;
+  // Loop thread: what this process borrows, and from whom; whether its owner was asked where it
+  // is (RequestBorrowed).
+  struct Borrowed {
+    OwnerAddress owner;
+    bool asked = false;
+  };
+  std::unordered_map<ObjectId, Borrowed> borrowed_;
+  std::atomic<size_t> num_borrowed_{0};  // borrowed_.size(), for RequestBorrowed's fast path
+  std::string owner_address_;            // loop thread: proto::Owner's host:port once served
+  std::unordered_map<WorkerId, uint32_t> borrow_leases_;  // loop thread: leases out, by borrower
   std::mutex serving_mu_;
   std::condition_variable serving_cv_;
   bool serving_ = false;  // guarded by serving_mu_: ServeWorker succeeded, serving not ended

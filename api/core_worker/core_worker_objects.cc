@@ -89,6 +89,7 @@ void CoreWorker::Impl::HoldArguments(PendingTask& task) {
   std::vector<ObjectId> held;
   for (const TaskArgument& arg : task.args) {
     if (arg.ref) held.push_back(*arg.ref);
+    held.insert(held.end(), arg.contained.begin(), arg.contained.end());
     held.insert(held.end(), arg.ref_list.begin(), arg.ref_list.end());
   }
   for (const ObjectId& id : held) refs_.AddSubmitted(id);
@@ -99,6 +100,7 @@ void CoreWorker::Impl::HoldArguments(PendingTask& task) {
 }
 
 void CoreWorker::Impl::Free(const ObjectId& id) {
+  if (borrowed_.count(id) > 0) return ReleaseBorrowed(id);  // the owner frees it
   if (stopping_) return;  // the job's end frees what is left (the nodes delete its objects)
   std::optional<ObjectEntry> entry = memory_.Erase(id);
   if (!entry) {
@@ -216,6 +218,7 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
   if (now) {
     entries = std::move(*now);
   } else {
+    RequestBorrowed(ids);  // a borrowed object's owner says where it is
     Blocked blocked(*this);
     AIRT_ASSIGN_OR_RETURN(entries, memory_.Wait(ids, timeout_ms));
   }
@@ -286,6 +289,7 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
 
 std::vector<bool> CoreWorker::Impl::Wait(std::span<const ObjectId> ids, size_t n,
                                          int64_t timeout_ms) {
+  RequestBorrowed(ids);
   std::vector<ObjectLocation> stored;  // of the ready objects, found in the same look
   std::vector<bool> ready = memory_.Ready(ids, &stored);
   if (static_cast<size_t>(std::count(ready.begin(), ready.end(), true)) < n) {

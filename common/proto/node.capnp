@@ -159,7 +159,7 @@ enum ErrorKind {
   actorDied @7;                   # the actor died before or while running the call, or is DEAD
   actorUnavailable @8;            # the actor cannot be reached for now (not produced yet)
   objectLost @9;                  # every copy of the object is gone (its node lost it or died)
-  ownerDied @10;                  # the object's owner died (not produced yet: needs borrowing)
+  ownerDied @10;                  # a borrowed object's owner died (or cannot be reached)
   objectReconstructionFailed @11; # re-running the object's task failed (not produced yet: lineage)
   objectStoreFull @12;            # the object does not fit in its node's store even after spilling
   outOfMemory @13;                # the node stopped the worker for its memory (not produced yet)
@@ -206,3 +206,26 @@ interface Worker {
 interface GeneratorSink {
   item @0 (index :UInt64, value :TaskReturn) -> ();
 }
+
+# What every core worker serves as the owner of the objects it made (its puts and its tasks'
+# returns), at the owner address that travels with each reference inside a value (Ray's ownership
+# protocol, docs/ownership.md). Served on the owner's core worker loop, on a port of its own.
+interface Owner {
+  # Worker `borrowerId` (28 bytes) holds references to `objectIds` (each a 28-byte id this owner
+  # made): they are kept (in every store) until it calls removeBorrower for them or drops every
+  # `lease` it got from this owner (its process died, or its connection to this owner broke).
+  # `freed` lists, by index into objectIds, the objects this owner had freed already (nothing
+  # holds them any more); borrowing them fails. Calls on one connection apply in order.
+  addBorrower @0 (borrowerId :Data, objectIds :List(Data)) -> (lease :BorrowLease,
+                                                               freed :List(UInt32));
+  # The borrower lets go of `objectIds`; ids it does not borrow are ignored.
+  removeBorrower @1 (borrowerId :Data, objectIds :List(Data)) -> ();
+  # Where object `objectId` is, once its owner knows (waits for a task's return): its value inline
+  # or its location, or the error it holds (`failed`). A freed or unknown object: `failed` with an
+  # objectLost error naming it.
+  getObject @2 (objectId :Data) -> (value :TaskReturn, error :TaskError, failed :Bool);
+}
+
+# A borrower's registration with one owner (Owner.addBorrower). No methods: when the owner sees
+# the borrower's last lease dropped, it releases every object the borrower borrowed.
+interface BorrowLease {}

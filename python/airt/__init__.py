@@ -135,13 +135,11 @@ def get(refs, *, timeout=None):
     for r in refs_list:
         if not isinstance(r, ObjectRef):
             raise TypeError(f"get() takes ObjectRefs, got {type(r).__name__}")
-    owned = [r for r in refs_list if r._filled is None]  # the rest came filled inside a value
     try:
-        datas = iter(_airt.get([r.binary() for r in owned], timeout)) if owned else iter(())
+        datas = _airt.get([r.binary() for r in refs_list], timeout) if refs_list else []
     except _airt.Error as error:
         raise exceptions.translate(error) from None
-    values = [r._filled_value() if r._filled is not None else r._decode(next(datas))
-              for r in refs_list]
+    values = [r._decode(data) for r, data in zip(refs_list, datas)]
     return values[0] if single else values
 
 
@@ -150,13 +148,9 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     refs = list(refs)
     if num_returns < 0 or num_returns > len(refs):
         raise ValueError(f"num_returns is {num_returns} for {len(refs)} refs")
-    owned = [r for r in refs if r._filled is None]
-    filled = len(refs) - len(owned)
-    flags = iter(_airt.wait([r.binary() for r in owned], max(num_returns - filled, 0), timeout)
-                 if owned else ())
+    flags = _airt.wait([r.binary() for r in refs], num_returns, timeout) if refs else []
     ready, not_ready = [], []
-    for r in refs:
-        flag = True if r._filled is not None else next(flags)
+    for r, flag in zip(refs, flags):
         (ready if flag and len(ready) < num_returns else not_ready).append(r)
     return ready, not_ready
 

@@ -1,6 +1,7 @@
-"""ObjectRef: a reference to an object this process owns."""
+"""ObjectRef: a reference to an object, owned by this process or borrowed from its owner."""
 
 import pickle
+import threading
 
 import msgpack
 
@@ -39,44 +40,62 @@ def _unframe(view):
     return pickle.loads(meta, buffers=buffers)
 
 
+class _Collecting:
+    """While active on a thread, the ObjectRefs pickled there are collected (an argument's: its
+    task holds them until done) instead of being kept by their owner until someone borrows them."""
+
+    _local = threading.local()
+
+    def __enter__(self):
+        self._outer = getattr(_Collecting._local, "ids", None)
+        self.ids = []
+        _Collecting._local.ids = self.ids
+        return self
+
+    def __exit__(self, *exc):
+        _Collecting._local.ids = self._outer
+
+    @staticmethod
+    def current():
+        return getattr(_Collecting._local, "ids", None)
+
+
+def _encode_value(value):
+    """A pickled argument: bytes, or (bytes, [ids of the refs inside]) when it holds refs."""
+    with _Collecting() as contained:
+        data = pickle.dumps(value, protocol=5)
+    return (data, contained.ids) if contained.ids else data
+
+
 def encode_python_args(args, kwargs, settings=None):
     """A Python call's arguments for airt._airt: each positional one pickled (protocol 5) or, for
     an ObjectRef, its id in a 1-tuple (its value reaches the call); last, the keyword ones and the
-    call's settings for the worker (airt._private.options.call_settings), pickled as a pair."""
+    call's settings for the worker (airt._private.options.call_settings), pickled as a pair. Refs
+    nested inside an argument are not resolved (as in Ray): they travel as references, and the
+    worker borrows them from their owner (docs/ownership.md)."""
     ref_kwargs = [k for k, v in kwargs.items() if isinstance(v, ObjectRef)]
     if ref_kwargs:  # an ObjectRef keyword argument is resolved too: it travels as a positional one
         kwargs = dict(kwargs)
         args = list(args) + [kwargs.pop(k) for k in ref_kwargs]
         settings = {**(settings or {}), "ref_kwargs": ref_kwargs}
-    encoded = [_encode_ref(a) if isinstance(a, ObjectRef) else pickle.dumps(a, protocol=5)
-               for a in args]
-    encoded.append(pickle.dumps((kwargs, settings), protocol=5))
+    encoded = [(a.binary(),) if isinstance(a, ObjectRef) else _encode_value(a) for a in args]
+    encoded.append(_encode_value((kwargs, settings)))
     return encoded
-
-
-def _encode_ref(ref):
-    """An ObjectRef argument: its id for the core to resolve, or a filled ref's bytes as they
-    are (a pickle, framed or not: what the worker decodes)."""
-    if ref._filled is None:
-        return (ref.binary(),)
-    if ref._filled[0] != "value":
-        ref._raise()
-    return bytes(ref._filled[1])
 
 
 def encode_cpp_args(args):
     """A C++ call's arguments: msgpack values, or ObjectRef ids in 1-tuples."""
-    return [_encode_ref(a) if isinstance(a, ObjectRef) else msgpack.packb(a, use_bin_type=True)
+    return [(a.binary(),) if isinstance(a, ObjectRef) else msgpack.packb(a, use_bin_type=True)
             for a in args]
 
 
-def _filled_ref(binary, value_format, filled):
-    """An ObjectRef unpickled from a value: it carries what its object held when it was sent."""
+def _borrowed_ref(binary, value_format, owner_address, owner_worker):
+    """An ObjectRef unpickled from a value: borrowed from its owner (registered with it while this
+    process holds the ref), unless this process owns it."""
     ref = ObjectRef.__new__(ObjectRef)
-    ref._reference = None
+    ref._reference = _airt.borrow(binary, owner_address, owner_worker)
     ref._id = binary
     ref._format = value_format
-    ref._filled = filled
     return ref
 
 
@@ -87,22 +106,20 @@ class ObjectRef:
     it as an argument has not finished); it is freed from every store after that.
 
     An ObjectRef inside a value (a list of refs passed to a task, returned from one, put) is
-    pickled with its object's bytes, waiting for them if needed, and the receiving process gets
-    a "filled" ref: get() and wait() answer from those bytes. Ray sends the id alone and lets the
-    receiver borrow the object from its owner; airt's core has no borrowing between processes
-    yet, so the value travels eagerly instead (docs/python.md).
+    pickled as its id and its owner's address, never as the object's bytes: the process that
+    unpickles it borrows the object from its owner (docs/ownership.md), and the object lives while
+    the owner or any borrower holds a ref to it.
     """
 
     PICKLE = "pickle"    # a Python value
     MSGPACK = "msgpack"  # a C++ function's return
 
-    __slots__ = ("_reference", "_id", "_format", "_filled")
+    __slots__ = ("_reference", "_id", "_format")
 
     def __init__(self, binary, value_format):
         self._reference = _airt.hold(binary)
         self._id = binary
         self._format = value_format
-        self._filled = None  # ("value", bytes) or ("error", the airt exception)
 
     def binary(self):
         return self._id
@@ -115,14 +132,6 @@ class ObjectRef:
             return msgpack.unpackb(data, raw=False, strict_map_key=False)
         return decode_pickled(data)
 
-    def _raise(self):
-        raise self._filled[1]
-
-    def _filled_value(self):
-        if self._filled[0] != "value":
-            self._raise()
-        return self._decode(self._filled[1])
-
     def __await__(self):
         """`await ref` in asyncio: the value, waited for on a thread (the loop runs on)."""
         import asyncio
@@ -130,13 +139,11 @@ class ObjectRef:
         return asyncio.get_running_loop().run_in_executor(None, airt.get, self).__await__()
 
     def __reduce__(self):
-        filled = self._filled
-        if filled is None:
-            try:
-                filled = ("value", bytes(_airt.get([self._id], None)[0]))
-            except _airt.Error as error:  # an airt exception: it pickles as its kind and data
-                filled = ("error", error)
-        return _filled_ref, (self._id, self._format, filled)
+        contained = _Collecting.current()
+        if contained is not None:
+            contained.append(self._id)
+        address, worker = _airt.owner_of(self._id, contained is None)
+        return _borrowed_ref, (self._id, self._format, address, worker)
 
     def __eq__(self, other):
         return isinstance(other, ObjectRef) and other.binary() == self.binary()

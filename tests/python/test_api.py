@@ -327,7 +327,7 @@ def test_wait_accepts_fetch_local_and_get_times_out(cluster):
         airt.get(ref, timeout=0.2)
 
 
-def test_object_refs_inside_values_travel_with_their_values(cluster):
+def test_object_refs_inside_values_travel_as_references(cluster):
     @airt.remote
     def total(refs):
         return sum(airt.get(refs))

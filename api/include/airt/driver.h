@@ -116,14 +116,52 @@ template <typename T>
 using GotValue = std::conditional_t<std::is_void_v<T>, void, std::shared_ptr<T>>;
 }  // namespace internal
 
-// A reference to an object owned by this process: a task's return or a Put. Copies share one
-// reference; when the last copy goes (and no unfinished task takes the object as an argument),
-// the object is freed everywhere, as in Ray.
+namespace internal {
+// The owner a ref written into a value names (docs/ownership.md): the host:port of its
+// proto::Owner and its worker id (binary).
+struct RefOwner {
+  std::string address;
+  std::string worker;
+};
+// The owner of `id` for a ref being written into a value. The object stays while the value's
+// refs are collected for a task's argument (ContainedRefs), else until a process borrows it (a
+// return's, a put's). Throws UnavailableError when this process cannot serve as an owner.
+RefOwner OwnerOfRef(const std::string& id);
+// A ref read from a value: holds `id`, borrowed from `owner` unless this process owns it (the
+// first hold registers with the owner), until the returned holder goes.
+std::shared_ptr<void> HoldBorrowed(const std::string& id, const RefOwner& owner);
+// While one lives, the refs the calling thread writes into values are collected here (an
+// argument's refs: its task holds them until it is done).
+class ContainedRefs {
+ public:
+  ContainedRefs();
+  ~ContainedRefs();
+  ContainedRefs(const ContainedRefs&) = delete;
+  ContainedRefs& operator=(const ContainedRefs&) = delete;
+  void Add(const std::string& id) { ids_.push_back(id); }
+  std::vector<std::string> Take() { return std::move(ids_); }
+
+ private:
+  std::vector<std::string> ids_;
+  ContainedRefs* outer_;
+};
+struct BorrowedTag {};
+}  // namespace internal
+
+// A reference to an object: a task's return or a Put of this process (which owns it), or a ref
+// read from a value (an argument, a return), borrowed from its owner. Copies share one
+// reference; when the last copy goes (and no unfinished task takes the object as an argument,
+// and no other process borrows it), the object is freed everywhere, as in Ray. A ref inside a
+// value (a std::vector<ObjectRef<T>> parameter, a struct's field, a return) travels as its id and
+// its owner's address, never as the object's bytes (docs/ownership.md).
 template <typename T>
 class ObjectRef {
  public:
   ObjectRef() = default;
   explicit ObjectRef(std::string id) : id_(std::move(id)), hold_(internal::HoldObject(id_)) {}
+  // A ref read from a value (msgpack), holding what internal::HoldBorrowed gave.
+  ObjectRef(internal::BorrowedTag, std::string id, std::shared_ptr<void> hold)
+      : id_(std::move(id)), hold_(std::move(hold)) {}
   const std::string& ID() const { return id_; }  // 28 bytes
 
   // airt::Get(*this[, timeout_ms]) (Ray's ObjectRef::Get): the value, or, for an ObjectRef<void>,
@@ -145,6 +183,7 @@ struct Argument {
   // task receives the vector of their values.
   std::vector<std::string> ref_list;
   bool is_list = false;
+  std::vector<std::string> contained;  // refs written inside `value`: held until the task ends
 };
 
 template <typename T>
@@ -252,7 +291,7 @@ std::vector<bool> WaitReady(const std::vector<std::string>& ids, int num_ready, 
 template <typename P, typename A>
 Argument MakeArgument(A&& arg) {
   using Given = std::remove_cvref_t<A>;
-  if constexpr (RefVector<Given>::value) {
+  if constexpr (RefVector<Given>::value && !std::is_same_v<std::remove_cvref_t<P>, Given>) {
     static_assert(
         std::is_same_v<std::remove_cvref_t<P>, std::vector<typename RefVector<Given>::Value>>,
         "a std::vector<ObjectRef<T>> is passed for a std::vector<T> parameter");
@@ -262,9 +301,11 @@ Argument MakeArgument(A&& arg) {
     return list;
   } else if constexpr (requires { typename Given::ObjectRefTag; } ||
                        std::is_same_v<Given, ObjectRef<std::remove_cvref_t<P>>>) {
-    return Argument{"", arg.ID(), {}, false};
+    return Argument{"", arg.ID(), {}, false, {}};
   } else {
-    return Argument{Serialize<std::remove_cvref_t<P>>(std::forward<A>(arg)), "", {}, false};
+    ContainedRefs contained;  // refs inside the value are borrowed by the task, not resolved
+    std::string value = Serialize<std::remove_cvref_t<P>>(std::forward<A>(arg));
+    return Argument{std::move(value), "", {}, false, contained.Take()};
   }
 }
 
@@ -438,3 +479,46 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_objects, int64
 }
 
 }  // namespace airt
+
+// A ref inside a msgpack value: the array [id (bin, 28 bytes), owner address (str), owner worker
+// id (bin, 28 bytes)], written and read through internal::OwnerOfRef and HoldBorrowed.
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+  namespace adaptor {
+
+  template <typename T>
+  struct pack<airt::ObjectRef<T>> {
+    template <typename Stream>
+    packer<Stream>& operator()(packer<Stream>& out, const airt::ObjectRef<T>& ref) const {
+      airt::internal::RefOwner owner = airt::internal::OwnerOfRef(ref.ID());
+      out.pack_array(3);
+      out.pack_bin(static_cast<uint32_t>(ref.ID().size()));
+      out.pack_bin_body(ref.ID().data(), static_cast<uint32_t>(ref.ID().size()));
+      out.pack(owner.address);
+      out.pack_bin(static_cast<uint32_t>(owner.worker.size()));
+      out.pack_bin_body(owner.worker.data(), static_cast<uint32_t>(owner.worker.size()));
+      return out;
+    }
+  };
+
+  template <typename T>
+  struct convert<airt::ObjectRef<T>> {
+    const msgpack::object& operator()(const msgpack::object& in, airt::ObjectRef<T>& ref) const {
+      if (in.type != msgpack::type::ARRAY || in.via.array.size != 3) throw msgpack::type_error();
+      const msgpack::object* a = in.via.array.ptr;
+      if (a[0].type != msgpack::type::BIN || a[0].via.bin.size != 28 ||
+          a[1].type != msgpack::type::STR || a[2].type != msgpack::type::BIN) {
+        throw msgpack::type_error();
+      }
+      std::string id(a[0].via.bin.ptr, a[0].via.bin.size);
+      airt::internal::RefOwner owner{std::string(a[1].via.str.ptr, a[1].via.str.size),
+                                     std::string(a[2].via.bin.ptr, a[2].via.bin.size)};
+      std::shared_ptr<void> hold = airt::internal::HoldBorrowed(id, owner);
+      ref = airt::ObjectRef<T>(airt::internal::BorrowedTag{}, std::move(id), std::move(hold));
+      return in;
+    }
+  };
+
+  }  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS)
+}  // namespace msgpack
