@@ -16,7 +16,7 @@ from airt.data import _transforms as T
 from airt.data import block as B
 from airt.data._stats import DatasetStats
 from airt.data.compute import strategy_for
-from airt.data.iterator import DataIterator, consume_batches
+from airt.data.iterator import DataIterator
 
 
 def _map_options(num_cpus, num_gpus, memory, resources, ray_remote_args):

@@ -5,7 +5,6 @@ import os
 import uuid
 import warnings
 
-import cloudpickle
 import numpy as np
 import pyarrow as pa
 
