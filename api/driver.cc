@@ -79,6 +79,14 @@ core_worker::CoreWorker& Core() {
   return *g_core;
 }
 
+}  // namespace
+
+namespace internal {
+core_worker::CoreWorker& CurrentCore() { return Core(); }
+}  // namespace internal
+
+namespace {
+
 ActorId ActorIdOf(const std::string& binary) {
   if (binary.size() != ActorId::kSize) {
     Throw(InvalidArgument("not an actor handle: " + std::to_string(binary.size()) + " bytes"));
@@ -449,7 +457,8 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
   std::string target = function;
   WrapWithEnv(kTaskWithEnv, CallEnv(settings.env_vars), settings.python, &target, &args);
   core_worker::TaskOptions options;
-  options.resources = settings.resources;
+  options.resources =
+      InPlacementGroup(settings.resources, settings.placement_group_id, settings.bundle_index);
   options.accelerator_type = settings.accelerator_type;
   options.name = settings.name.empty() && target != function ? function : settings.name;
   options.num_returns = static_cast<uint32_t>(std::max(settings.num_returns, 1));
@@ -463,7 +472,8 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
 std::string CreateActor(const std::string& factory, std::vector<Argument> args,
                         const ActorSettings& settings) {
   core_worker::ActorOptions options;
-  options.resources = settings.resources;
+  options.resources =
+      InPlacementGroup(settings.resources, settings.placement_group_id, settings.bundle_index);
   options.accelerator_type = settings.accelerator_type;
   options.name = settings.name;
   options.ns = settings.ns;
@@ -582,10 +592,6 @@ std::string RegisteredName(const void* address, const char* what) {
   return name;
 }
 
-void PlacementGroupsNotBuilt() {
-  Throw(Unimplemented(
-      "SetPlacementGroup: placement groups (gang reservation of bundles) are not built yet"));
-}
 
 std::string PutBytes(std::string bytes) {
   if (local::LocalRuntime* local = Local()) return local->Put(std::move(bytes)).Binary();

@@ -45,6 +45,7 @@ METRICS = [
     "single_client_put_gigabytes",
     "single_client_tasks_and_get_batch",
     "single_client_wait_1k_refs",
+    "placement_group_create_removal",
     "cross_node_pull_gigabytes",
     "cross_node_get_gigabytes",
     "raw_tcp_copy_gigabytes",
@@ -61,9 +62,9 @@ AIRT_ONLY = {
 }
 
 FULL = dict(warmup_s=0.5, measure_s=2.0, batch=1000, clients=4, client_batch=1000,
-            put_bytes=100 << 23)
+            put_bytes=100 << 23, pgs=100)
 QUICK = dict(warmup_s=0.0, measure_s=0.0, batch=20, clients=4, client_batch=20,
-             put_bytes=64 << 20)
+             put_bytes=64 << 20, pgs=10)
 
 
 def rate(plan, multiplier, op):
@@ -136,8 +137,9 @@ def run_ray(plan, module="ray", label="ray"):
         not_installed(label, e)
         return
     import logging
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-             log_to_driver=False)
+    # {"custom": 100}: ray_perf.py's resource for its placement groups' bundles.
+    ray.init(num_cpus=2, resources={"custom": 100}, include_dashboard=False,
+             logging_level=logging.WARNING, log_to_driver=False)
     print(f"[{label}] {module} {ray.__version__}, {module}.init(num_cpus=2)", flush=True)
     try:
         @ray.remote
@@ -199,7 +201,22 @@ def run_ray(plan, module="ray", label="ray"):
                 _, not_ready = ray.wait(not_ready, fetch_local=fetch_local)
                 fetch_local = False
 
+        def placement_group_create_removal():
+            # ray_perf.py's: NUM_PGS groups of one {"custom": 0.001} bundle per CPU, created,
+            # waited for, then removed; the rate counts groups.
+            num_pgs = plan["pgs"]
+
+            def create_removal():
+                pgs = [ray.util.placement_group(
+                    bundles=[{"custom": 0.001} for _ in range(os.cpu_count() or 2)])
+                    for _ in range(num_pgs)]
+                [pg.wait(timeout_seconds=30) for pg in pgs]
+                for pg in pgs:
+                    ray.util.remove_placement_group(pg)
+            return rate(plan, num_pgs, create_removal)
+
         run_metrics({
+            "placement_group_create_removal": placement_group_create_removal,
             "single_client_tasks_sync": lambda: rate(plan, 1,
                                                      lambda: ray.get(small_value.remote())),
             "single_client_tasks_async": lambda: rate(plan, batch, submit_and_get),

@@ -93,10 +93,13 @@ struct TaskIdTag {};
 struct ObjectIdTag {};
 struct NodeIdTag {};
 struct WorkerIdTag {};
+struct PlacementGroupIdTag {};
 
 using JobId = BaseId<4, JobIdTag>;
 using NodeId = BaseId<28, NodeIdTag>;
 using WorkerId = BaseId<28, WorkerIdTag>;
+// 18 random bytes, as long as Ray's PlacementGroupID.
+using PlacementGroupId = BaseId<18, PlacementGroupIdTag>;
 
 class ActorId : public BaseId<16, ActorIdTag> {
  public:

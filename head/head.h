@@ -31,6 +31,8 @@ class ActorTable;
 class JobTable;
 class KvTable;
 class NodeTable;
+class NodeConnector;
+class PlacementGroupManager;
 }  // namespace internal
 
 struct HeadOptions {
@@ -72,9 +74,12 @@ class HeadServer final : public proto::Head::Server {
  public:
   // Loads the tables an earlier head left in `store`. `store` and `clock` must outlive the
   // server, which lives as long as a capability to it does. The store's error when loading fails.
+  // `nodes` (may be null: placement groups then stay PENDING) is how the head reaches the nodes'
+  // services; it must outlive the server.
   static Result<kj::Own<HeadServer>> Open(const HeadOptions& options, MetadataStore& store,
-                                          Clock& clock);
-  HeadServer(Token, const HeadOptions& options, MetadataStore& store, Clock& clock);
+                                          Clock& clock, internal::NodeConnector* nodes = nullptr);
+  HeadServer(Token, const HeadOptions& options, MetadataStore& store, Clock& clock,
+             internal::NodeConnector* nodes);
   ~HeadServer();
 
   // Records dead the nodes whose last heartbeat is node_timeout_ms old (they show dead to every
@@ -102,6 +107,11 @@ class HeadServer final : public proto::Head::Server {
   kj::Promise<void> listActors(ListActorsContext context) override;
   kj::Promise<void> killActor(KillActorContext context) override;
   kj::Promise<void> placeActor(PlaceActorContext context) override;
+  // Placement groups: head/placement_groups.cc.
+  kj::Promise<void> createPlacementGroup(CreatePlacementGroupContext context) override;
+  kj::Promise<void> removePlacementGroup(RemovePlacementGroupContext context) override;
+  kj::Promise<void> listPlacementGroups(ListPlacementGroupsContext context) override;
+  kj::Promise<void> waitPlacementGroup(WaitPlacementGroupContext context) override;
 
  private:
   struct PendingCommit;
@@ -130,6 +140,7 @@ class HeadServer final : public proto::Head::Server {
   std::unique_ptr<internal::KvTable> kv_;
   std::unique_ptr<internal::JobTable> jobs_;
   std::unique_ptr<internal::ActorTable> actors_;
+  std::unique_ptr<internal::PlacementGroupManager> groups_;
   // When each actor waiting for a node that can hold it first asked placeActor (Clock
   // MonotonicMs); forgotten once it is placed or found infeasible.
   std::unordered_map<ActorId, int64_t> placing_since_;

@@ -29,6 +29,7 @@
 #include "common/process.h"
 #include "common/rpc_status.h"
 #include "head/head.h"
+#include "head/internal/node_connector.h"
 #include "head/internal/port_owner.h"
 #include "head/redis_metadata_store.h"
 
@@ -165,7 +166,8 @@ int main(int argc, char** argv) {
     store = std::make_unique<airt::head::InMemoryMetadataStore>();
   }
 
-  auto opened = airt::head::HeadServer::Open(options, *store, *clock);
+  airt::head::internal::TcpNodeConnector node_connector(io.provider->getNetwork());
+  auto opened = airt::head::HeadServer::Open(options, *store, *clock, &node_connector);
   if (!opened.ok()) {
     std::cerr << "airt-head: " << opened.status().ToString() << "\n";
     return 1;

@@ -11,6 +11,7 @@
 #include "head/internal/job_table.h"
 #include "head/internal/kv_table.h"
 #include "head/internal/node_table.h"
+#include "head/internal/placement_group_manager.h"
 #include "head/internal/wire.h"
 
 namespace airt::head {
@@ -80,16 +81,18 @@ class HeadServer::JobLeaseServer final : public proto::JobLease::Server {
 };
 
 Result<kj::Own<HeadServer>> HeadServer::Open(const HeadOptions& options, MetadataStore& store,
-                                             Clock& clock) {
-  auto server = kj::heap<HeadServer>(Token{}, options, store, clock);
+                                             Clock& clock, internal::NodeConnector* nodes) {
+  auto server = kj::heap<HeadServer>(Token{}, options, store, clock, nodes);
   AIRT_RETURN_IF_ERROR(server->nodes_->Load().WithContext("loading the node table"));
   AIRT_RETURN_IF_ERROR(server->kv_->Load().WithContext("loading the KV"));
   AIRT_RETURN_IF_ERROR(server->jobs_->Load().WithContext("loading the job table"));
   AIRT_RETURN_IF_ERROR(server->actors_->Load().WithContext("loading the actor directory"));
+  AIRT_RETURN_IF_ERROR(server->groups_->Load().WithContext("loading the placement groups"));
   return kj::Own<HeadServer>(kj::mv(server));
 }
 
-HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, Clock& clock)
+HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, Clock& clock,
+                       internal::NodeConnector* nodes)
     : options_(options),
       clock_(clock),
       nodes_(std::make_unique<internal::NodeTable>(
@@ -101,6 +104,11 @@ HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, 
       jobs_(std::make_unique<internal::JobTable>(store, clock)),
       actors_(std::make_unique<internal::ActorTable>(
           internal::ActorTable::Options{options.max_dead_actors}, store, *jobs_)),
+      groups_(std::make_unique<internal::PlacementGroupManager>(
+          store, clock, *nodes_, *actors_, *jobs_, nodes,
+          [this](std::function<Result<internal::Change>()> stage) {
+            return Commit(std::move(stage));
+          })),
       store_(store),
       self_(std::make_shared<HeadServer*>(this)) {}
 
@@ -192,6 +200,7 @@ kj::Promise<void> HeadServer::registerNode(RegisterNodeContext context) {
                   return nodes_->Register(info);
                 }),
                 [this, context, id]() mutable {
+                  groups_->OnNodeReport(id);
                   auto results = context.getResults();
                   results.setHeartbeatIntervalMs(options_.heartbeat_interval_ms);
                   results.setNodeTimeoutMs(options_.node_timeout_ms);
@@ -222,6 +231,7 @@ kj::Promise<void> HeadServer::heartbeat(HeartbeatContext context) {
   if (!load.ok()) return Fail(load.status());
   Result<bool> known = nodes_->Heartbeat(*id, std::move(*load));
   if (!known.ok()) return Fail(known.status());
+  if (*known) groups_->OnNodeReport(*id);
   internal::FinishedJobs finished = jobs_->FinishedSince(params.getJobsSeen());
   auto results = context.getResults();
   results.setKnown(*known);
@@ -241,7 +251,7 @@ kj::Promise<void> HeadServer::unregisterNode(UnregisterNodeContext context) {
 }
 
 kj::Promise<void> HeadServer::clusterView(ClusterViewContext context) {
-  std::vector<internal::NodeView> view = nodes_->View();
+  std::vector<internal::NodeView> view = groups_->WithBundleResources(nodes_->View());
   auto nodes = context.getResults().initNodes(view.size());
   for (size_t i = 0; i < view.size(); ++i) internal::FillNodeStatus(view[i], nodes[i]);
   return kj::READY_NOW;
@@ -357,6 +367,9 @@ kj::Promise<Status> HeadServer::FinishJob(const JobId& id) {
     if (change.rows.empty()) return change;  // finished already
     change.Add(actors_->OnJobFinished(id).change);
     return change;
+  }).then([this, id](Status s) {
+    if (s.ok()) groups_->OnJobFinished(id);
+    return s;
   });
 }
 
@@ -476,7 +489,7 @@ kj::Promise<void> HeadServer::placeActor(PlaceActorContext context) {
       return !waiting || waiting->state == internal::ActorState::kDead;
     });
   }
-  std::vector<internal::NodeView> view = nodes_->View();
+  std::vector<internal::NodeView> view = groups_->WithBundleResources(nodes_->View());
   int64_t now = clock_.MonotonicMs();
   int64_t since = placing_since_.try_emplace(*id, now).first->second;
   bool grace_over = now - since >= static_cast<int64_t>(options_.infeasible_grace_ms);

@@ -257,6 +257,35 @@ class CoreWorker {
                      bool overwrite);
   Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
 
+  // Placement groups (docs/cluster.md "Placement groups"; placement_groups.cc). Strategy and
+  // state are the schema's values (cluster.capnp PlacementStrategy, PlacementGroupState).
+  struct PlacementGroupSpec {
+    std::string name;
+    std::vector<std::map<std::string, double>> bundles;
+    int strategy = 0;  // PACK
+    bool detached = false;
+  };
+  struct PlacementGroupView {
+    PlacementGroupId id;
+    std::string name, ns;
+    JobId job;
+    int strategy = 0;
+    std::vector<std::map<std::string, double>> bundles;
+    int state = 0;                   // PENDING
+    std::vector<NodeId> bundle_nodes;  // CREATED: by bundle index
+    bool detached = false;
+    std::string pending_reason;
+    bool infeasible = false;
+  };
+  // Records the group with the head in this process's namespace and job; the head reserves it in
+  // the background. kAlreadyExists: its name is taken; kInvalidArgument: a bad bundle.
+  Result<PlacementGroupId> CreatePlacementGroup(const PlacementGroupSpec& spec);
+  Status RemovePlacementGroup(const PlacementGroupId& id);
+  Result<std::vector<PlacementGroupView>> ListPlacementGroups();
+  // true once the group is CREATED; false when timeout_ms (< 0: no limit) passed first.
+  // kFailedPrecondition: it was removed; kNotFound: unknown.
+  Result<bool> WaitPlacementGroup(const PlacementGroupId& id, int64_t timeout_ms);
+
   // The head's view of the cluster's nodes (Ray's ray.nodes()).
   struct NodeView {
     NodeId id;

@@ -93,6 +93,11 @@ class CoreWorker::Impl {
                      bool overwrite);
   Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
   Result<std::vector<CoreWorker::NodeView>> ClusterView();
+  // Placement groups: placement_groups.cc.
+  Result<PlacementGroupId> CreatePlacementGroup(const CoreWorker::PlacementGroupSpec& spec);
+  Status RemovePlacementGroup(const PlacementGroupId& id);
+  Result<std::vector<CoreWorker::PlacementGroupView>> ListPlacementGroups();
+  Result<bool> WaitPlacementGroup(const PlacementGroupId& id, int64_t timeout_ms);
   const std::string& node_address() const { return node_address_; }
   const CoreWorkerOptions& options() const { return options_; }
   Result<uint16_t> ServeWorker(WorkerServing serving);

@@ -183,4 +183,60 @@ interface Head {
   # `avoidNodes`: nodes that refused this actor (unreachable, or their lease answered infeasible),
   # left out. kNotFound: no such actor. kFailedPrecondition: it is DEAD.
   placeActor @16 (actorId :Data, avoidNodes :List(Data)) -> (placement :ActorPlacement);
+
+  # Placement groups (docs/cluster.md "Placement groups"). createPlacementGroup records the group
+  # PENDING (groupId, state, bundleNodes and pendingReason are the head's: not read) and answers
+  # its new id at once; the head then reserves every bundle or none, two-phase over the nodes
+  # (Node.prepareBundles on each, then commitBundles; cancelBundles on every prepared one when a
+  # node refuses or fails), one group at a time in creation order, and tries a pending group again
+  # when a node joins, a heartbeat shows resources freed, or a group is removed.
+  # kAlreadyExists: a group not REMOVED has this name in this namespace. kFailedPrecondition: the
+  # job has finished.
+  createPlacementGroup @17 (info :PlacementGroupInfo) -> (groupId :Data);
+  # Cancels the group's bundles on their nodes (which stop the workers leased in them) and
+  # records it REMOVED. kNotFound: no such group. Removing a REMOVED group does nothing.
+  removePlacementGroup @18 (groupId :Data) -> ();
+  # Every group the head knows, in creation order.
+  listPlacementGroups @19 () -> (groups :List(PlacementGroupInfo));
+  # Answers once the group is CREATED (at once when it is), with its entry; kFailedPrecondition
+  # when it is or becomes REMOVED, kNotFound when unknown. Dropping the call stops the wait (the
+  # client's timeout: pg.wait(timeout_seconds)).
+  waitPlacementGroup @20 (groupId :Data) -> (info :PlacementGroupInfo);
+}
+
+# Ray's placement strategies: PACK (as few nodes as possible, best effort), SPREAD (as many nodes
+# as possible, best effort), STRICT_PACK (one node), STRICT_SPREAD (a node per bundle).
+enum PlacementStrategy {
+  pack @0;
+  spread @1;
+  strictPack @2;
+  strictSpread @3;
+}
+
+# PENDING until every bundle is reserved; CREATED once all are; REMOVED for good. RESCHEDULING is
+# Ray's name for a group whose node died (not produced yet).
+enum PlacementGroupState {
+  pending @0;
+  created @1;
+  removed @2;
+  rescheduling @3;
+}
+
+struct Bundle {
+  resources @0 :List(Resource);
+}
+
+struct PlacementGroupInfo {
+  groupId @0 :Data;            # 18 bytes (PlacementGroupId)
+  name @1 :Text;               # "" for an unnamed group; unique within its namespace while not REMOVED
+  namespace @2 :Text;
+  jobId @3 :Data;              # 4 bytes: the creator's job
+  strategy @4 :PlacementStrategy;
+  bundles @5 :List(Bundle);
+  state @6 :PlacementGroupState;
+  bundleNodes @7 :List(Data);  # CREATED: the node (28 bytes) of each bundle, by index
+  detached @8 :Bool;           # lifetime="detached": outlives its job
+  pendingReason @9 :Text;      # PENDING: why it is not placed yet
+  infeasible @10 :Bool;        # PENDING and no set of alive nodes could ever hold it
+  createMs @11 :UInt64;        # wall clock, ms since the epoch
 }

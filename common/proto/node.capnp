@@ -81,6 +81,23 @@ interface Node {
   # The owner of these objects dropped its last reference: they leave this node's store (pinned
   # ones when their last pin goes, as StoreClient::Delete). Ids not here are ignored.
   freeObjects @6 (objectIds :List(Data)) -> ();
+  # Placement groups, two-phase (the head calls these; docs/cluster.md "Placement groups").
+  # prepareBundles takes each bundle's resources from this node's available ones, all or none:
+  # kResourceExhausted naming the bundle when one does not fit now (nothing is then held). They
+  # stay unusable until commitBundles turns them into the bundle's own resources, Ray's formatted
+  # "<name>_group_<index>_<group hex>" and "<name>_group_<group hex>", which only leases asking
+  # for those names get. cancelBundles stops the workers leased in the group's bundles here and
+  # gives every prepared or committed bundle of the group back; unknown groups are ignored.
+  # kFailedPrecondition: commitBundles of a group with nothing prepared here.
+  prepareBundles @7 (groupId :Data, bundles :List(BundleSpec)) -> ();
+  commitBundles @8 (groupId :Data) -> ();
+  cancelBundles @9 (groupId :Data) -> ();
+}
+
+# One bundle of a placement group as a node reserves it.
+struct BundleSpec {
+  index @0 :UInt32;
+  resources @1 :List(Cluster.Resource);
 }
 
 # One granted lease, tied to its requester's connection (requestWorkerLease). No methods: only

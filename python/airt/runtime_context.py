@@ -109,14 +109,17 @@ class RuntimeContext:
         return _actor.get("restarts", 0) != 0
 
     def get_placement_group_id(self):
-        """None: placement groups are not built yet."""
-        return None
+        """The hex id of the placement group the running task or actor was scheduled into, or
+        None (outside one, and in a driver)."""
+        from airt.util.scheduling_strategies import _group_of_resources
+        if not _worker_mode[0]:
+            return None
+        return _group_of_resources(self.get_assigned_resources())
 
     @property
     def current_placement_group_id(self):
-        """None: placement groups are not built yet."""
         _deprecated("current_placement_group_id", "get_placement_group_id")
-        return None
+        return self.get_placement_group_id()
 
     @property
     def should_capture_child_tasks_in_placement_group(self):

@@ -17,7 +17,9 @@ class MultiNodeCluster {
  public:
   // Starts the head; `node_flags` go to every node AddNode starts. A failure is a fatal test
   // failure naming the log (check with ASSERT_NO_FATAL_FAILURE or HasFatalFailure()).
-  explicit MultiNodeCluster(std::vector<std::string> node_flags);
+  // `head_flags` go to the head (e.g. --heartbeat-interval-ms=...).
+  explicit MultiNodeCluster(std::vector<std::string> node_flags,
+                            std::vector<std::string> head_flags = {});
   // airt::Shutdown if Init was called, then the nodes (the last added first) and the head are
   // killed by pid.
   ~MultiNodeCluster();
@@ -42,6 +44,7 @@ class MultiNodeCluster {
 
   testing::TempDir dir_;
   std::vector<std::string> node_flags_;
+  std::vector<std::string> head_flags_;
   std::string address_;
   std::unique_ptr<testing::ChildProcess> head_;
   std::vector<std::pair<std::string, std::unique_ptr<testing::ChildProcess>>> nodes_;

@@ -50,6 +50,12 @@ struct LeaseInfeasible {
 };
 using LeaseOutcome = std::variant<LeaseGranted, LeaseSpilled, LeaseInfeasible>;
 
+// One bundle of a placement group to reserve here (node.capnp BundleSpec), validated.
+struct BundleAsk {
+  uint32_t index = 0;
+  worker::scheduling::ResourceSet resources;
+};
+
 // The head's cluster view as the lease manager uses it.
 struct RemoteNodes {
   worker::scheduling::ClusterView view;
@@ -113,6 +119,17 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   // requests meanwhile (NodeResources::LendCpus). A worker without a lease is ignored.
   void WorkerBlocked(const WorkerId& worker, bool blocked);
 
+  // Placement groups, two-phase (node.capnp prepareBundles, commitBundles, cancelBundles;
+  // lease_manager_bundles.cc). Prepare takes every bundle's resources now, or none:
+  // kResourceExhausted naming the bundle that does not fit (kInvalidArgument for one that never
+  // can). A group prepared again is first given back. Commit adds the group's formatted bundle
+  // resources (common/bundle_resources.h) and dispatches the queue; kFailedPrecondition when
+  // nothing of the group is prepared here. Cancel stops the workers leased in the group's bundles
+  // and gives every bundle of it back; an unknown group is ignored.
+  Status PrepareBundles(const PlacementGroupId& group, const std::vector<BundleAsk>& bundles);
+  Status CommitBundles(const PlacementGroupId& group);
+  void CancelBundles(const PlacementGroupId& group);
+
   // Available amounts of every resource the node has, GPU ids in use and quarantined.
   ResourceReport Report() const override;
   LeaseManagerSnapshot Snapshot() const;
@@ -153,6 +170,12 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   std::map<uint64_t, std::unique_ptr<Request>> requests_;  // queued or granting, by request id
   std::map<uint64_t, Lease> leases_;
   std::map<WorkerId, uint64_t> lease_of_worker_;
+  struct ReservedBundle {
+    uint32_t index = 0;
+    worker::scheduling::Allocation allocation;
+    worker::scheduling::ResourceSet committed;  // the formatted names, once committed
+  };
+  std::map<PlacementGroupId, std::vector<ReservedBundle>> bundles_;
   std::set<uint64_t> ended_leases_;  // ended here and not returned yet; the latest few
   uint64_t next_request_id_ = 1;
   uint64_t next_lease_id_ = 1;

@@ -36,6 +36,10 @@ Result<LeaseAsk> ParseLeaseAsk(proto::Node::RequestWorkerLeaseParams::Reader par
 Result<WorkerAddress> ParseWorkerAddress(proto::WorkerAddress::Reader address,
                                          std::string_view field);
 void FillLeaseReply(const LeaseOutcome& outcome, proto::LeaseReply::Builder reply);
+// A placement group's id (18 bytes) and its bundles (indices below 4096, listed once; amounts
+// as a lease shape's).
+Result<PlacementGroupId> ParseGroupId(capnp::Data::Reader bytes);
+Result<std::vector<BundleAsk>> ParseBundles(capnp::List<proto::BundleSpec>::Reader bundles);
 
 class NodeService final : public proto::Node::Server {
  public:
@@ -53,6 +57,10 @@ class NodeService final : public proto::Node::Server {
   kj::Promise<void> notifyWorkerBlocked(NotifyWorkerBlockedContext context) override;
   // kInvalidArgument: a malformed id (the ids before it are freed).
   kj::Promise<void> freeObjects(FreeObjectsContext context) override;
+  // Placement groups (node_service_bundles.cc). kInvalidArgument: a malformed groupId or bundle.
+  kj::Promise<void> prepareBundles(PrepareBundlesContext context) override;
+  kj::Promise<void> commitBundles(CommitBundlesContext context) override;
+  kj::Promise<void> cancelBundles(CancelBundlesContext context) override;
 
  private:
   Result<LeaseManager*> Leases() const;

@@ -141,6 +141,10 @@ Status NodeResources::Release(const Allocation& allocation) {
   others.SetUnchecked(kGpu, Amount());
   others.SetUnchecked(kCpu, Amount());
   available_.Add(others);
+  // A bundle's resources removed while this held some of them do not come back.
+  for (const auto& [name, amount] : others.amounts()) {
+    if (available_.Get(name) > totals_.Get(name)) available_.SetUnchecked(name, totals_.Get(name));
+  }
   // Lent CPUs are in the pool already.
   if (lent_.erase(allocation.id) == 0) ReturnCpus(held.resources.Get(kCpu));
   held_.erase(it);
@@ -167,6 +171,36 @@ void NodeResources::ReturnCpus(Amount cpus) {
   Amount repaid = std::min(cpu_debt_, cpus);
   cpu_debt_ = cpu_debt_ - repaid;
   available_.SetUnchecked(kCpu, available_.Get(kCpu) + (cpus - repaid));
+}
+
+namespace {
+Status CheckExtra(const ResourceSet& extra) {
+  for (std::string_view name : {kCpu, kGpu, kMemory}) {
+    if (!extra.Get(name).IsZero()) {
+      return InvalidArgument("bundle resources " + extra.ToString() + " name " +
+                             std::string(name) + ", which a bundle cannot add to a node");
+    }
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Status NodeResources::AddResources(const ResourceSet& extra) {
+  AIRT_RETURN_IF_ERROR(CheckExtra(extra));
+  totals_.Add(extra);
+  available_.Add(extra);
+  return Status::Ok();
+}
+
+Status NodeResources::RemoveResources(const ResourceSet& extra) {
+  AIRT_RETURN_IF_ERROR(CheckExtra(extra));
+  for (const auto& [name, amount] : extra.amounts()) {
+    Amount total = totals_.Get(name);
+    totals_.SetUnchecked(name, total - std::min(total, amount));
+    Amount free = available_.Get(name);
+    available_.SetUnchecked(name, free - std::min(free, amount));
+  }
+  return Status::Ok();
 }
 
 Status NodeResources::QuarantineGpu(GpuId gpu_id) { return gpus_->Quarantine(gpu_id); }

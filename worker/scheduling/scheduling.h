@@ -201,6 +201,13 @@ class NodeResources {
   Status QuarantineGpu(GpuId gpu_id);
   Status RestoreGpu(GpuId gpu_id);
 
+  // A placement-group bundle committed here: `extra` joins the totals and the free amounts.
+  // kInvalidArgument for CPU, GPU or memory (a bundle's own names are formatted custom ones).
+  Status AddResources(const ResourceSet& extra);
+  // Takes what AddResources added back out of the totals and the free amounts (held shares of it
+  // stay held until released, then vanish). kInvalidArgument as AddResources.
+  Status RemoveResources(const ResourceSet& extra);
+
   ResourceSet Total() const;      // schedulable
   ResourceSet Available() const;  // free now
   const Labels& labels() const { return labels_; }

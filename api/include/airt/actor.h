@@ -51,6 +51,9 @@ struct ActorSettings {
   bool python = false;  // a Python class (the airt package's): lives on a Python worker
   // SetRuntimeEnv's env_vars: set in the actor's process for its life. Unset: none of its own.
   std::optional<std::map<std::string, std::string>> env_vars;
+  // SetPlacementGroup: the group's hex id ("": none) and bundle (-1: any of its bundles).
+  std::string placement_group_id;
+  int bundle_index = -1;
 };
 
 std::string CreateActor(const std::string& factory, std::vector<Argument> args,

@@ -98,15 +98,55 @@ bool IsInitialized();
 // obtained before must not be used after.
 void Shutdown();
 
-// A placement group: a gang reservation of resource bundles (Ray's PlacementGroup). Creating one
-// comes with the placement-group issue; until then SetPlacementGroup throws UnimplementedError.
+// Placement groups: gang reservations of resource bundles (Ray's C++ PlacementGroup API;
+// docs/cluster.md "Placement groups"). The head reserves every bundle of a group or none, on the
+// nodes its strategy names; tasks and actors run inside one through SetPlacementGroup.
+enum class PlacementStrategy { PACK = 0, SPREAD = 1, STRICT_PACK = 2, STRICT_SPREAD = 3 };
+enum class PlacementGroupState { PENDING = 0, CREATED = 1, REMOVED = 2, RESCHEDULING = 3,
+                                 UNRECOGNIZED = 4 };
+
+struct PlacementGroupCreationOptions {
+  std::string name;  // "": unnamed; else unique in the job's namespace while not removed
+  std::vector<std::map<std::string, double>> bundles;  // each asks for some positive amount
+  PlacementStrategy strategy = PlacementStrategy::PACK;
+  bool detached = false;  // outlives its job (Ray's lifetime="detached")
+};
+
+// A handle: the group's id and what it was created with, as read when the handle was made.
 class PlacementGroup {
  public:
-  const std::string& ID() const { return id_; }
+  PlacementGroup() = default;
+  PlacementGroup(std::string id, PlacementGroupCreationOptions options,
+                 PlacementGroupState state = PlacementGroupState::PENDING)
+      : id_(std::move(id)), options_(std::move(options)), state_(state) {}
+  const std::string& ID() const { return id_; }  // hex, as GetID
+  std::string GetID() const { return id_; }
+  std::string GetName() const { return options_.name; }
+  std::vector<std::map<std::string, double>> GetBundles() const { return options_.bundles; }
+  PlacementStrategy GetStrategy() const { return options_.strategy; }
+  PlacementGroupState GetState() const { return state_; }
+  bool Empty() const { return id_.empty(); }
+  // Whether every bundle is reserved within `timeout_seconds` (Ray's Wait). Throws
+  // airt::Exception when the group was removed.
+  bool Wait(int timeout_seconds) const;
 
  private:
   std::string id_;
+  PlacementGroupCreationOptions options_;
+  PlacementGroupState state_ = PlacementGroupState::PENDING;
 };
+
+// Records the group with the head and returns at once; Wait for it to be reserved. Throws
+// airt::Exception for a bad bundle or a name taken (the message says which).
+PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
+// Gives every bundle back and stops the group's tasks and actors. Throws for an unknown id.
+void RemovePlacementGroup(const std::string& placement_group_id);
+bool WaitPlacementGroupReady(const std::string& placement_group_id, int64_t timeout_seconds);
+// An empty handle (Empty()) when there is no such group.
+PlacementGroup GetPlacementGroupById(const std::string& id);
+// The group not removed with this name in the job's namespace; empty when none.
+PlacementGroup GetPlacementGroup(const std::string& name);
+std::vector<PlacementGroup> GetAllPlacementGroups();
 
 namespace internal {
 // Counts a reference to the object `id` until the returned holder goes (nothing before Init).
@@ -206,6 +246,9 @@ struct TaskSettings {
   // Streaming: at most this many items ahead of the consumer (Ray's
   // _generator_backpressure_num_objects); <= 0: no limit, Ray's default.
   int generator_backpressure = -1;
+  // SetPlacementGroup: the group's hex id ("": none) and bundle (-1: any of its bundles).
+  std::string placement_group_id;
+  int bundle_index = -1;
 };
 
 // The env_vars of `env`, checked: UnimplementedError names a field airt's C++ workers cannot
@@ -222,6 +265,25 @@ struct NodeInfo {
   std::map<std::string, double> total, available;
 };
 std::vector<NodeInfo> ClusterNodes();
+// Placement groups as the head lists them (api/placement_group.cc).
+struct PlacementGroupEntry {
+  std::string id;  // hex
+  std::string name, ns, job_id;
+  int strategy = 0;  // PlacementStrategy's value
+  std::vector<std::map<std::string, double>> bundles;
+  int state = 0;                        // PlacementGroupState's value
+  std::vector<std::string> bundle_nodes;  // hex node ids, by bundle, once CREATED
+  bool detached = false;
+  std::string pending_reason;  // PENDING: why
+  bool infeasible = false;     // PENDING and bigger than every alive node
+};
+std::vector<PlacementGroupEntry> ListPlacementGroups();
+// WaitPlacementGroupReady in milliseconds (< 0: no limit).
+bool WaitPlacementGroupMs(const std::string& id, int64_t timeout_ms);
+// What work in bundle `index` (-1: any) of group `group_hex` asks for instead of `resources`
+// (the bundle's formatted names, common/bundle_resources.h); `resources` when group_hex is "".
+std::map<std::string, double> InPlacementGroup(const std::map<std::string, double>& resources,
+                                               const std::string& group_hex, int index);
 // This process's job id (hex).
 std::string JobIdHex();
 // This process's worker id (hex; a driver has one too) and the head it joined (host:port).
@@ -242,8 +304,6 @@ std::vector<std::string> SubmitStreamingActorTask(const std::string& actor_id,
 // The name the function at `address` was registered under; throws Exception naming `what`
 // ("function", "actor factory") when it was not registered.
 std::string RegisteredName(const void* address, const char* what);
-// Throws UnimplementedError: placement groups come with their own issue.
-[[noreturn]] void PlacementGroupsNotBuilt();
 std::string PutBytes(std::string bytes);
 // The local node's object store now: capacity_bytes, used_bytes (allocated in its arena),
 // num_objects, num_spilled, spilled_bytes (airt.data's back-pressure and its tests read it).
@@ -310,8 +370,8 @@ Argument MakeArgument(A&& arg) {
 }
 
 
-// What every task and actor builder takes: where it may run (resources; placement groups are
-// not built yet). `Self` is the builder, for chaining; `Settings` what it fills.
+// What every task and actor builder takes: where it may run (resources, a placement group).
+// `Self` is the builder, for chaining; `Settings` what it fills.
 template <typename Self, typename Settings>
 class SchedulingOptions {
  public:
@@ -323,10 +383,12 @@ class SchedulingOptions {
     for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
     return self();
   }
-  // Throws UnimplementedError: placement groups are not built yet.
-  Self& SetPlacementGroup(const PlacementGroup&, int bundle_index = -1) {
-    (void)bundle_index;
-    PlacementGroupsNotBuilt();
+  // Runs it in bundle `bundle_index` of `group` (-1: any bundle), on that bundle's reserved
+  // resources: its own resource request is taken from the bundle's, as Ray does.
+  Self& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
+    settings_.placement_group_id = group.ID();
+    settings_.bundle_index = bundle_index;
+    return self();
   }
 
  protected:

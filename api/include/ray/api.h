@@ -27,6 +27,15 @@ using ObjectRef = airt::ObjectRef<T>;
 template <typename T>
 using WaitResult = airt::WaitResult<T>;
 using PlacementGroup = airt::PlacementGroup;
+using PlacementGroupCreationOptions = airt::PlacementGroupCreationOptions;
+using PlacementStrategy = airt::PlacementStrategy;
+using PlacementGroupState = airt::PlacementGroupState;
+using airt::CreatePlacementGroup;
+using airt::GetAllPlacementGroups;
+using airt::GetPlacementGroup;
+using airt::GetPlacementGroupById;
+using airt::RemovePlacementGroup;
+using airt::WaitPlacementGroupReady;
 template <typename T>
 using ActorHandle = airt::ActorHandle<T>;
 

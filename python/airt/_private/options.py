@@ -71,7 +71,16 @@ def resource_shape(options, default_cpus):
     if options.get("memory"):
         shape["memory"] = float(options["memory"])
     shape.update({k: float(v) for k, v in (options.get("resources") or {}).items()})
-    node = _strategy_node(options.get("scheduling_strategy"), shape)
+    strategy = options.get("scheduling_strategy")
+    from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    if isinstance(strategy, PlacementGroupSchedulingStrategy):
+        bundles = strategy.placement_group.bundle_specs
+        index = strategy.placement_group_bundle_index
+        if index >= len(bundles):
+            raise ValueError(f"placement_group_bundle_index {index} is out of range: the group "
+                             f"has {len(bundles)} bundles")
+        return _airt.in_placement_group(shape, strategy.placement_group.id.hex(), index)
+    node = _strategy_node(strategy, shape)
     if node:
         shape["node:" + node] = _NODE_SLIVER
     return shape
@@ -82,8 +91,7 @@ _spread_next = [0]
 
 def _strategy_node(strategy, shape):
     """The node (hex id) a scheduling strategy pins the work to, or None for the default."""
-    from airt.util.scheduling_strategies import (NodeAffinitySchedulingStrategy,
-                                                 PlacementGroupSchedulingStrategy)
+    from airt.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     if strategy is None or strategy == "DEFAULT":
         return None
     if isinstance(strategy, NodeAffinitySchedulingStrategy):
@@ -98,9 +106,6 @@ def _strategy_node(strategy, shape):
             return None  # the default path reports the infeasible shape
         _spread_next[0] += 1
         return fits[_spread_next[0] % len(fits)]
-    if isinstance(strategy, PlacementGroupSchedulingStrategy):
-        raise exceptions.UnimplementedError(
-            "PlacementGroupSchedulingStrategy: placement groups come with their own issue")
     raise ValueError(f"scheduling_strategy={strategy!r}: expected 'DEFAULT', 'SPREAD' or a "
                      f"NodeAffinitySchedulingStrategy")
 

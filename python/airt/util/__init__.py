@@ -4,11 +4,15 @@ import socket
 
 from airt.util import queue
 from airt.util import scheduling_strategies
+from airt.util.placement_group import (get_current_placement_group, get_placement_group,
+                                       placement_group, placement_group_table,
+                                       remove_placement_group)
 from airt.util.actor_pool import ActorPool
 from airt.util.helpers import as_completed, map_unordered
 
-__all__ = ["ActorPool", "as_completed", "get_node_ip_address", "map_unordered", "queue",
-           "scheduling_strategies"]
+__all__ = ["ActorPool", "as_completed", "get_current_placement_group", "get_node_ip_address",
+           "get_placement_group", "map_unordered", "placement_group", "placement_group_table",
+           "queue", "remove_placement_group", "scheduling_strategies"]
 
 
 def get_node_ip_address(address="8.8.8.8:53"):

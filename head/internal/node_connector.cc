@@ -1,0 +1,43 @@
+#include "head/internal/node_connector.h"
+
+#include <string>
+
+#include "common/rpc_status.h"
+#include "common/status.h"
+
+namespace airt::head::internal {
+
+proto::Node::Client TcpNodeConnector::Connect(const std::string& address) {
+  auto it = connections_.find(address);
+  if (it != connections_.end()) return it->second->node;
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 == address.size()) {
+    return proto::Node::Client(
+        ToKjException(InvalidArgument("node address '" + address + "' is not host:port")));
+  }
+  uint port = static_cast<uint>(std::strtoul(address.c_str() + colon + 1, nullptr, 10));
+  auto connection = kj::heap<Connection>();
+  Connection* raw = connection.get();
+  connections_[address] = kj::mv(connection);
+  kj::Promise<proto::Node::Client> connected =
+      network_.parseAddress(kj::StringPtr(address.substr(0, colon).c_str()), port)
+          .then([](kj::Own<kj::NetworkAddress> a) { return a->connect(); })
+          .then([raw](kj::Own<kj::AsyncIoStream> stream) {
+            raw->stream = kj::mv(stream);
+            raw->client = kj::heap<capnp::TwoPartyClient>(*raw->stream);
+            raw->node = raw->client->bootstrap().castAs<proto::Node>();
+            return raw->node;
+          });
+  raw->node = proto::Node::Client(kj::mv(connected));
+  return raw->node;
+}
+
+void TcpNodeConnector::Forget(const std::string& address) {
+  auto it = connections_.find(address);
+  if (it == connections_.end()) return;
+  // Kept: a connect still under way writes into it.
+  retired_.push_back(kj::mv(it->second));
+  connections_.erase(it);
+}
+
+}  // namespace airt::head::internal

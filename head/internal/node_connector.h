@@ -1,0 +1,46 @@
+// How the head reaches a node's Node service (placement groups reserve bundles there). An interface
+// so that tests serve nodes in process (STYLE.md rule 8); TcpNodeConnector is the real one.
+// Loop thread only.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include "common/proto/node.capnp.h"
+
+namespace airt::head::internal {
+
+class NodeConnector {
+ public:
+  virtual ~NodeConnector() = default;
+  // A client of the Node service at "host:port": calls on it fail with kUnavailable when the node
+  // cannot be reached.
+  virtual proto::Node::Client Connect(const std::string& address) = 0;
+  // Drops the connection to `address` (a call on it failed): the next Connect opens a new one.
+  virtual void Forget(const std::string& address) = 0;
+};
+
+// One TCP connection per node address, opened at the first Connect. `network` must outlive it.
+class TcpNodeConnector final : public NodeConnector {
+ public:
+  explicit TcpNodeConnector(kj::Network& network) : network_(network) {}
+  proto::Node::Client Connect(const std::string& address) override;
+  void Forget(const std::string& address) override;
+
+ private:
+  struct Connection {
+    kj::Own<kj::AsyncIoStream> stream;
+    kj::Own<capnp::TwoPartyClient> client;
+    proto::Node::Client node = nullptr;
+  };
+  kj::Network& network_;
+  std::map<std::string, kj::Own<Connection>> connections_;
+  std::vector<kj::Own<Connection>> retired_;  // forgotten after a failure
+};
+
+}  // namespace airt::head::internal

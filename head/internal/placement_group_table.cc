@@ -1,0 +1,272 @@
+#include "head/internal/placement_group_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <tuple>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include "common/logging.h"
+#include "common/rpc_status.h"
+#include "head/internal/wire.h"
+
+namespace airt::head::internal {
+namespace {
+
+constexpr std::string_view kGroupPrefix = "pg:";
+constexpr size_t kMaxBundles = 4096;
+constexpr size_t kMaxBundleResources = 256;
+
+capnp::Data::Reader AsData(const uint8_t* data, size_t size) {
+  return capnp::Data::Reader(data, size);
+}
+
+std::string EncodeRow(const PlacementGroupRecord& group) {
+  capnp::MallocMessageBuilder message;
+  FillPlacementGroupInfo(group, message.initRoot<proto::PlacementGroupInfo>());
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+Result<PlacementGroupRecord> DecodeRow(std::string_view bytes) {
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
+    return Internal("corrupt placement group row: " + std::to_string(bytes.size()) + " bytes");
+  }
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  std::optional<Result<PlacementGroupRecord>> row;
+  Status thrown = CatchKj([&] {
+    capnp::FlatArrayMessageReader reader(words);
+    auto info = reader.getRoot<proto::PlacementGroupInfo>();
+    Result<PlacementGroupRecord> group = ParsePlacementGroupSpec(info);
+    if (group.ok()) {
+      auto id = info.getGroupId();
+      Result<PlacementGroupId> parsed = PlacementGroupId::FromBinary(
+          std::string_view(reinterpret_cast<const char*>(id.begin()), id.size()));
+      if (!parsed.ok()) {
+        group = parsed.status();
+      } else {
+        group->id = *parsed;
+        group->state = info.getState() == proto::PlacementGroupState::REMOVED
+                           ? GroupState::kRemoved
+                           : GroupState::kPending;
+        group->create_ms = info.getCreateMs();
+      }
+    }
+    row.emplace(std::move(group));
+  });
+  if (!thrown.ok()) return Internal("corrupt placement group row: " + thrown.message());
+  if (!row->ok()) return Internal("corrupt placement group row: " + row->status().message());
+  return std::move(*row);
+}
+
+}  // namespace
+
+const char* StrategyName(PlacementStrategy strategy) {
+  switch (strategy) {
+    case PlacementStrategy::kPack: return "PACK";
+    case PlacementStrategy::kSpread: return "SPREAD";
+    case PlacementStrategy::kStrictPack: return "STRICT_PACK";
+    case PlacementStrategy::kStrictSpread: return "STRICT_SPREAD";
+  }
+  return "?";
+}
+
+const char* GroupStateName(GroupState state) {
+  switch (state) {
+    case GroupState::kPending: return "PENDING";
+    case GroupState::kCreated: return "CREATED";
+    case GroupState::kRemoved: return "REMOVED";
+    case GroupState::kRescheduling: return "RESCHEDULING";
+  }
+  return "?";
+}
+
+Result<PlacementGroupRecord> ParsePlacementGroupSpec(proto::PlacementGroupInfo::Reader info) {
+  PlacementGroupRecord group;
+  AIRT_ASSIGN_OR_RETURN(group.name, ParseText(info.getName(), "info.name", kMaxNameBytes, true));
+  AIRT_ASSIGN_OR_RETURN(group.ns,
+                        ParseText(info.getNamespace(), "info.namespace", kMaxNameBytes, true));
+  AIRT_ASSIGN_OR_RETURN(group.job, ParseJobId(info.getJobId(), "info.jobId"));
+  auto strategy = static_cast<uint16_t>(info.getStrategy());
+  if (strategy > static_cast<uint16_t>(PlacementStrategy::kStrictSpread)) {
+    return InvalidArgument("info.strategy: unknown value " + std::to_string(strategy));
+  }
+  group.strategy = static_cast<PlacementStrategy>(strategy);
+  auto bundles = info.getBundles();
+  if (bundles.size() == 0 || bundles.size() > kMaxBundles) {
+    return InvalidArgument("info.bundles: " + std::to_string(bundles.size()) +
+                           " bundles; a placement group has 1 to " + std::to_string(kMaxBundles));
+  }
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    std::string field = "info.bundles[" + std::to_string(i) + "]";
+    auto list = bundles[i].getResources();
+    if (list.size() > kMaxBundleResources) {
+      return InvalidArgument(field + ": more than " + std::to_string(kMaxBundleResources) +
+                             " resources");
+    }
+    AIRT_ASSIGN_OR_RETURN(std::vector<Resource> resources, ParseResources(list, field));
+    std::erase_if(resources, [](const Resource& r) { return r.amount <= 0; });
+    if (resources.empty()) {
+      return InvalidArgument(field + " is empty: a bundle asks for a positive amount of some "
+                             "resource (as Ray requires)");
+    }
+    for (const Resource& r : resources) {
+      if (r.name.find("_group_") != std::string::npos) {
+        return InvalidArgument(field + ": '" + r.name + "' is a bundle's own resource name");
+      }
+    }
+    group.bundles.push_back(std::move(resources));
+  }
+  group.detached = info.getDetached();
+  return group;
+}
+
+void FillPlacementGroupInfo(const PlacementGroupRecord& group,
+                            proto::PlacementGroupInfo::Builder out) {
+  out.setGroupId(AsData(group.id.data(), PlacementGroupId::kSize));
+  out.setName(group.name);
+  out.setNamespace(group.ns);
+  out.setJobId(AsData(group.job.data(), JobId::kSize));
+  out.setStrategy(static_cast<proto::PlacementStrategy>(group.strategy));
+  auto bundles = out.initBundles(group.bundles.size());
+  for (size_t i = 0; i < group.bundles.size(); ++i) {
+    auto list = bundles[i].initResources(group.bundles[i].size());
+    for (size_t j = 0; j < group.bundles[i].size(); ++j) {
+      list[j].setName(group.bundles[i][j].name);
+      list[j].setAmount(group.bundles[i][j].amount);
+    }
+  }
+  out.setState(static_cast<proto::PlacementGroupState>(group.state));
+  auto nodes = out.initBundleNodes(group.bundle_nodes.size());
+  for (size_t i = 0; i < group.bundle_nodes.size(); ++i) {
+    nodes.set(i, AsData(group.bundle_nodes[i].data(), NodeId::kSize));
+  }
+  out.setDetached(group.detached);
+  out.setPendingReason(group.pending_reason);
+  out.setInfeasible(group.infeasible);
+  out.setCreateMs(group.create_ms);
+}
+
+std::string PlacementGroupTable::RowKey(const PlacementGroupId& id) {
+  return std::string(kGroupPrefix) + id.Hex();
+}
+
+Status PlacementGroupTable::Load() {
+  AIRT_ASSIGN_OR_RETURN(std::vector<Row> rows, store_.Scan(kGroupPrefix));
+  std::vector<PlacementGroupRecord> loaded;
+  for (const Row& row : rows) {
+    Result<PlacementGroupRecord> group = DecodeRow(row.value);
+    if (group.ok() && row.key != RowKey(group->id)) {
+      group = Internal("the row's group id " + group->id.Hex() + " does not match its key");
+    }
+    if (!group.ok()) {
+      AIRT_LOG(ERROR) << "skipping metadata row '" << row.key << "': " << group.status().message();
+      continue;
+    }
+    loaded.push_back(std::move(*group));
+  }
+  std::sort(loaded.begin(), loaded.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.create_ms, a.id) < std::tie(b.create_ms, b.id);
+  });
+  for (PlacementGroupRecord& group : loaded) {
+    seq_of_[group.id] = next_seq_;
+    by_seq_[next_seq_++] = std::move(group);
+  }
+  return Status::Ok();
+}
+
+Result<Staged<PlacementGroupId>> PlacementGroupTable::Create(PlacementGroupRecord group) {
+  if (!group.name.empty()) {
+    for (const auto& [seq, other] : by_seq_) {
+      if (other.state != GroupState::kRemoved && other.ns == group.ns &&
+          other.name == group.name) {
+        return AlreadyExists("placement group '" + group.name + "' exists in namespace '" +
+                             group.ns + "' (" + other.id.Hex() + ")");
+      }
+    }
+  }
+  group.id = PlacementGroupId::FromRandom();
+  group.state = GroupState::kPending;
+  group.bundle_nodes.clear();
+  Staged<PlacementGroupId> staged{group.id, {}};
+  staged.change.what = "creating placement group " + group.id.Hex();
+  staged.change.rows.Put(RowKey(group.id), EncodeRow(group));
+  staged.change.on_written.push_back([this, group = std::move(group)]() mutable {
+    uint64_t seq = next_seq_++;
+    seq_of_[group.id] = seq;
+    by_seq_[seq] = std::move(group);
+  });
+  return staged;
+}
+
+Result<Change> PlacementGroupTable::MarkCreated(const PlacementGroupId& id,
+                                                std::vector<NodeId> nodes) {
+  auto it = seq_of_.find(id);
+  if (it == seq_of_.end()) return NotFound("no placement group " + id.Hex());
+  PlacementGroupRecord group = by_seq_.at(it->second);
+  if (group.state != GroupState::kPending) {
+    return FailedPrecondition("placement group " + id.Hex() + " is " +
+                              GroupStateName(group.state) + ", not PENDING");
+  }
+  group.state = GroupState::kCreated;
+  group.bundle_nodes = std::move(nodes);
+  group.pending_reason.clear();
+  group.infeasible = false;
+  Change change;
+  change.what = "recording placement group " + id.Hex() + " CREATED";
+  change.rows.Put(RowKey(id), EncodeRow(group));
+  change.on_written.push_back(
+      [this, seq = it->second, group = std::move(group)]() mutable { by_seq_[seq] = group; });
+  return change;
+}
+
+Result<Change> PlacementGroupTable::MarkRemoved(const PlacementGroupId& id) {
+  auto it = seq_of_.find(id);
+  if (it == seq_of_.end()) return NotFound("no placement group " + id.Hex());
+  PlacementGroupRecord group = by_seq_.at(it->second);
+  Change change;
+  if (group.state == GroupState::kRemoved) return change;
+  group.state = GroupState::kRemoved;
+  group.pending_reason.clear();
+  group.infeasible = false;
+  change.what = "removing placement group " + id.Hex();
+  change.rows.Put(RowKey(id), EncodeRow(group));
+  change.on_written.push_back(
+      [this, seq = it->second, group = std::move(group)]() mutable { by_seq_[seq] = group; });
+  return change;
+}
+
+void PlacementGroupTable::SetPending(const PlacementGroupId& id, std::string reason,
+                                     bool infeasible) {
+  auto it = seq_of_.find(id);
+  if (it == seq_of_.end()) return;
+  PlacementGroupRecord& group = by_seq_.at(it->second);
+  group.pending_reason = std::move(reason);
+  group.infeasible = infeasible;
+}
+
+std::optional<PlacementGroupRecord> PlacementGroupTable::Find(const PlacementGroupId& id) const {
+  auto it = seq_of_.find(id);
+  if (it == seq_of_.end()) return std::nullopt;
+  return by_seq_.at(it->second);
+}
+
+std::vector<PlacementGroupRecord> PlacementGroupTable::List() const {
+  std::vector<PlacementGroupRecord> out;
+  for (const auto& [seq, group] : by_seq_) out.push_back(group);
+  return out;
+}
+
+std::vector<PlacementGroupId> PlacementGroupTable::Pending() const {
+  std::vector<PlacementGroupId> out;
+  for (const auto& [seq, group] : by_seq_) {
+    if (group.state == GroupState::kPending) out.push_back(group.id);
+  }
+  return out;
+}
+
+}  // namespace airt::head::internal

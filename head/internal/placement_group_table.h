@@ -1,0 +1,87 @@
+// The head's placement groups (docs/cluster.md "Placement groups"): every group the head knows, in
+// creation order, found by id or by name within its namespace. Rows go through the MetadataStore
+// ("pg:<group id hex>", a proto::PlacementGroupInfo message) as Changes (change.h); why a pending
+// group waits stays in memory. Confined to the head's loop thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/proto/cluster.capnp.h"
+#include "common/status.h"
+#include "head/internal/change.h"
+#include "head/internal/records.h"
+#include "head/metadata_store.h"
+
+namespace airt::head::internal {
+
+// In the schema's order (proto::PlacementStrategy, proto::PlacementGroupState).
+enum class PlacementStrategy : uint8_t { kPack, kSpread, kStrictPack, kStrictSpread };
+enum class GroupState : uint8_t { kPending, kCreated, kRemoved, kRescheduling };
+
+struct PlacementGroupRecord {
+  PlacementGroupId id;
+  std::string name;  // "" for an unnamed group
+  std::string ns;
+  JobId job;
+  PlacementStrategy strategy = PlacementStrategy::kPack;
+  std::vector<std::vector<Resource>> bundles;  // each non-empty, amounts > 0
+  GroupState state = GroupState::kPending;
+  std::vector<NodeId> bundle_nodes;  // CREATED: one per bundle
+  bool detached = false;
+  uint64_t create_ms = 0;
+  // Memory only, PENDING: why it waits, and whether no set of alive nodes could ever hold it.
+  std::string pending_reason;
+  bool infeasible = false;
+};
+
+// "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"; "PENDING", "CREATED", "REMOVED", ...
+const char* StrategyName(PlacementStrategy strategy);
+const char* GroupStateName(GroupState state);
+
+// A createPlacementGroup message: 1 to 4096 bundles, each of 1 to 256 resources (names as a
+// node's, amounts finite and > 0, at least one per bundle), strategy in range, texts within bounds,
+// jobId 4 bytes. The head's own fields (groupId, state, bundleNodes, reasons) are not read.
+Result<PlacementGroupRecord> ParsePlacementGroupSpec(proto::PlacementGroupInfo::Reader info);
+void FillPlacementGroupInfo(const PlacementGroupRecord& group,
+                            proto::PlacementGroupInfo::Builder out);
+
+class PlacementGroupTable {
+ public:
+  // `store` must outlive the table.
+  explicit PlacementGroupTable(MetadataStore& store) : store_(store) {}
+
+  // Reads the rows an earlier head left; a corrupt row is logged and skipped. A group CREATED
+  // there is read back PENDING: its nodes' reservations did not outlive the head's memory of
+  // them for sure, so it is reserved again. The store's error when it cannot be read.
+  Status Load();
+
+  // Adds `group` PENDING with a new id. kAlreadyExists when its name is taken in its namespace by
+  // a group not REMOVED.
+  Result<Staged<PlacementGroupId>> Create(PlacementGroupRecord group);
+  // Records the group CREATED on `nodes` (one per bundle). kNotFound; kFailedPrecondition when it
+  // is not PENDING.
+  Result<Change> MarkCreated(const PlacementGroupId& id, std::vector<NodeId> nodes);
+  // Records it REMOVED (an empty change when it is already). kNotFound.
+  Result<Change> MarkRemoved(const PlacementGroupId& id);
+  // Memory only: why a pending group waits.
+  void SetPending(const PlacementGroupId& id, std::string reason, bool infeasible);
+
+  std::optional<PlacementGroupRecord> Find(const PlacementGroupId& id) const;
+  std::vector<PlacementGroupRecord> List() const;  // creation order
+  std::vector<PlacementGroupId> Pending() const;   // PENDING ones, creation order
+
+ private:
+  static std::string RowKey(const PlacementGroupId& id);
+
+  MetadataStore& store_;
+  std::map<uint64_t, PlacementGroupRecord> by_seq_;  // creation order
+  std::map<PlacementGroupId, uint64_t> seq_of_;
+  uint64_t next_seq_ = 1;
+};
+
+}  // namespace airt::head::internal
