@@ -123,11 +123,11 @@ def main():
     print(f"{'metric':<30}{'airt':>14}{'Ray Data':>14}{'airt/Ray':>10}")
     for name in ("pipeline", "actors"):
         a, r = results["airt"][name], results["ray"] and results["ray"][name]
-        for unit, fn in (("rows/s", lambda m: m["rows"] / m["seconds"]),
-                         ("GB/s", lambda m: m["bytes"] / m["seconds"] / 1e9)):
-            peer = f"{fn(r):>14,.3f}" if r else f"{'not installed':>14}"
+        for unit, fn, fmt in (("rows/s", lambda m: m["rows"] / m["seconds"], ",.0f"),
+                              ("GB/s", lambda m: m["bytes"] / m["seconds"] / 1e9, ".3f")):
+            peer = f"{fn(r):>14{fmt}}" if r else f"{'not installed':>14}"
             ratio = f"{fn(a) / fn(r):>10.2f}" if r else f"{'—':>10}"
-            print(f"{name + ' ' + unit:<30}{fn(a):>14,.3f}{peer}{ratio}")
+            print(f"{name + ' ' + unit:<30}{fn(a):>14{fmt}}{peer}{ratio}")
         if r:
             same = abs(a["checksum"] - r["checksum"]) <= 1e-6 * abs(r["checksum"]) and \
                 a["rows"] == r["rows"]
