@@ -81,6 +81,25 @@ interface Node {
   # The owner of these objects dropped its last reference: they leave this node's store (pinned
   # ones when their last pin goes, as StoreClient::Delete). Ids not here are ignored.
   freeObjects @6 (objectIds :List(Data)) -> ();
+  # The node's GPUs as its health checks see them (docs/gpu.md), and its cordon: `cordoned` names
+  # why the node takes no new leases ("" when it does), since `cordonedSinceMs` (wall clock).
+  gpuHealth @7 () -> (gpus :List(GpuHealth), cordoned :Text, cordonedSinceMs :UInt64);
+  # `airt gpu return`: re-tests quarantined GPU `gpuId` and returns it to service if it passes.
+  # Errors: kNotFound (no such GPU), kFailedPrecondition (not quarantined, or failed again: the
+  # message says why).
+  returnGpu @8 (gpuId :UInt32) -> ();
+  # Why this node stopped worker `workerId` ("" when it did not: the worker exited by itself or
+  # was killed on request): a quarantined GPU, or its GPU memory beyond its share.
+  workerExitReason @9 (workerId :Data) -> (reason :Text);
+}
+
+struct GpuHealth {
+  gpuId @0 :UInt32;
+  uuid @1 :Text;          # "" for a declared GPU
+  quarantined @2 :Bool;
+  reason @3 :Text;        # the failed check, while quarantined
+  sinceMs @4 :UInt64;     # wall clock of the quarantine
+  checks @5 :UInt64;      # checks made so far
 }
 
 # One granted lease, tied to its requester's connection (requestWorkerLease). No methods: only

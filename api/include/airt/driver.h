@@ -278,6 +278,12 @@ class SchedulingOptions {
     for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
     return self();
   }
+  // Runs only on nodes labelled ray.io/accelerator-type=`type` ("H100", "A10"; "": any node), as
+  // Ray's accelerator_type option.
+  Self& SetAcceleratorType(std::string type) {
+    settings_.accelerator_type = std::move(type);
+    return self();
+  }
   // Throws UnimplementedError: placement groups are not built yet.
   Self& SetPlacementGroup(const PlacementGroup&, int bundle_index = -1) {
     (void)bundle_index;
