@@ -3,8 +3,11 @@
 //   airt start --address HOST:PORT [node flags]  a node joining that head
 //   airt status [--address HOST:PORT]            nodes, alive/dead, resources, GPU ids in use
 //   airt stop                                    stops what `airt start` started here
+//   airt gpu return NODE GPU [--address ...]     re-tests a quarantined GPU, back in service if
+//                                                it passes (NODE: an id prefix from `status`)
 // Node flags: --num-cpus N --num-gpus N --memory BYTES --resources '{"name": n}'
-//             --labels '{"accelerator_type": "A10"}' --object-store-memory BYTES
+//             --labels ray.io/accelerator-type=A10,zone=a --object-store-memory BYTES
+//             --gpu-memory BYTES --gpu-fault-spec SPEC (docs/gpu.md)
 //             --code-search-path DIRS (where workers load AIRT_REMOTE code from)
 //             --python-executable PY (runs Python tasks; default $AIRT_PYTHON, which the
 //             pip-installed `airt` sets to its own interpreter, else the python3 on PATH if it
@@ -13,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -25,6 +29,7 @@
 #include "common/ids.h"
 #include "common/process.h"
 #include "common/proto/cluster.capnp.h"
+#include "common/proto/node.capnp.h"
 #include "common/rpc_status.h"
 
 namespace airt::cli {
@@ -32,7 +37,7 @@ namespace {
 
 struct NodeFlags {
   std::string num_cpus, num_gpus, memory, resources, labels, object_store_memory, code_search_path;
-  std::string python_executable;
+  std::string python_executable, gpu_memory, gpu_fault_spec;
   std::string node_address = "127.0.0.1";
 
   void Register(FlagSet* flags) {
@@ -40,7 +45,10 @@ struct NodeFlags {
     flags->AddString("num-gpus", &num_gpus, "GPUs this node offers (default: detected)");
     flags->AddString("memory", &memory, "memory this node offers to tasks, e.g. 8G");
     flags->AddString("resources", &resources, "custom resources as JSON, e.g. '{\"TPU\": 2}'");
-    flags->AddString("labels", &labels, "labels as JSON, e.g. '{\"accelerator_type\": \"A10\"}'");
+    flags->AddString("labels", &labels, "labels, e.g. ray.io/accelerator-type=A10,zone=a");
+    flags->AddString("gpu-memory", &gpu_memory, "bytes of each declared GPU, e.g. 16G");
+    flags->AddString("gpu-fault-spec", &gpu_fault_spec,
+                     "inject GPU failures (drills; docs/gpu.md), e.g. gpu=0:xid=79");
     flags->AddString("object-store-memory", &object_store_memory, "the node's object store size");
     flags->AddString("code-search-path", &code_search_path,
                      "folders (or .so files) with AIRT_REMOTE code, ':'-separated, for workers");
@@ -71,6 +79,8 @@ struct NodeFlags {
     add("worker-code-search-path", code_search_path);
     add("node-address", node_address);
     add("python-executable", python_executable);
+    add("gpu-memory", gpu_memory);
+    add("gpu-fault-spec", gpu_fault_spec);
     return args;
   }
 };
@@ -152,6 +162,36 @@ std::string FormatAmount(const std::string& name, double v) {
   return out.str();
 }
 
+std::string FormatWallMs(uint64_t ms) {
+  std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return text;
+}
+
+// The node's quarantined GPUs and cordon, asked of the node itself.
+void PrintGpuHealth(const std::string& host, uint16_t port) {
+  Status s = CatchKj([&] {
+    capnp::EzRpcClient client(host, port);
+    auto reply = client.getMain<proto::Node>().gpuHealthRequest().send().wait(
+        client.getWaitScope());
+    if (reply.getCordoned().size() > 0) {
+      std::printf("%-10s CORDONED since %s: %s\n", "",
+                  FormatWallMs(reply.getCordonedSinceMs()).c_str(), reply.getCordoned().cStr());
+    }
+    for (auto gpu : reply.getGpus()) {
+      if (!gpu.getQuarantined()) continue;
+      std::printf("%-10s GPU %u%s QUARANTINED since %s: %s\n", "", gpu.getGpuId(),
+                  gpu.getUuid().size() ? (" (" + std::string(gpu.getUuid().cStr()) + ")").c_str()
+                                       : "",
+                  FormatWallMs(gpu.getSinceMs()).c_str(), gpu.getReason().cStr());
+    }
+  });
+  if (!s.ok()) std::printf("%-10s GPU health: %s\n", "", s.message().c_str());
+}
+
 int PrintStatus(const std::string& address) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos)
@@ -199,6 +239,9 @@ int PrintStatus(const std::string& address) {
                   l.getValue().cStr();
       }
       if (!labels.empty()) std::printf("%-10s labels: %s\n", "", labels.c_str());
+      if (n.getAlive() && info.getGpuIds().size() > 0) {
+        PrintGpuHealth(std::string(info.getAddress().cStr()), info.getNodePort());
+      }
     }
     // The running jobs, each with the libraries its workers load (the head's library table), and
     // the actors alive.
@@ -246,6 +289,90 @@ int StatusCommand(int argc, char** argv) {
   return PrintStatus(address);
 }
 
+std::string ResolveAddress(std::string address, const std::string& temp_dir) {
+  if (address.empty()) {
+    if (auto saved = Session(temp_dir).HeadAddress())
+      address = *saved;
+    else if (const char* env = std::getenv("AIRT_ADDRESS"))
+      address = env;
+  }
+  return address;
+}
+
+// airt gpu return NODE GPU: the node (an id prefix, as `airt status` shows it) re-tests its
+// quarantined GPU and returns it to service if it passes.
+int GpuCommand(int argc, char** argv) {
+  std::string address, temp_dir = "/tmp/airt";
+  FlagSet flags("airt gpu return NODE GPU");
+  flags.AddString("address", &address, "the head, HOST:PORT (default: as airt status)");
+  flags.AddString("temp-dir", &temp_dir, "the temp folder `airt start` used");
+  std::vector<std::string> words;
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] == '-') {
+      rest.push_back(argv[i]);
+    } else {
+      words.push_back(argv[i]);
+    }
+  }
+  if (Status s = flags.Parse(static_cast<int>(rest.size()), rest.data()); !s.ok()) {
+    if (s.code() == Code::kCancelled) return std::cout << flags.Usage(), 0;
+    return Fail(s);
+  }
+  if (words.size() != 3 || words[0] != "return") {
+    return Fail(InvalidArgument("usage: airt gpu return NODE GPU [--address HOST:PORT]"));
+  }
+  const std::string& prefix = words[1];
+  uint32_t gpu = 0;
+  try {
+    size_t used = 0;
+    unsigned long value = std::stoul(words[2], &used);
+    if (used != words[2].size() || value > 0xFFFFFFFFul) throw std::invalid_argument("range");
+    gpu = static_cast<uint32_t>(value);
+  } catch (const std::exception&) {
+    return Fail(InvalidArgument("GPU '" + words[2] + "' is not a GPU id (e.g. 0)"));
+  }
+  address = ResolveAddress(address, temp_dir);
+  if (address.empty()) {
+    return Fail(NotFound("no cluster started here; pass --address or set AIRT_ADDRESS"));
+  }
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos)
+    return Fail(InvalidArgument("address '" + address + "' is not host:port"));
+  std::string node_host;
+  uint16_t node_port = 0;
+  int matches = 0;
+  Status s = CatchKj([&] {
+    capnp::EzRpcClient client(address.substr(0, colon),
+                              static_cast<uint>(std::stoul(address.substr(colon + 1))));
+    auto view = client.getMain<proto::Head>().clusterViewRequest().send().wait(
+        client.getWaitScope());
+    for (auto n : view.getNodes()) {
+      auto id = n.getInfo().getNodeId();
+      if (!n.getAlive() || id.size() != NodeId::kSize) continue;
+      if (NodeId::FromRaw(id.begin()).Hex().rfind(prefix, 0) != 0) continue;
+      ++matches;
+      node_host = n.getInfo().getAddress().cStr();
+      node_port = n.getInfo().getNodePort();
+    }
+  });
+  if (!s.ok()) return Fail(s.WithContext("asking the head at " + address));
+  if (matches != 1) {
+    return Fail(NotFound(matches == 0 ? "no alive node's id starts with '" + prefix + "'"
+                                      : "several nodes' ids start with '" + prefix +
+                                            "': give more of the id"));
+  }
+  s = CatchKj([&] {
+    capnp::EzRpcClient client(node_host, node_port);
+    auto ask = client.getMain<proto::Node>().returnGpuRequest();
+    ask.setGpuId(gpu);
+    ask.send().wait(client.getWaitScope());
+  });
+  if (!s.ok()) return Fail(s);
+  std::cout << "GPU " << gpu << " of node " << prefix << " passed its check and is back in service.\n";
+  return 0;
+}
+
 int StopCommand(int argc, char** argv) {
   std::string temp_dir = "/tmp/airt";
   FlagSet flags("airt stop");
@@ -269,12 +396,14 @@ int main(int argc, char** argv) {
       "  start --head | --address HOST:PORT   start a head and a node, or a node\n"
       "  status [--address HOST:PORT]         show the cluster\n"
       "  stop                                 stop what `airt start` started here\n"
+      "  gpu return NODE GPU                  re-test a quarantined GPU, back in service if ok\n"
       "Each command takes --help.\n";
   if (argc < 2) return std::cerr << usage, 2;
   std::string verb = argv[1];
   if (verb == "start") return airt::cli::StartCommand(argc - 1, argv + 1);
   if (verb == "status") return airt::cli::StatusCommand(argc - 1, argv + 1);
   if (verb == "stop") return airt::cli::StopCommand(argc - 1, argv + 1);
+  if (verb == "gpu") return airt::cli::GpuCommand(argc - 1, argv + 1);
   if (verb == "--help" || verb == "-h" || verb == "help") return std::cout << usage, 0;
   std::cerr << "airt: unknown command '" << verb << "'\n" << usage;
   return 2;

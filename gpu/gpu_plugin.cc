@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <type_traits>
 #include <utility>
 
 namespace airt {
@@ -12,6 +13,19 @@ std::string DlError() {
   return error != nullptr ? error : "unknown dlopen error";
 }
 
+// Maps an AIRT_GPU_PROBE_* value to a Status (as GpuPlugin::Probe documents).
+Status FromProbeCode(int rc, const char* what, const char* error) {
+  std::string message = std::string(what) + " failed: " + error;
+  switch (rc) {
+    case AIRT_GPU_PROBE_OK: return Status::Ok();
+    case AIRT_GPU_PROBE_INVALID_ARGUMENT: return InvalidArgument(std::move(message));
+    case AIRT_GPU_PROBE_OUT_OF_MEMORY: return ResourceExhausted(std::move(message));
+    case AIRT_GPU_PROBE_CUDA_ERROR: return Unavailable(std::move(message));
+    case AIRT_GPU_PROBE_MISMATCH: return Internal(std::move(message));
+    default: return Internal(message + " (unknown plugin return value " + std::to_string(rc) + ")");
+  }
+}
+
 }  // namespace
 
 Result<GpuPlugin> GpuPlugin::Load(const std::string& path) {
@@ -20,36 +34,40 @@ Result<GpuPlugin> GpuPlugin::Load(const std::string& path) {
   if (handle == nullptr) {
     return Unavailable("cannot load GPU plugin " + path + ": " + DlError());
   }
-  auto device_count =
-      reinterpret_cast<airt_gpu_device_count_fn>(dlsym(handle, AIRT_GPU_DEVICE_COUNT_SYMBOL));
-  auto probe = reinterpret_cast<airt_gpu_probe_fn>(dlsym(handle, AIRT_GPU_PROBE_SYMBOL));
-  if (device_count == nullptr || probe == nullptr) {
-    const char* missing =
-        device_count == nullptr ? AIRT_GPU_DEVICE_COUNT_SYMBOL : AIRT_GPU_PROBE_SYMBOL;
+  Entries e;
+  const char* missing = nullptr;
+  auto resolve = [&](auto* slot, const char* symbol) {
+    *slot = reinterpret_cast<std::remove_pointer_t<decltype(slot)>>(dlsym(handle, symbol));
+    if (*slot == nullptr && missing == nullptr) missing = symbol;
+  };
+  resolve(&e.device_count, AIRT_GPU_DEVICE_COUNT_SYMBOL);
+  resolve(&e.probe, AIRT_GPU_PROBE_SYMBOL);
+  resolve(&e.device_info, AIRT_GPU_DEVICE_INFO_SYMBOL);
+  resolve(&e.health, AIRT_GPU_HEALTH_SYMBOL);
+  resolve(&e.process_memory, AIRT_GPU_PROCESS_MEMORY_SYMBOL);
+  resolve(&e.bandwidth, AIRT_GPU_BANDWIDTH_SYMBOL);
+  if (missing != nullptr) {
     std::string message = "GPU plugin " + path + " lacks the symbol " + missing + ": " + DlError();
     dlclose(handle);
     return Internal(std::move(message));
   }
-  return GpuPlugin(path, handle, device_count, probe);
+  return GpuPlugin(path, handle, e);
 }
 
-GpuPlugin::GpuPlugin(std::string path, void* handle, airt_gpu_device_count_fn device_count,
-                     airt_gpu_probe_fn probe)
-    : path_(std::move(path)), handle_(handle), device_count_(device_count), probe_(probe) {}
+GpuPlugin::GpuPlugin(std::string path, void* handle, Entries entries)
+    : path_(std::move(path)), handle_(handle), e_(entries) {}
 
 GpuPlugin::GpuPlugin(GpuPlugin&& other) noexcept
     : path_(std::move(other.path_)),
       handle_(std::exchange(other.handle_, nullptr)),
-      device_count_(std::exchange(other.device_count_, nullptr)),
-      probe_(std::exchange(other.probe_, nullptr)) {}
+      e_(std::exchange(other.e_, Entries{})) {}
 
 GpuPlugin& GpuPlugin::operator=(GpuPlugin&& other) noexcept {
   if (this != &other) {
     Close();
     path_ = std::move(other.path_);
     handle_ = std::exchange(other.handle_, nullptr);
-    device_count_ = std::exchange(other.device_count_, nullptr);
-    probe_ = std::exchange(other.probe_, nullptr);
+    e_ = std::exchange(other.e_, Entries{});
   }
   return *this;
 }
@@ -59,25 +77,55 @@ GpuPlugin::~GpuPlugin() { Close(); }
 void GpuPlugin::Close() {
   if (handle_ != nullptr) dlclose(handle_);
   handle_ = nullptr;
-  device_count_ = nullptr;
-  probe_ = nullptr;
+  e_ = Entries{};
 }
 
-int GpuPlugin::DeviceCount() const { return device_count_ != nullptr ? device_count_() : 0; }
+int GpuPlugin::DeviceCount() const { return e_.device_count != nullptr ? e_.device_count() : 0; }
 
 Status GpuPlugin::Probe(int device, uint64_t bytes) const {
-  if (probe_ == nullptr) return FailedPrecondition("GPU plugin was moved from");
+  if (e_.probe == nullptr) return FailedPrecondition("GPU plugin was moved from");
   char error[512] = {};
-  const int rc = probe_(device, static_cast<unsigned long long>(bytes), error, sizeof(error));
-  std::string message = std::string("GPU probe failed: ") + error;
-  switch (rc) {
-    case AIRT_GPU_PROBE_OK: return Status::Ok();
-    case AIRT_GPU_PROBE_INVALID_ARGUMENT: return InvalidArgument(std::move(message));
-    case AIRT_GPU_PROBE_OUT_OF_MEMORY: return ResourceExhausted(std::move(message));
-    case AIRT_GPU_PROBE_CUDA_ERROR: return Unavailable(std::move(message));
-    case AIRT_GPU_PROBE_MISMATCH: return Internal(std::move(message));
-    default: return Internal(message + " (unknown plugin return value " + std::to_string(rc) + ")");
-  }
+  const int rc = e_.probe(device, static_cast<unsigned long long>(bytes), error, sizeof(error));
+  return FromProbeCode(rc, "GPU probe", error);
+}
+
+Result<GpuDeviceInfo> GpuPlugin::DeviceInfo(int device) const {
+  if (e_.device_info == nullptr) return FailedPrecondition("GPU plugin was moved from");
+  char error[512] = {};
+  airt_gpu_device_info_t raw{};
+  AIRT_RETURN_IF_ERROR(FromProbeCode(e_.device_info(device, &raw, error, sizeof error),
+                                     "reading the GPU's description", error));
+  return GpuDeviceInfo{raw.name, raw.uuid, raw.pci_bus_id, raw.total_memory, raw.is_mig != 0};
+}
+
+Result<airt_gpu_health_t> GpuPlugin::Health(int device) const {
+  if (e_.health == nullptr) return FailedPrecondition("GPU plugin was moved from");
+  char error[512] = {};
+  airt_gpu_health_t health{};
+  AIRT_RETURN_IF_ERROR(FromProbeCode(e_.health(device, &health, error, sizeof error),
+                                     "reading the GPU's health (NVML)", error));
+  return health;
+}
+
+Result<std::vector<GpuProcessMemory>> GpuPlugin::ProcessMemory(int device) const {
+  if (e_.process_memory == nullptr) return FailedPrecondition("GPU plugin was moved from");
+  char error[512] = {};
+  int pids[256];
+  unsigned long long bytes[256];
+  int n = e_.process_memory(device, pids, bytes, 256, error, sizeof error);
+  if (n < 0) return Unavailable(std::string("reading per-process GPU memory: ") + error);
+  std::vector<GpuProcessMemory> out;
+  for (int i = 0; i < n; ++i) out.push_back({pids[i], bytes[i]});
+  return out;
+}
+
+Result<double> GpuPlugin::Bandwidth(int device, uint64_t bytes) const {
+  if (e_.bandwidth == nullptr) return FailedPrecondition("GPU plugin was moved from");
+  char error[512] = {};
+  double gbps = 0;
+  AIRT_RETURN_IF_ERROR(FromProbeCode(e_.bandwidth(device, bytes, &gbps, error, sizeof error),
+                                     "GPU bandwidth probe", error));
+  return gbps;
 }
 
 }  // namespace airt

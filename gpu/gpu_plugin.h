@@ -7,11 +7,27 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "gpu/plugin_abi.h"
 
 namespace airt {
+
+// One CUDA device as the plugin describes it.
+struct GpuDeviceInfo {
+  std::string name;        // the marketing name, "NVIDIA H100 80GB HBM3"
+  std::string uuid;        // "GPU-..." or "MIG-..."
+  std::string pci_bus_id;  // "0000:3B:00.0"
+  uint64_t total_memory = 0;
+  bool is_mig = false;
+};
+
+// One process holding device memory (NVML).
+struct GpuProcessMemory {
+  int32_t pid = 0;
+  uint64_t bytes = 0;
+};
 
 // Owns the dlopen handle; moving transfers it, destruction closes it. Calls are thread-safe as
 // far as the CUDA runtime is (each blocks its calling thread).
@@ -38,17 +54,34 @@ class GpuPlugin {
   // kInternal: memory or arithmetic read back wrong; the device is faulty.
   Status Probe(int device, uint64_t bytes) const;
 
+  // The driver API's description of `device`. kInvalidArgument: no such device;
+  // kUnavailable: no driver.
+  Result<GpuDeviceInfo> DeviceInfo(int device) const;
+  // NVML's health counters of `device` (nvml_ok 0 where NVML is absent). XID events are counted
+  // since the previous call. kUnavailable: NVML is there and does not answer.
+  Result<airt_gpu_health_t> Health(int device) const;
+  // The processes holding memory on `device`. kUnavailable: NVML absent or not answering.
+  Result<std::vector<GpuProcessMemory>> ProcessMemory(int device) const;
+  // Device-to-device copy bandwidth over `bytes`, GB/s; errors as Probe.
+  Result<double> Bandwidth(int device, uint64_t bytes) const;
+
   const std::string& path() const { return path_; }
 
  private:
-  GpuPlugin(std::string path, void* handle, airt_gpu_device_count_fn device_count,
-            airt_gpu_probe_fn probe);
+  struct Entries {
+    airt_gpu_device_count_fn device_count = nullptr;
+    airt_gpu_probe_fn probe = nullptr;
+    airt_gpu_device_info_fn device_info = nullptr;
+    airt_gpu_health_fn health = nullptr;
+    airt_gpu_process_memory_fn process_memory = nullptr;
+    airt_gpu_bandwidth_fn bandwidth = nullptr;
+  };
+  GpuPlugin(std::string path, void* handle, Entries entries);
   void Close();
 
   std::string path_;
   void* handle_ = nullptr;
-  airt_gpu_device_count_fn device_count_ = nullptr;
-  airt_gpu_probe_fn probe_ = nullptr;
+  Entries e_;
 };
 
 }  // namespace airt

@@ -33,6 +33,60 @@ typedef int (*airt_gpu_probe_fn)(int device, unsigned long long bytes, char* err
                                  unsigned long error_len);
 #define AIRT_GPU_PROBE_SYMBOL "airt_gpu_probe"
 
+
+/* One device as the CUDA driver API and NVML describe it (airt_gpu_device_info). */
+typedef struct airt_gpu_device_info_t {
+  char name[96];                   /* the marketing name, "NVIDIA H100 80GB HBM3" */
+  char uuid[96];                   /* "GPU-<hex>" or, for a MIG instance, "MIG-<hex>" */
+  char pci_bus_id[32];             /* "0000:3B:00.0" */
+  unsigned long long total_memory; /* bytes */
+  int is_mig;                      /* 1: a MIG instance (a device of its own) */
+} airt_gpu_device_info_t;
+
+/* Describes CUDA device `device` as this process sees it (after CUDA_VISIBLE_DEVICES) through
+ * the driver API (libcuda.so.1, opened at run time). Returns AIRT_GPU_PROBE_OK, or
+ * AIRT_GPU_PROBE_INVALID_ARGUMENT (no such device) / AIRT_GPU_PROBE_CUDA_ERROR (no driver) with
+ * a message in `error`. */
+typedef int (*airt_gpu_device_info_fn)(int device, airt_gpu_device_info_t* info, char* error,
+                                       unsigned long error_len);
+#define AIRT_GPU_DEVICE_INFO_SYMBOL "airt_gpu_device_info"
+
+/* Health counters of one device from NVML (libnvidia-ml.so.1, opened at run time). */
+typedef struct airt_gpu_health_t {
+  int nvml_ok;                          /* 0: NVML absent or the device unknown to it */
+  unsigned long long xid_count;         /* critical XID events since the previous call */
+  unsigned long long last_xid;          /* the latest of them */
+  unsigned long long ecc_uncorrectable; /* volatile uncorrectable ECC errors; 0 without ECC */
+  int retired_pages_pending;            /* 1: pages retired, pending a reset */
+  int remapped_rows_pending;            /* 1: rows remapped, pending a reset */
+  int remapping_failed;                 /* 1: a row remapping failed */
+  unsigned long long throttle_reasons;  /* NVML's clocks throttle reasons bit mask */
+} airt_gpu_health_t;
+
+/* NVML's throttle reasons that mean the hardware slows itself down. */
+#define AIRT_GPU_THROTTLE_HW_SLOWDOWN 0x8ULL
+#define AIRT_GPU_THROTTLE_SW_THERMAL 0x20ULL
+#define AIRT_GPU_THROTTLE_HW_THERMAL 0x40ULL
+#define AIRT_GPU_THROTTLE_HW_POWER_BRAKE 0x80ULL
+
+/* Reads the health counters of CUDA device `device`. AIRT_GPU_PROBE_OK with nvml_ok 0 where
+ * NVML is absent; AIRT_GPU_PROBE_CUDA_ERROR when NVML is there but does not answer. */
+typedef int (*airt_gpu_health_fn)(int device, airt_gpu_health_t* health, char* error,
+                                  unsigned long error_len);
+#define AIRT_GPU_HEALTH_SYMBOL "airt_gpu_health"
+
+/* The processes using device `device` and the bytes each holds (NVML): fills up to `max` pairs
+ * and returns how many, or -1 with a message in `error` (NVML absent or not answering). */
+typedef int (*airt_gpu_process_memory_fn)(int device, int* pids, unsigned long long* bytes,
+                                          int max, char* error, unsigned long error_len);
+#define AIRT_GPU_PROCESS_MEMORY_SYMBOL "airt_gpu_process_memory"
+
+/* Device-to-device copy bandwidth over `bytes` of `device` memory, in GB/s (bytes read plus
+ * bytes written per second), into *gbps. Returns as airt_gpu_probe. */
+typedef int (*airt_gpu_bandwidth_fn)(int device, unsigned long long bytes, double* gbps,
+                                     char* error, unsigned long error_len);
+#define AIRT_GPU_BANDWIDTH_SYMBOL "airt_gpu_bandwidth"
+
 #ifdef __cplusplus
 }
 #endif

@@ -195,3 +195,56 @@ extern "C" AIRT_GPU_EXPORT int airt_gpu_probe(int device, unsigned long long byt
   }
   return AIRT_GPU_PROBE_OK;
 }
+
+extern "C" AIRT_GPU_EXPORT int airt_gpu_bandwidth(int device, unsigned long long bytes,
+                                                  double* gbps, char* error,
+                                                  unsigned long error_len) {
+  SetError(error, error_len, "%s", "");
+  *gbps = 0;
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Fail(err, device, "cudaGetDeviceCount", error, error_len);
+  }
+  if (device < 0 || device >= count || bytes < 2 * AIRT_GPU_PROBE_MIN_BYTES) {
+    SetError(error, error_len, "device %d: no such device (%d visible) or %llu bytes too few",
+             device, count, bytes);
+    return AIRT_GPU_PROBE_INVALID_ARGUMENT;
+  }
+  DeviceScope scope;
+  if ((err = cudaSetDevice(device)) != cudaSuccess) {
+    return Fail(err, device, "cudaSetDevice", error, error_len);
+  }
+  if ((err = cudaMalloc(scope.buffer(), bytes)) != cudaSuccess) {
+    cudaGetLastError();
+    return Fail(err, device, "cudaMalloc", error, error_len);
+  }
+  // Copies one half onto the other: each byte copied is read once and written once.
+  const uint64_t half = bytes / 2;
+  char* base = static_cast<char*>(*scope.buffer());
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if ((err = cudaEventCreate(&start)) != cudaSuccess ||
+      (err = cudaEventCreate(&stop)) != cudaSuccess) {
+    if (start != nullptr) cudaEventDestroy(start);
+    return Fail(err, device, "cudaEventCreate", error, error_len);
+  }
+  constexpr int kWarmup = 2;
+  constexpr int kRuns = 10;
+  for (int i = 0; i < kWarmup && err == cudaSuccess; ++i) {
+    err = cudaMemcpy(base + half, base, half, cudaMemcpyDeviceToDevice);
+  }
+  if (err == cudaSuccess) err = cudaEventRecord(start);
+  for (int i = 0; i < kRuns && err == cudaSuccess; ++i) {
+    err = cudaMemcpyAsync(base + half, base, half, cudaMemcpyDeviceToDevice);
+  }
+  if (err == cudaSuccess) err = cudaEventRecord(stop);
+  if (err == cudaSuccess) err = cudaEventSynchronize(stop);
+  float ms = 0;
+  if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (err != cudaSuccess) return Fail(err, device, "timing device copies", error, error_len);
+  if (ms > 0) *gbps = 2.0 * static_cast<double>(half) * kRuns / (ms * 1e-3) / 1e9;
+  return AIRT_GPU_PROBE_OK;
+}

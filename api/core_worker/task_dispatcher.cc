@@ -136,12 +136,25 @@ void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* tas
           if (max < 0 || task->attempts <= static_cast<uint32_t>(max)) {
             queues_[key].waiting.push_front(task);
           } else {
-            Fail(*task, ErrorKind::WORKER_CRASHED,
-                 "the worker running task " + task->id.Hex() + " (" +
-                     (task->options.name.empty() ? task->function : task->options.name) + ") died " +
-                     std::to_string(task->attempts) + " times, and the task may be retried " +
-                     std::to_string(task->options.max_retries) + " (max_retries): " +
-                     FromKjException(e).message() + ". The node's worker logs say why.");
+            std::string message =
+                "the worker running task " + task->id.Hex() + " (" +
+                (task->options.name.empty() ? task->function : task->options.name) + ") died " +
+                std::to_string(task->attempts) + " times, and the task may be retried " +
+                std::to_string(task->options.max_retries) + " (max_retries): " +
+                FromKjException(e).message() + ".";
+            // The node says why when it stopped the worker itself (a quarantined GPU, GPU
+            // memory beyond the worker's share); else its worker logs do.
+            auto ask = connect_(l.node).castAs<proto::Node>().workerExitReasonRequest();
+            ask.setWorkerId(AsData(l.worker_id));
+            background_.add(
+                ask.send()
+                    .then([](auto reply) { return std::string(reply.getReason().cStr()); },
+                          [](kj::Exception&&) { return std::string(); })
+                    .then([this, task, message](std::string reason) {
+                      Fail(*task, ErrorKind::WORKER_CRASHED,
+                           message + (reason.empty() ? " The node's worker logs say why."
+                                                     : " The node stopped it: " + reason));
+                    }));
           }
           AfterTask(key, l);
           return;

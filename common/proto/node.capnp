@@ -92,12 +92,31 @@ interface Node {
   prepareBundles @7 (groupId :Data, bundles :List(BundleSpec)) -> ();
   commitBundles @8 (groupId :Data) -> ();
   cancelBundles @9 (groupId :Data) -> ();
+  # The node's GPUs as its health checks see them (docs/gpu.md), and its cordon: `cordoned` names
+  # why the node takes no new leases ("" when it does), since `cordonedSinceMs` (wall clock).
+  gpuHealth @10 () -> (gpus :List(GpuHealth), cordoned :Text, cordonedSinceMs :UInt64);
+  # `airt gpu return`: re-tests quarantined GPU `gpuId` and returns it to service if it passes.
+  # Errors: kNotFound (no such GPU), kFailedPrecondition (not quarantined, or failed again: the
+  # message says why).
+  returnGpu @11 (gpuId :UInt32) -> ();
+  # Why this node stopped worker `workerId` ("" when it did not: the worker exited by itself or
+  # was killed on request): a quarantined GPU, or its GPU memory beyond its share.
+  workerExitReason @12 (workerId :Data) -> (reason :Text);
 }
 
 # One bundle of a placement group as a node reserves it.
 struct BundleSpec {
   index @0 :UInt32;
   resources @1 :List(Cluster.Resource);
+}
+
+struct GpuHealth {
+  gpuId @0 :UInt32;
+  uuid @1 :Text;          # "" for a declared GPU
+  quarantined @2 :Bool;
+  reason @3 :Text;        # the failed check, while quarantined
+  sinceMs @4 :UInt64;     # wall clock of the quarantine
+  checks @5 :UInt64;      # checks made so far
 }
 
 # One granted lease, tied to its requester's connection (requestWorkerLease). No methods: only

@@ -14,6 +14,7 @@ namespace {
 // fits in 0.3 here exactly when it does on the node.
 constexpr int64_t kUnitsPerWhole = 10000;
 constexpr std::string_view kAcceleratorType = "accelerator_type";
+constexpr std::string_view kAcceleratorTypeLabel = "ray.io/accelerator-type";  // Ray's key
 // Nodes named in an infeasible message; the rest are counted.
 constexpr size_t kMaxNodesNamed = 16;
 
@@ -73,7 +74,7 @@ std::optional<std::string> LabelOf(const std::vector<Label>& labels, std::string
 
 bool LabelMatches(const PlacementNode& node, const ActorDemand& demand) {
   if (demand.accelerator_type.empty()) return true;
-  return LabelOf(node.labels, kAcceleratorType) == demand.accelerator_type;
+  return LabelOf(node.labels, kAcceleratorTypeLabel) == demand.accelerator_type;
 }
 
 bool FitsIn(const Units& demand, const Units& capacity) {
@@ -87,7 +88,7 @@ std::string ShortId(const NodeId& id) { return id.Hex().substr(0, 8); }
 
 std::string DescribeNode(const PlacementNode& node) {
   std::string out = "node " + ShortId(node.id) + " has " + FormatSet(ToUnits(node.total), "");
-  if (auto type = LabelOf(node.labels, kAcceleratorType)) {
+  if (auto type = LabelOf(node.labels, kAcceleratorTypeLabel)) {
     out += " (" + std::string(kAcceleratorType) + " " + *type + ")";
   }
   return out;

@@ -69,7 +69,7 @@ TEST_F(AirtCommand, StartStatusStopRunsATwoNodeClusterWithGpusAndLabels) {
   std::string address = ReadFile(dir_.File("session/head_address"));
   address = address.substr(0, address.find('\n'));
   ASSERT_EQ(Airt({"start", "--address=" + address, "--num-cpus=1", "--resources={\"TPU\": 2}",
-                  "--labels={\"accelerator_type\": \"A10\"}", "--object-store-memory=32M"},
+                  "--labels=accelerator_type=A10", "--object-store-memory=32M"},
                  &out),
             0)
       << out;
@@ -78,7 +78,7 @@ TEST_F(AirtCommand, StartStatusStopRunsATwoNodeClusterWithGpusAndLabels) {
   EXPECT_NE(out.find("Nodes: 2 alive, 0 dead"), std::string::npos) << out;
   EXPECT_NE(out.find("GPU 4/4"), std::string::npos) << out;
   EXPECT_NE(out.find("TPU 2/2"), std::string::npos) << out;
-  EXPECT_NE(out.find("accelerator_type=A10"), std::string::npos) << out;
+  EXPECT_NE(out.find("ray.io/accelerator-type=A10"), std::string::npos) << out;
 
   std::vector<pid_t> pids = RecordedPids();
   ASSERT_EQ(pids.size(), 3u);  // the head and two nodes

@@ -149,9 +149,10 @@ TEST_F(NodeProcess, RegistersItsResourcesLabelsGpuIdsAndServices) {
                                                        {"node:127.0.0.1", 1},
                                                        {"node:" + id.Hex(), 1},
                                                        {"custom", 2},
-                                                       {"TPU", 1}}));
-  EXPECT_EQ(reg->labels,
-            (std::map<std::string, std::string>{{"accelerator_type", "A10"}, {"zone", "a"}}));
+                                                       {"TPU", 1},
+                                                       {"accelerator_type:A10", 1}}));
+  EXPECT_EQ(reg->labels, (std::map<std::string, std::string>{{"ray.io/accelerator-type", "A10"},
+                                                             {"zone", "a"}}));
   EXPECT_EQ(reg->gpu_ids, (std::vector<uint32_t>{0, 1, 2, 3}));
   EXPECT_EQ(reg->pid, node->process->pid());
   EXPECT_EQ(reg->address, "127.0.0.1");

@@ -2,7 +2,9 @@
 // the built plugin, defined only when the build has CUDA (AIRT_WITH_CUDA).
 #include "gpu/gpu_plugin.h"
 
+#include <cstdio>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -59,9 +61,57 @@ TEST(GpuPluginDevice, ProbePassesWhenDevicePresent) {
   EXPECT_TRUE(status.ok()) << status.ToString();
 }
 
+// Discovery, NVML's counters and the bandwidth figure on every device (scripts/gpu_check reads
+// the "device N:" lines).
+TEST(GpuPluginDevice, DescribesEveryDevice) {
+  Result<GpuPlugin> plugin = GpuPlugin::Load(AIRT_GPU_PLUGIN_PATH);
+  ASSERT_TRUE(plugin.ok()) << plugin.status().ToString();
+  if (plugin->DeviceCount() == 0) GTEST_SKIP() << "skipped: no CUDA device";
+  for (int d = 0; d < plugin->DeviceCount(); ++d) {
+    Result<GpuDeviceInfo> info = plugin->DeviceInfo(d);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_FALSE(info->name.empty());
+    EXPECT_GT(info->total_memory, 0u);
+    EXPECT_TRUE(info->uuid.starts_with("GPU-") || info->uuid.starts_with("MIG-")) << info->uuid;
+    Result<airt_gpu_health_t> health = plugin->Health(d);
+    ASSERT_TRUE(health.ok()) << health.status().ToString();
+    Result<double> gbps = plugin->Bandwidth(d, uint64_t{256} << 20);
+    ASSERT_TRUE(gbps.ok()) << gbps.status().ToString();
+    EXPECT_GT(*gbps, 0);
+    Result<std::vector<GpuProcessMemory>> processes = plugin->ProcessMemory(d);
+    std::printf("device %d: %s %s %s %llu MiB%s, NVML %s, XIDs %llu, ECC %llu, throttle 0x%llx, "
+                "copy bandwidth %.0f GB/s, %s\n",
+                d, info->name.c_str(), info->uuid.c_str(), info->pci_bus_id.c_str(),
+                static_cast<unsigned long long>(info->total_memory >> 20),
+                info->is_mig ? " (MIG)" : "", health->nvml_ok ? "ok" : "absent",
+                health->xid_count, health->ecc_uncorrectable, health->throttle_reasons, *gbps,
+                processes.ok() ? (std::to_string(processes->size()) + " process(es)").c_str()
+                               : processes.status().message().c_str());
+  }
+}
+
+TEST(GpuPlugin, DescribeFailsWithoutTheDevice) {
+  Result<GpuPlugin> plugin = GpuPlugin::Load(AIRT_GPU_PLUGIN_PATH);
+  ASSERT_TRUE(plugin.ok()) << plugin.status().ToString();
+  Result<GpuDeviceInfo> info = plugin->DeviceInfo(plugin->DeviceCount());
+  ASSERT_FALSE(info.ok());
+  EXPECT_TRUE(info.status().code() == Code::kInvalidArgument ||
+              info.status().code() == Code::kUnavailable)
+      << info.status().ToString();
+  Result<airt_gpu_health_t> health = plugin->Health(0);  // no NVML here: nothing to read
+  if (plugin->DeviceCount() == 0) {
+    ASSERT_TRUE(health.ok() || health.status().code() == Code::kUnavailable);
+    if (health.ok()) EXPECT_EQ(health->nvml_ok, 0);
+  }
+}
+
 #else  // built without CUDA
 
 TEST(GpuPluginDevice, ProbePassesWhenDevicePresent) {
+  GTEST_SKIP() << "skipped: no CUDA device (built with AIRT_WITH_CUDA=OFF)";
+}
+
+TEST(GpuPluginDevice, DescribesEveryDevice) {
   GTEST_SKIP() << "skipped: no CUDA device (built with AIRT_WITH_CUDA=OFF)";
 }
 

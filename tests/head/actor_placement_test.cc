@@ -18,7 +18,7 @@ PlacementNode Node(const std::vector<Resource>& total, const std::string& accele
   node.alive = true;
   node.total = total;
   node.available = total;
-  if (!accelerator.empty()) node.labels.push_back({"accelerator_type", accelerator});
+  if (!accelerator.empty()) node.labels.push_back({"ray.io/accelerator-type", accelerator});
   return node;
 }
 

@@ -95,7 +95,7 @@ class HeadRpcTest : public ::testing::Test {
       total[1].setAmount(gpus);
     }
     auto labels = info.initLabels(1);
-    labels[0].setKey("accelerator_type");
+    labels[0].setKey("ray.io/accelerator-type");
     labels[0].setValue("A10");
     auto ids = info.initGpuIds(gpus);
     for (uint32_t g = 0; g < gpus; ++g) ids.set(g, g);

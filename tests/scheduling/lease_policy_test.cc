@@ -118,7 +118,7 @@ TEST(LeasePolicy, QueuesDuringGraceWhenNoNodeCanEverFit) {
 TEST(LeasePolicy, InfeasibleAfterGraceNamesShapeAndTotals) {
   NodeResources local = Node("CPU: 2, GPU: 4");
   ClusterView view{{View(0x10, "CPU: 2, GPU: 4", "CPU: 2, GPU: 4"),  // the local node: once
-                    View(0xab, "CPU: 8, GPU: 2", "CPU: 8, GPU: 2", {{"accelerator_type", "A10"}}),
+                    View(0xab, "CPU: 8, GPU: 2", "CPU: 8, GPU: 2", {{"ray.io/accelerator-type", "A10"}}),
                     View(0x20, "CPU: 96, GPU: 8", "CPU: 96, GPU: 8", {}, /*alive=*/false)}};
   LeaseDecision d = Policy(10s).Decide(Request("GPU: 8", At(100)), local, view, At(110));
   const auto* infeasible = std::get_if<Infeasible>(&d);
@@ -165,18 +165,18 @@ TEST(LeasePolicy, DeadNodesTotalsDoNotMakeAShapeFeasible) {
 
 TEST(LeasePolicy, AcceleratorTypeOnlyMatchesLabelledNodes) {
   NodeResources local = Node("CPU: 8, GPU: 8");  // unlabelled, all free
-  ClusterView view{{View(0x20, "GPU: 8", "GPU: 8", {{"accelerator_type", "H100"}}),
-                    View(0x30, "GPU: 2", "GPU: 1", {{"accelerator_type", "A10"}})}};
+  ClusterView view{{View(0x20, "GPU: 8", "GPU: 8", {{"ray.io/accelerator-type", "H100"}}),
+                    View(0x30, "GPU: 2", "GPU: 1", {{"ray.io/accelerator-type", "A10"}})}};
   LeaseDecision d = Policy().Decide(Request("GPU: 1, accelerator_type: A10"), local, view, At(0));
   EXPECT_EQ(SpilledTo(d), IdOf(0x30)) << ToString(d);
   // A labelled local node grants it.
-  NodeResources a10 = Node("GPU: 1", {{"accelerator_type", "A10"}});
+  NodeResources a10 = Node("GPU: 1", {{"ray.io/accelerator-type", "A10"}});
   d = Policy().Decide(Request("GPU: 1, accelerator_type: A10"), a10, view, At(0));
   EXPECT_TRUE(std::holds_alternative<GrantLocally>(d)) << ToString(d);
 }
 
 TEST(LeasePolicy, AcceleratorTypeNoNodeHasIsInfeasibleAfterGrace) {
-  NodeResources local = Node("CPU: 8, GPU: 8", {{"accelerator_type", "A10"}});
+  NodeResources local = Node("CPU: 8, GPU: 8", {{"ray.io/accelerator-type", "A10"}});
   ClusterView view{{View(0x20, "GPU: 8", "GPU: 8")}};
   LeaseRequest request = Request("GPU: 1, accelerator_type: H100", At(0));
   EXPECT_TRUE(

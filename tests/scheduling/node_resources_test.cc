@@ -96,7 +96,7 @@ TEST(NodeResources, AcquireIsResourceExhaustedWhenBusyAndFailedPreconditionWhenN
 }
 
 TEST(NodeResources, AcquireChecksTheAcceleratorTypeLabel) {
-  NodeResources a10 = Node("GPU: 1", {{"accelerator_type", "A10"}});
+  NodeResources a10 = Node("GPU: 1", {{"ray.io/accelerator-type", "A10"}});
   EXPECT_TRUE(a10.FitsNow(Shape("GPU: 1, accelerator_type: A10")));
   EXPECT_TRUE(a10.FitsNow(Shape("GPU: 1")));
   EXPECT_FALSE(a10.FitsNow(Shape("GPU: 1, accelerator_type: H100")));
@@ -147,7 +147,7 @@ TEST(NodeResources, FitsNowSeesGpuFragmentationThatTotalsHide) {
 }
 
 TEST(NodeResources, QuarantineShrinksTotalsAndShowsInSnapshot) {
-  NodeResources node = Node("CPU: 4, GPU: 4", {{"accelerator_type", "A10"}});
+  NodeResources node = Node("CPU: 4, GPU: 4", {{"ray.io/accelerator-type", "A10"}});
   Result<Allocation> held = node.Acquire(Shape("GPU: 0.25"));
   ASSERT_TRUE(held.ok());
   ASSERT_EQ(held->gpu_ids, (std::vector<GpuId>{0}));
@@ -160,7 +160,7 @@ TEST(NodeResources, QuarantineShrinksTotalsAndShowsInSnapshot) {
   EXPECT_EQ(snapshot.available, Set("CPU: 4, GPU: 2"));
   EXPECT_EQ(snapshot.quarantined_gpus, (std::vector<GpuId>{0, 3}));
   EXPECT_EQ(snapshot.gpus_in_use, (std::vector<GpuIdUsage>{{0, Amount::Units(2500)}}));
-  EXPECT_EQ(snapshot.labels.at("accelerator_type"), "A10");
+  EXPECT_EQ(snapshot.labels.at("ray.io/accelerator-type"), "A10");
   EXPECT_EQ(snapshot.num_allocations, 1u);
   EXPECT_FALSE(node.CouldEverFit(Shape("GPU: 3")));
   EXPECT_EQ(node.Acquire(Shape("GPU: 3")).status().code(), Code::kFailedPrecondition);

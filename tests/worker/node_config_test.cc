@@ -18,7 +18,7 @@ HostFacts Host(int gpus = 0) {
   HostFacts host;
   host.cpu_count = 16;
   host.physical_memory = 64 * kGiB;
-  host.count_gpus = [gpus](const std::string&) { return gpus; };
+  host.detect_gpus = [gpus](const std::string&) { return std::vector<GpuDeviceInfo>(gpus); };
   return host;
 }
 
@@ -45,23 +45,25 @@ std::string ErrorOf(std::vector<std::string> args, const HostFacts& host = Host(
 TEST(NodeConfig, DeclaresGpuIdsZeroToNWhenNumGpusGiven) {
   bool asked = false;
   HostFacts host = Host();
-  host.count_gpus = [&](const std::string&) {
+  host.detect_gpus = [&](const std::string&) {
     asked = true;
-    return 0;
+    return std::vector<GpuDeviceInfo>{};
   };
   auto config = Parse({"--head-address", "127.0.0.1:6379", "--num-gpus", "4"}, host);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->gpu_ids, (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(config->gpu_visible_names, (std::vector<std::string>{"0", "1", "2", "3"}));
   EXPECT_EQ(Totals(*config)["GPU"], 4.0);
-  EXPECT_FALSE(asked) << "an explicit --num-gpus needs no plugin";
+  EXPECT_TRUE(asked) << "detection still names the GPUs it sees";
+  EXPECT_EQ(config->gpu_memory, (std::vector<uint64_t>(4, 0))) << "unknown without --gpu-memory";
 }
 
 TEST(NodeConfig, DefaultsComeFromTheHost) {
   std::string plugin_asked = "unset";
   HostFacts host = Host();
-  host.count_gpus = [&](const std::string& path) {
+  host.detect_gpus = [&](const std::string& path) {
     plugin_asked = path;
-    return 2;
+    return std::vector<GpuDeviceInfo>(2);
   };
   auto config = Parse({"--head-address=head.example:6379", "--gpu-plugin=/opt/p.so"}, host);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
@@ -105,9 +107,10 @@ TEST(NodeConfig, CustomResourcesAndLabelsFromJsonInOrder) {
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   std::vector<ResourceAmount> expected = {
       {"CPU", 8},           {"memory", 8.0 * kGiB}, {"object_store_memory", 256.0 * (1 << 20)},
-      {"node:10.0.0.2", 1}, {"custom", 2},          {"TPU", 0.5}};
+      {"node:10.0.0.2", 1}, {"custom", 2},          {"TPU", 0.5},
+      {"accelerator_type:A10", 1}};
   EXPECT_EQ(config->total, expected);
-  std::vector<std::pair<std::string, std::string>> labels = {{"accelerator_type", "A10"},
+  std::vector<std::pair<std::string, std::string>> labels = {{"ray.io/accelerator-type", "A10"},
                                                              {"zone", "us-east-1a"}};
   EXPECT_EQ(config->labels, labels);
 }
@@ -123,10 +126,15 @@ TEST(NodeConfig, GpuIdsFollowCudaVisibleDevicesAsRay) {
   EXPECT_EQ(fewer->gpu_ids, (std::vector<uint32_t>{2}));
   EXPECT_EQ(ErrorOf({"--head-address=h:1", "--num-gpus=4"}, host),
             "--num-gpus: 4 GPUs asked for, but CUDA_VISIBLE_DEVICES='2,3' lists 2");
-  host.cuda_visible_devices = "GPU-8d3c5f2a";
+  host.cuda_visible_devices = "GPU-8d3c5f2a,MIG-1b2c";
+  auto uuids = Parse({"--head-address=h:1"}, host);
+  ASSERT_TRUE(uuids.ok()) << uuids.status().ToString();
+  EXPECT_EQ(uuids->gpu_ids, (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(uuids->gpu_visible_names, (std::vector<std::string>{"GPU-8d3c5f2a", "MIG-1b2c"}));
+  host.cuda_visible_devices = "first";
   EXPECT_EQ(ErrorOf({"--head-address=h:1", "--num-gpus=1"}, host),
-            "CUDA_VISIBLE_DEVICES='GPU-8d3c5f2a' is not a list of device indices (e.g. 0,1); "
-            "airt-node needs indices: unset it or list indices");
+            "CUDA_VISIBLE_DEVICES='first' is not a list of device indices (e.g. 0,1) or UUIDs "
+            "(GPU-..., MIG-...)");
 }
 
 TEST(NodeConfig, RejectsMissingOrMalformedHeadAddress) {
@@ -137,6 +145,41 @@ TEST(NodeConfig, RejectsMissingOrMalformedHeadAddress) {
               "--head-address: '" + bad + "' is not HOST:PORT (e.g. 10.0.0.1:6379)");
   }
   EXPECT_TRUE(Parse({"--head-address", "[::1]:6379"}).ok());
+}
+
+TEST(NodeConfig, LabelsAsKeyValuePairsAsRayStart) {
+  auto config = Parse({"--head-address=h:1", "--labels=accelerator_type=H100,zone=us-east-1a"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  std::vector<std::pair<std::string, std::string>> labels = {{"ray.io/accelerator-type", "H100"},
+                                                             {"zone", "us-east-1a"}};
+  EXPECT_EQ(config->labels, labels);
+  EXPECT_EQ(Totals(*config)["accelerator_type:H100"], 1.0);
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--labels=zone"}),
+            "--labels: 'zone' is not key=value (e.g. ray.io/accelerator-type=A10,zone=a)");
+  EXPECT_EQ(ErrorOf({"--head-address=h:1", "--labels=a=1,a=2"}), "--labels: label 'a' is given twice");
+}
+
+TEST(NodeConfig, DetectedGpusNameTheAcceleratorTypeAndTheirMemory) {
+  HostFacts host = Host();
+  host.detect_gpus = [](const std::string&) {
+    GpuDeviceInfo h100{"NVIDIA H100 80GB HBM3", "GPU-1234", "0000:3B:00.0", 80 * kGiB, false};
+    return std::vector<GpuDeviceInfo>{h100, h100};
+  };
+  auto config = Parse({"--head-address=h:1"}, host);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->labels, (std::vector<std::pair<std::string, std::string>>{
+                                {"ray.io/accelerator-type", "H100"}}));
+  EXPECT_EQ(Totals(*config)["accelerator_type:H100"], 1.0);
+  EXPECT_EQ(config->gpu_memory, (std::vector<uint64_t>{80 * kGiB, 80 * kGiB}));
+  EXPECT_EQ(config->gpu_uuids, (std::vector<std::string>{"GPU-1234", "GPU-1234"}));
+  EXPECT_EQ(config->gpu_memory_margin, 4 * kGiB) << "5% of the device by default";
+  auto declared = Parse({"--head-address=h:1", "--labels=accelerator_type=A10"}, host);
+  ASSERT_TRUE(declared.ok());
+  EXPECT_EQ(declared->labels[0].second, "A10") << "--labels wins over detection";
+  auto sized = Parse({"--head-address=h:1", "--num-gpus=2", "--gpu-memory=16G"});
+  ASSERT_TRUE(sized.ok());
+  EXPECT_EQ(sized->gpu_memory, (std::vector<uint64_t>{16 * kGiB, 16 * kGiB}));
+  EXPECT_TRUE(sized->labels.empty());
 }
 
 TEST(NodeConfig, InvalidJsonNamesTheFlagAndTheColumn) {
@@ -170,7 +213,8 @@ TEST(NodeConfig, RejectsLabelsThatAreNotStrings) {
   EXPECT_EQ(ErrorOf({"--head-address=h:1", "--labels", R"({"rack": 7})"}),
             "--labels: the value of 'rack' must be a string, e.g. \"A10\"");
   EXPECT_EQ(ErrorOf({"--head-address=h:1", "--labels", R"({"accelerator_type": "A 10"})"}),
-            "--labels: accelerator_type 'A 10' must be letters, digits and -_.: (e.g. A10, H100)");
+            "--labels: ray.io/accelerator-type 'A 10' must be letters, digits and -_.: (e.g. A10, "
+            "H100)");
   EXPECT_EQ(ErrorOf({"--head-address=h:1", "--labels", R"({"": "x"})"}),
             "--labels: label key '' must be non-empty, without spaces, control characters or ,{}");
 }
@@ -322,14 +366,14 @@ TEST(NodeHost, LooksForThePluginBesideTheBinaryNeverInACheckout) {
             (self.parent_path().parent_path() / "gpu" / "libairt_gpu_plugin.so").string());
   EXPECT_EQ(paths[2],
             (self.parent_path().parent_path() / "lib" / "libairt_gpu_plugin.so").string());
-  EXPECT_EQ(CountGpus("/nonexistent/libairt_gpu_plugin.so"), 0);
+  EXPECT_TRUE(DetectGpus("/nonexistent/libairt_gpu_plugin.so").empty());
 }
 
 TEST(NodeHost, DetectsThisMachine) {
   HostFacts host = DetectHost();
   EXPECT_GE(host.cpu_count, 1u);
   EXPECT_GT(host.physical_memory, 0u);
-  EXPECT_TRUE(static_cast<bool>(host.count_gpus));
+  EXPECT_TRUE(static_cast<bool>(host.detect_gpus));
 }
 
 TEST(NodeConfig, ObjectStoreFallbackLimitComesFromTheFlagElseTheEnvironment) {

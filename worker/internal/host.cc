@@ -78,32 +78,44 @@ std::string DefaultWorkerBinary() {
   return candidates.empty() ? std::string(kWorkerFile) : candidates.front();
 }
 
-int CountGpus(const std::string& path) {
-  std::string chosen = path;
-  if (chosen.empty()) {
-    std::vector<std::string> candidates = DefaultGpuPluginPaths();
-    for (const std::string& candidate : candidates) {
-      std::error_code ec;
-      if (std::filesystem::exists(candidate, ec)) {
-        chosen = candidate;
-        break;
-      }
-    }
-    if (chosen.empty()) {
-      std::string looked;
-      for (const std::string& c : candidates) looked += (looked.empty() ? "" : ", ") + c;
-      AIRT_LOG(INFO) << "no GPU plugin found (looked at " << looked << "): 0 GPUs";
-      return 0;
-    }
+std::string ChooseGpuPlugin(const std::string& path) {
+  if (!path.empty()) return path;
+  std::vector<std::string> candidates = DefaultGpuPluginPaths();
+  for (const std::string& candidate : candidates) {
+    std::error_code ec;
+    if (std::filesystem::exists(candidate, ec)) return candidate;
   }
+  std::string looked;
+  for (const std::string& c : candidates) looked += (looked.empty() ? "" : ", ") + c;
+  AIRT_LOG(INFO) << "no GPU plugin found (looked at " << looked << "): 0 GPUs";
+  return "";
+}
+
+std::vector<GpuDeviceInfo> DetectGpus(const std::string& path) {
+  std::string chosen = ChooseGpuPlugin(path);
+  if (chosen.empty()) return {};
   Result<GpuPlugin> plugin = GpuPlugin::Load(chosen);
   if (!plugin.ok()) {
     AIRT_LOG(WARNING) << plugin.status().ToString() << ": 0 GPUs";
-    return 0;
+    return {};
   }
+  std::vector<GpuDeviceInfo> devices;
   int count = plugin->DeviceCount();
+  for (int d = 0; d < count; ++d) {
+    Result<GpuDeviceInfo> info = plugin->DeviceInfo(d);
+    if (!info.ok()) {
+      AIRT_LOG(WARNING) << "GPU " << d << ": " << info.status().ToString()
+                        << " (counted, without a name or memory)";
+      devices.push_back(GpuDeviceInfo{});
+      continue;
+    }
+    AIRT_LOG(INFO) << "GPU " << d << ": " << info->name << " " << info->uuid << " at "
+                   << info->pci_bus_id << ", " << (info->total_memory >> 20) << " MiB"
+                   << (info->is_mig ? " (MIG instance)" : "");
+    devices.push_back(std::move(*info));
+  }
   AIRT_LOG(INFO) << "GPU plugin " << chosen << " sees " << count << " device(s)";
-  return count > 0 ? count : 0;
+  return devices;
 }
 
 Result<std::string> FindDefaultPython() {
@@ -190,7 +202,7 @@ HostFacts DetectHost() {
   HostFacts host;
   host.cpu_count = CpuCount();
   host.physical_memory = PhysicalMemory();
-  host.count_gpus = CountGpus;
+  host.detect_gpus = DetectGpus;
   host.default_python = FindDefaultPython;
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
     host.cuda_visible_devices = std::string(visible);

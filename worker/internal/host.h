@@ -22,9 +22,11 @@ std::vector<std::string> DefaultWorkerBinaryPaths();
 // then fails naming it), with a log line saying where it looked.
 std::string DefaultWorkerBinary();
 
-// The devices the plugin at `path` sees ("": the first of DefaultGpuPluginPaths that exists).
-// 0, and a log line saying why, when no plugin is found, it cannot be loaded, or it finds none.
-int CountGpus(const std::string& path);
+// `path`, else the first of DefaultGpuPluginPaths that exists; "" (and a log line) when none.
+std::string ChooseGpuPlugin(const std::string& path);
+// The devices the plugin at `path` sees ("": ChooseGpuPlugin's), described by the driver API.
+// None, and a log line saying why, when no plugin is found, it cannot be loaded, or it finds none.
+std::vector<GpuDeviceInfo> DetectGpus(const std::string& path);
 
 // The default interpreter of Python workers, as `ray start` uses the python that runs it: the
 // first `python3` on $PATH (made absolute), if `python3 -c "import airt"` succeeds there within
@@ -34,7 +36,7 @@ int CountGpus(const std::string& path);
 Result<std::string> FindDefaultPython();
 
 // The machine's facts: CPUs this process may run on (its affinity mask), physical memory,
-// CountGpus, CUDA_VISIBLE_DEVICES when set, and FindDefaultPython.
+// DetectGpus, CUDA_VISIBLE_DEVICES when set, and FindDefaultPython.
 HostFacts DetectHost();
 
 }  // namespace airt::worker

@@ -1,6 +1,8 @@
 #include "worker/internal/lease_manager.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <utility>
 
 #include <kj/function.h>
@@ -44,6 +46,7 @@ LeaseManager::LeaseManager(LeaseManagerOptions options, worker::scheduling::Node
           {options.local_node, ToChrono(options.infeasible_grace)})),
       pool_(pool),
       timer_(timer),
+      none_(*worker::scheduling::NodeResources::Create({})),
       self_(std::make_shared<LeaseManager*>(this)),
       tasks_(*this) {
   pool_.SetOnLeasedExit(
@@ -75,8 +78,8 @@ kj::Promise<LeaseOutcome> LeaseManager::RequestLease(LeaseAsk ask) {
   uint64_t id = next_request_id_++;
   TimePoint now = Now();
   Result<worker::scheduling::LeaseDecision> decision =
-      queue_.Submit(worker::scheduling::LeaseRequest{id, ask.shape, now, ask.placed}, resources_,
-                    remote_.view, now);
+      queue_.Submit(worker::scheduling::LeaseRequest{id, ask.shape, now, ask.placed},
+                    cordoned_ ? none_ : resources_, remote_.view, now);
   if (!decision.ok()) return ToKjException(Internal(decision.status().ToString()));
   AIRT_LOG(DEBUG) << "lease request " << id << " for " << ask.shape.ToString() << ": "
                   << worker::scheduling::ToString(*decision);
@@ -114,10 +117,12 @@ void LeaseManager::StartGrant(uint64_t id, Request& request) {
     return;
   }
   request.granting = true;
-  std::string cuda = allocation->CudaVisibleDevices();
+  std::string cuda = VisibleDevices(*allocation);
+  WorkerEnv gpu_env = GpuEnv(*allocation);
   request.allocation = std::move(*allocation);
   tasks_.add(
-      pool_.Acquire(request.ask.job, request.ask.language, cuda, request.ask.code_search_path)
+      pool_.Acquire(request.ask.job, request.ask.language, cuda, request.ask.code_search_path,
+                    gpu_env)
           .then([this, id](WorkerAddress&& worker) { OnWorkerReady(id, worker); },
                 [this, id](kj::Exception&& e) { OnWorkerFailed(id, kj::mv(e)); }));
 }
@@ -145,10 +150,27 @@ void LeaseManager::OnWorkerReady(uint64_t id, const WorkerAddress& worker) {
     ScheduleDispatch();
     return;
   }
+  const std::vector<uint32_t>& ids = request->allocation->gpu_ids;
+  if (std::any_of(ids.begin(), ids.end(), [&](uint32_t g) { return quarantined_.count(g); })) {
+    // A GPU of this grant was quarantined while its worker started: decide the request again.
+    Release(*request->allocation);
+    pool_.Release(worker.id, /*stop=*/true);
+    request->allocation.reset();
+    request->granting = false;
+    Status queued = queue_.Enqueue(
+        worker::scheduling::LeaseRequest{id, request->ask.shape, Now(), request->ask.placed});
+    if (!queued.ok()) {
+      request->reply->reject(ToKjException(Internal("re-queueing: " + queued.ToString())));
+      return;
+    }
+    requests_.emplace(id, std::move(request));
+    ScheduleDispatch();
+    return;
+  }
   uint64_t lease_id = next_lease_id_++;
   LeaseGranted granted{lease_id, worker, request->allocation->gpu_ids};
-  leases_.emplace(lease_id,
-                  Lease{worker.id, std::move(*request->allocation), request->ask.detached});
+  leases_.emplace(lease_id, Lease{worker.id, std::move(*request->allocation),
+                                  request->ask.detached, worker.pid});
   lease_of_worker_[worker.id] = lease_id;
   AIRT_LOG(DEBUG) << "lease " << lease_id << " of " << request->ask.shape.ToString()
                   << " granted: worker " << worker.id.Hex().substr(0, 8) << " at " << worker.host
@@ -300,6 +322,86 @@ void LeaseManager::WorkerBlocked(const WorkerId& worker, bool blocked) {
   if (blocked) ScheduleDispatch();
 }
 
+std::string LeaseManager::VisibleDevices(const worker::scheduling::Allocation& allocation) const {
+  std::string out;
+  for (uint32_t id : allocation.gpu_ids) {
+    auto name = options_.gpu_visible_names.find(id);
+    out += (out.empty() ? "" : ",") +
+           (name == options_.gpu_visible_names.end() ? std::to_string(id) : name->second);
+  }
+  return out;
+}
+
+WorkerEnv LeaseManager::GpuEnv(const worker::scheduling::Allocation& allocation) const {
+  double amount = allocation.resources.Get(worker::scheduling::kGpu).ToDouble();
+  if (amount <= 0 || amount >= 1 || allocation.gpu_ids.size() != 1) return {};
+  auto memory = options_.gpu_memory.find(allocation.gpu_ids[0]);
+  if (memory == options_.gpu_memory.end() || memory->second == 0) return {};
+  char fraction[32];
+  std::snprintf(fraction, sizeof fraction, "%g", amount);
+  auto limit = static_cast<uint64_t>(amount * static_cast<double>(memory->second));
+  return {{"AIRT_GPU_MEMORY_LIMIT_BYTES", std::to_string(limit)},
+          {"AIRT_GPU_MEMORY_FRACTION", fraction}};
+}
+
+Status LeaseManager::QuarantineGpu(uint32_t gpu_id, const std::string& reason) {
+  AIRT_RETURN_IF_ERROR(resources_.QuarantineGpu(gpu_id));
+  quarantined_.insert(gpu_id);
+  std::vector<WorkerId> holding;
+  for (const auto& [lease_id, lease] : leases_) {
+    const auto& ids = lease.allocation.gpu_ids;
+    if (std::find(ids.begin(), ids.end(), gpu_id) != ids.end()) holding.push_back(lease.worker);
+  }
+  for (const WorkerId& worker : holding) {
+    AIRT_LOG(WARNING) << "stopping worker " << worker.Hex().substr(0, 8) << ": " << reason;
+    StopWorker(worker, reason);
+  }
+  ScheduleDispatch();
+  return Status::Ok();
+}
+
+Status LeaseManager::RestoreGpu(uint32_t gpu_id) {
+  AIRT_RETURN_IF_ERROR(resources_.RestoreGpu(gpu_id));
+  quarantined_.erase(gpu_id);
+  ScheduleDispatch();
+  return Status::Ok();
+}
+
+void LeaseManager::SetCordoned(bool cordoned) {
+  cordoned_ = cordoned;
+  ScheduleDispatch();
+}
+
+bool LeaseManager::StopWorker(const WorkerId& worker, const std::string& reason) {
+  constexpr size_t kMaxExitReasons = 512;
+  if (exit_reasons_.emplace(worker, reason).second) exit_reason_order_.push_back(worker);
+  if (exit_reason_order_.size() > kMaxExitReasons) {
+    exit_reasons_.erase(exit_reason_order_.front());
+    exit_reason_order_.erase(exit_reason_order_.begin());
+  }
+  return KillWorker(worker);
+}
+
+std::optional<std::string> LeaseManager::ExitReason(const WorkerId& worker) const {
+  auto it = exit_reasons_.find(worker);
+  if (it == exit_reasons_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<GpuLease> LeaseManager::GpuLeases() const {
+  std::vector<GpuLease> out;
+  std::map<WorkerId, int32_t> pids;  // the processes the pool started (what NVML lists)
+  for (const WorkerSnapshot& w : pool_.Snapshot().workers) pids[w.id] = w.pid;
+  for (const auto& [lease_id, lease] : leases_) {
+    if (lease.allocation.gpu_ids.empty()) continue;
+    auto pid = pids.find(lease.worker);
+    out.push_back(GpuLease{lease.worker, pid == pids.end() ? lease.pid : pid->second,
+                           lease.allocation.gpu_ids,
+                           lease.allocation.resources.Get(worker::scheduling::kGpu).ToDouble()});
+  }
+  return out;
+}
+
 void LeaseManager::Release(const worker::scheduling::Allocation& allocation) {
   Status released = resources_.Release(allocation);
   if (!released.ok()) AIRT_LOG(ERROR) << "releasing a lease: " << released.ToString();
@@ -319,7 +421,7 @@ LeaseSpilled LeaseManager::SpillTarget(const NodeId& node) const {
 void LeaseManager::Dispatch() {
   TimePoint now = Now();
   std::vector<worker::scheduling::DispatchedLease> out =
-      queue_.Dispatch(resources_, remote_.view, now);
+      queue_.Dispatch(cordoned_ ? none_ : resources_, remote_.view, now);
   for (worker::scheduling::DispatchedLease& d : out) {
     uint64_t id = d.request.id;
     auto it = requests_.find(id);
@@ -367,7 +469,7 @@ ResourceReport LeaseManager::Report() const {
   worker::scheduling::NodeResourcesSnapshot snapshot = resources_.Snapshot();
   ResourceReport report;
   for (const auto& [name, amount] : snapshot.total.amounts()) {
-    report.available.push_back({name, snapshot.available.Get(name).ToDouble()});
+    report.available.push_back({name, cordoned_ ? 0 : snapshot.available.Get(name).ToDouble()});
   }
   for (const worker::scheduling::GpuIdUsage& gpu : snapshot.gpus_in_use) {
     report.gpu_ids_in_use.push_back(gpu.id);

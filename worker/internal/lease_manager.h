@@ -65,6 +65,18 @@ struct RemoteNodes {
 struct LeaseManagerOptions {
   NodeId local_node;
   kj::Duration infeasible_grace = 10 * kj::SECONDS;
+  // Per GPU id: what CUDA_VISIBLE_DEVICES names it by (default: the id), and its memory in bytes
+  // (a fractional share's worker gets AIRT_GPU_MEMORY_LIMIT_BYTES = share x memory).
+  std::map<uint32_t, std::string> gpu_visible_names;
+  std::map<uint32_t, uint64_t> gpu_memory;
+};
+
+// A lease's hold on GPUs, for the GPU monitor.
+struct GpuLease {
+  WorkerId worker;
+  int32_t pid = 0;
+  std::vector<uint32_t> gpu_ids;
+  double gpu_amount = 0;  // the shape's GPU: a fraction of its one id, or whole ids
 };
 
 struct LeaseManagerSnapshot {
@@ -129,6 +141,23 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   Status PrepareBundles(const PlacementGroupId& group, const std::vector<BundleAsk>& bundles);
   Status CommitBundles(const PlacementGroupId& group);
   void CancelBundles(const PlacementGroupId& group);
+  // A failed health check: GPU `gpu_id` leaves the schedulable resources and the workers of the
+  // leases holding it are stopped (their owners retry the tasks elsewhere, within their
+  // retries); `reason` is each such worker's ExitReason. kNotFound: no such GPU.
+  Status QuarantineGpu(uint32_t gpu_id, const std::string& reason);
+  // Puts a quarantined GPU back. kNotFound: no such GPU.
+  Status RestoreGpu(uint32_t gpu_id);
+  // Cordoned: nothing new is granted here (requests spill back to other nodes, wait, or are
+  // infeasible here when the head placed them), and the heartbeat reports nothing available.
+  // Leases held go on.
+  void SetCordoned(bool cordoned);
+  bool cordoned() const { return cordoned_; }
+  // Stops worker `worker` as KillWorker does, remembering `reason` as its ExitReason.
+  bool StopWorker(const WorkerId& worker, const std::string& reason);
+  // Why the node stopped worker `worker` (QuarantineGpu, StopWorker); nullopt for any other
+  // exit. The latest few hundred are kept.
+  std::optional<std::string> ExitReason(const WorkerId& worker) const;
+  std::vector<GpuLease> GpuLeases() const;
 
   // Available amounts of every resource the node has, GPU ids in use and quarantined.
   ResourceReport Report() const override;
@@ -157,7 +186,11 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
     WorkerId worker;
     worker::scheduling::Allocation allocation;
     bool detached = false;
+    int32_t pid = 0;
   };
+  // The CUDA_VISIBLE_DEVICES and memory-limit variables of a worker holding `allocation`.
+  std::string VisibleDevices(const worker::scheduling::Allocation& allocation) const;
+  WorkerEnv GpuEnv(const worker::scheduling::Allocation& allocation) const;
 
   LeaseManagerOptions options_;
   worker::scheduling::NodeResources resources_;
@@ -177,6 +210,11 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   };
   std::map<PlacementGroupId, std::vector<ReservedBundle>> bundles_;
   std::set<uint64_t> ended_leases_;  // ended here and not returned yet; the latest few
+  bool cordoned_ = false;
+  std::set<uint32_t> quarantined_;  // GPU ids
+  worker::scheduling::NodeResources none_;  // what a cordoned node offers new requests
+  std::map<WorkerId, std::string> exit_reasons_;
+  std::vector<WorkerId> exit_reason_order_;
   uint64_t next_request_id_ = 1;
   uint64_t next_lease_id_ = 1;
   bool dispatch_scheduled_ = false;

@@ -4,11 +4,13 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string_view>
 
 #include "common/flags.h"
 #include "common/flat_json.h"
 #include "common/logging.h"
+#include "gpu/accelerator_type.h"
 
 namespace airt::worker {
 namespace {
@@ -132,63 +134,107 @@ bool AcceleratorName(std::string_view name) {
   return true;
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> ParseLabels(const std::string& json) {
+// `key=value,key=value` (Ray's `ray start --labels`) or a flat JSON object of strings.
+Result<std::vector<std::pair<std::string, std::string>>> LabelPairs(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  std::string_view rest = text;
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  if (rest.empty()) return pairs;
+  if (rest.front() == '{') {
+    Result<std::vector<FlatJsonMember>> members = ParseFlatJson(text);
+    if (!members.ok()) return FlagError("labels", members.status().message());
+    for (FlatJsonMember& m : *members) {
+      std::string* value = std::get_if<std::string>(&m.value);
+      if (value == nullptr) {
+        return FlagError("labels", "the value of '" + m.key + "' must be a string, e.g. \"A10\"");
+      }
+      pairs.emplace_back(std::move(m.key), std::move(*value));
+    }
+    return pairs;
+  }
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return FlagError("labels", "'" + std::string(item) +
+                                     "' is not key=value (e.g. ray.io/accelerator-type=A10,zone=a)");
+    }
+    pairs.emplace_back(std::string(item.substr(0, eq)), std::string(item.substr(eq + 1)));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return pairs;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> ParseLabels(const std::string& text) {
+  AIRT_ASSIGN_OR_RETURN(auto pairs, LabelPairs(text));
   std::vector<std::pair<std::string, std::string>> labels;
-  if (json.empty()) return labels;
-  Result<std::vector<FlatJsonMember>> members = ParseFlatJson(json);
-  if (!members.ok()) return FlagError("labels", members.status().message());
-  for (FlatJsonMember& m : *members) {
-    if (!PlainName(m.key)) {
-      return FlagError("labels", "label key '" + m.key +
+  for (auto& [key, value] : pairs) {
+    if (!PlainName(key)) {
+      return FlagError("labels", "label key '" + key +
                                      "' must be non-empty, without spaces, control characters "
                                      "or ,{}");
     }
-    std::string* value = std::get_if<std::string>(&m.value);
-    if (value == nullptr) {
-      return FlagError("labels", "the value of '" + m.key + "' must be a string, e.g. \"A10\"");
-    }
-    if (m.key == kAcceleratorType && !AcceleratorName(*value)) {
-      return FlagError("labels", "accelerator_type '" + *value +
+    if (key == kAcceleratorType) key = kAcceleratorTypeLabel;  // the short form of Ray's key
+    if (key == kAcceleratorTypeLabel && !AcceleratorName(value)) {
+      return FlagError("labels", std::string(kAcceleratorTypeLabel) + " '" + value +
                                      "' must be letters, digits and -_.: (e.g. A10, H100)");
     }
-    labels.emplace_back(std::move(m.key), std::move(*value));
+    for (const auto& [seen, unused] : labels) {
+      if (seen == key) return FlagError("labels", "label '" + key + "' is given twice");
+    }
+    labels.emplace_back(std::move(key), std::move(value));
   }
   return labels;
 }
 
-// Ids for `count` GPUs: 0..count-1, or the first `count` indices of CUDA_VISIBLE_DEVICES.
-Result<std::vector<uint32_t>> GpuIds(uint64_t count, bool explicit_count,
-                                     const std::optional<std::string>& visible) {
-  std::vector<uint32_t> ids;
-  if (!visible.has_value()) {
-    for (uint64_t i = 0; i < count; ++i) ids.push_back(static_cast<uint32_t>(i));
-    return ids;
+bool IsIndexList(std::string_view text) {
+  for (char c : text) {
+    if (!(c == ',' || (c >= '0' && c <= '9'))) return false;
   }
-  std::vector<uint32_t> listed;
-  std::string_view rest = *visible;
-  while (!rest.empty()) {
-    size_t comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    uint32_t id = 0;
-    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size()) {
-      return InvalidArgument("CUDA_VISIBLE_DEVICES='" + *visible +
-                             "' is not a list of device indices (e.g. 0,1); airt-node needs "
-                             "indices: unset it or list indices");
+  return true;
+}
+
+// The GPUs a node offers: `count` of them, ids 0..count-1, or the first `count` indices of
+// CUDA_VISIBLE_DEVICES when it lists indices (as Ray); a list of UUIDs names the devices, ids
+// 0..count-1. Fills the config's gpu_ids and gpu_visible_names.
+Status AssignGpuIds(uint64_t count, bool explicit_count, const std::optional<std::string>& visible,
+                    NodeConfig* config) {
+  std::vector<std::string> listed;
+  if (visible.has_value()) {
+    std::string_view rest = *visible;
+    while (!rest.empty()) {
+      size_t comma = rest.find(',');
+      std::string_view item = rest.substr(0, comma);
+      bool uuid = item.starts_with("GPU-") || item.starts_with("MIG-");
+      uint32_t id = 0;
+      auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+      bool index = !item.empty() && ec == std::errc() && end == item.data() + item.size();
+      if (!uuid && !index) {
+        return InvalidArgument("CUDA_VISIBLE_DEVICES='" + *visible +
+                               "' is not a list of device indices (e.g. 0,1) or UUIDs "
+                               "(GPU-..., MIG-...)");
+      }
+      listed.emplace_back(item);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     }
-    listed.push_back(id);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-  }
-  if (count > listed.size()) {
-    if (explicit_count) {
-      return FlagError("num-gpus", std::to_string(count) + " GPUs asked for, but " +
-                                       "CUDA_VISIBLE_DEVICES='" + *visible + "' lists " +
-                                       std::to_string(listed.size()));
+    if (count > listed.size()) {
+      if (explicit_count) {
+        return FlagError("num-gpus", std::to_string(count) + " GPUs asked for, but " +
+                                         "CUDA_VISIBLE_DEVICES='" + *visible + "' lists " +
+                                         std::to_string(listed.size()));
+      }
+      count = listed.size();
     }
-    count = listed.size();
   }
-  ids.assign(listed.begin(), listed.begin() + static_cast<ptrdiff_t>(count));
-  return ids;
+  bool indices = visible.has_value() && IsIndexList(*visible);
+  for (uint64_t i = 0; i < count; ++i) {
+    uint32_t id = static_cast<uint32_t>(i);
+    if (indices) std::from_chars(listed[i].data(), listed[i].data() + listed[i].size(), id);
+    config->gpu_ids.push_back(id);
+    config->gpu_visible_names.push_back(visible.has_value() ? listed[i] : std::to_string(id));
+  }
+  return Status::Ok();
 }
 
 struct RawFlags {
@@ -201,6 +247,8 @@ struct RawFlags {
   uint64_t idle_worker_timeout_ms = 60000, worker_stop_grace_ms = 2000;
   uint64_t cluster_view_interval_ms = 1000;
   std::string head_reconnect_timeout_s;
+  std::string gpu_memory, gpu_fault_spec, gpu_memory_margin, gpu_min_bandwidth_fraction;
+  uint64_t gpu_health_interval_ms = 60000, gpu_memory_check_ms = 1000;
 };
 
 // A duration flag in milliseconds: `min` to one hour.
@@ -230,7 +278,10 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
                   "store's memory cannot hold) at once; 0: none; empty: "
                   "$AIRT_OBJECT_STORE_FALLBACK_LIMIT, else what the disk holds");
   flags.AddString("resources", &raw.resources, "custom resources, JSON: '{\"TPU\": 2}'");
-  flags.AddString("labels", &raw.labels, "labels, JSON: '{\"accelerator_type\": \"A10\"}'");
+  flags.AddString("labels", &raw.labels,
+                  "labels, key=value,...: ray.io/accelerator-type=A10,zone=a (accelerator_type=A10 "
+                  "means the same; a flat JSON object works too); default the detected "
+                  "accelerator type");
   flags.AddString("node-address", &raw.node_address, "address the node's services bind");
   flags.AddUint64("port", &raw.port, "the node's Cap'n Proto service port; 0: any");
   flags.AddUint64("transfer-port", &raw.transfer_port, "the object transfer port; 0: any");
@@ -263,6 +314,22 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
                   "a worker told to stop (SIGTERM) is killed (SIGKILL) after this");
   flags.AddUint64("cluster-view-interval-ms", &raw.cluster_view_interval_ms,
                   "how often the head's cluster view is fetched (for spillback)");
+  flags.AddString("gpu-memory", &raw.gpu_memory,
+                  "bytes of each GPU when detection does not say (declared GPUs); sets the "
+                  "memory shares of fractional GPUs");
+  flags.AddString("gpu-fault-spec", &raw.gpu_fault_spec,
+                  "inject GPU failures instead of running the real checks (drills; docs/gpu.md), "
+                  "e.g. 'gpu=0:xid=79:when=busy;gpu=1:memory=9G'");
+  flags.AddUint64("gpu-health-interval-ms", &raw.gpu_health_interval_ms,
+                  "how often GPUs are checked: idle ones fully, busy ones lightly");
+  flags.AddUint64("gpu-memory-check-ms", &raw.gpu_memory_check_ms,
+                  "how often the GPU memory of workers holding a fractional GPU is read");
+  flags.AddString("gpu-memory-margin", &raw.gpu_memory_margin,
+                  "bytes a worker may exceed its GPU memory share by, besides the CUDA context; "
+                  "default 5% of the device");
+  flags.AddString("gpu-min-bandwidth-fraction", &raw.gpu_min_bandwidth_fraction,
+                  "a GPU whose copy bandwidth is below this fraction of its type's fails; "
+                  "default 0.5");
   Status parsed = flags.Parse(argc, argv);
   if (parsed.code() == Code::kCancelled) return Cancelled(flags.Usage());
   AIRT_RETURN_IF_ERROR(parsed);
@@ -327,15 +394,46 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
     AIRT_ASSIGN_OR_RETURN(cpus, ParseCount("num-cpus", raw.num_cpus));
   }
   bool explicit_gpus = !raw.num_gpus.empty();
-  uint64_t gpus = 0;
+  std::vector<GpuDeviceInfo> detected;
+  if (host.detect_gpus) detected = host.detect_gpus(raw.gpu_plugin);
+  uint64_t gpus = detected.size();
   if (explicit_gpus) {
     AIRT_ASSIGN_OR_RETURN(gpus, ParseCount("num-gpus", raw.num_gpus));
-  } else if (host.count_gpus) {
-    int detected = host.count_gpus(raw.gpu_plugin);
-    gpus = detected > 0 ? static_cast<uint64_t>(detected) : 0;
   }
   if (gpus > 1024) return FlagError("num-gpus", std::to_string(gpus) + " is more than 1024");
-  AIRT_ASSIGN_OR_RETURN(config.gpu_ids, GpuIds(gpus, explicit_gpus, host.cuda_visible_devices));
+  // Detection ran in this process, so it saw only CUDA_VISIBLE_DEVICES' devices already.
+  AIRT_RETURN_IF_ERROR(AssignGpuIds(gpus, explicit_gpus, host.cuda_visible_devices, &config));
+  uint64_t declared_memory = 0;
+  if (!raw.gpu_memory.empty()) {
+    AIRT_ASSIGN_OR_RETURN(declared_memory, ParseBytesFlag("gpu-memory", raw.gpu_memory));
+  }
+  for (size_t i = 0; i < config.gpu_ids.size(); ++i) {
+    bool known = i < detected.size();
+    config.gpu_uuids.push_back(known ? detected[i].uuid : "");
+    config.gpu_memory.push_back(known && detected[i].total_memory > 0 ? detected[i].total_memory
+                                                                       : declared_memory);
+  }
+  config.gpu_plugin = raw.gpu_plugin;
+  config.gpu_fault_spec = raw.gpu_fault_spec;
+  AIRT_ASSIGN_OR_RETURN(config.gpu_health_interval_ms,
+                        ParseMs("gpu-health-interval-ms", raw.gpu_health_interval_ms, 10));
+  AIRT_ASSIGN_OR_RETURN(config.gpu_memory_check_ms,
+                        ParseMs("gpu-memory-check-ms", raw.gpu_memory_check_ms, 10));
+  if (!raw.gpu_memory_margin.empty()) {
+    AIRT_ASSIGN_OR_RETURN(config.gpu_memory_margin,
+                          ParseBytesFlag("gpu-memory-margin", raw.gpu_memory_margin));
+  } else if (!config.gpu_memory.empty()) {
+    config.gpu_memory_margin = config.gpu_memory.front() / 20;
+  }
+  if (!raw.gpu_min_bandwidth_fraction.empty()) {
+    char* end = nullptr;
+    double f = std::strtod(raw.gpu_min_bandwidth_fraction.c_str(), &end);
+    if (end == raw.gpu_min_bandwidth_fraction.c_str() || *end != '\0' || !(f >= 0 && f <= 1)) {
+      return FlagError("gpu-min-bandwidth-fraction",
+                       "'" + raw.gpu_min_bandwidth_fraction + "' is not a number from 0 to 1");
+    }
+    config.gpu_min_bandwidth_fraction = f;
+  }
 
   config.object_store_memory = std::min(kDefaultStoreBytes, host.physical_memory / 10 * 3);
   if (config.object_store_memory == 0) config.object_store_memory = kDefaultStoreBytes;
@@ -371,6 +469,23 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   add(kNodeResourcePrefix + config.node_address, 1);
   AIRT_RETURN_IF_ERROR(AddCustomResources(raw.resources, &config.total));
   AIRT_ASSIGN_OR_RETURN(config.labels, ParseLabels(raw.labels));
+  // The accelerator type: --labels wins, else the first detected GPU's (Ray labels a node with
+  // one type). It is also Ray's resource accelerator_type:<T>.
+  auto type = std::find_if(config.labels.begin(), config.labels.end(),
+                           [](const auto& label) { return label.first == kAcceleratorTypeLabel; });
+  if (type == config.labels.end() && !config.gpu_ids.empty() && !detected.empty()) {
+    std::string detected_type = AcceleratorTypeFromName(detected.front().name);
+    if (!detected_type.empty()) {
+      config.labels.emplace_back(kAcceleratorTypeLabel, detected_type);
+      type = config.labels.end() - 1;
+    }
+  }
+  if (type != config.labels.end()) {
+    std::string name = kAcceleratorTypeResourcePrefix + type->second;
+    bool given = std::any_of(config.total.begin(), config.total.end(),
+                             [&](const ResourceAmount& r) { return r.name == name; });
+    if (!given) config.total.push_back({name, 1});
+  }
   // Last, once the flags are known good: finding the default may start an interpreter.
   if (default_python && host.default_python) {
     Result<std::string> python = host.default_python();

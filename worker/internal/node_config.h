@@ -1,6 +1,6 @@
 // airt-node's command line, and the resources it resolves to with what the host offers.
 //   airt-node --head-address 10.0.0.1:6379 --num-gpus 4 --resources '{"TPU": 2}'
-//             --labels '{"accelerator_type": "A10"}' --object-store-memory 2G
+//             --labels ray.io/accelerator-type=A10,zone=us-east-1a --object-store-memory 2G
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "common/status.h"
+#include "gpu/accelerator_type.h"  // kAcceleratorTypeLabel: `accelerator_type` means it too
+#include "gpu/gpu_plugin.h"
 
 namespace airt::worker {
 
@@ -34,10 +36,13 @@ struct ResourceAmount {
 struct HostFacts {
   uint64_t cpu_count = 1;        // hardware threads this process may run on
   uint64_t physical_memory = 0;  // bytes
-  // The GPUs the plugin at the given path sees ("": the default places); 0 when it is absent
-  // or finds none. Called only when --num-gpus is not given. Null: 0.
-  std::function<int(const std::string& plugin_path)> count_gpus;
-  // CUDA_VISIBLE_DEVICES when set. A list of indices makes the GPU ids those indices, as Ray.
+  // The GPUs the plugin at the given path sees ("": the default places), in CUDA's order (after
+  // CUDA_VISIBLE_DEVICES; MIG instances are devices of their own); none when it is absent or
+  // finds none. Called once, always (--num-gpus caps the count; names give the accelerator
+  // type, memories the fractional shares). Null: none.
+  std::function<std::vector<GpuDeviceInfo>(const std::string& plugin_path)> detect_gpus;
+  // CUDA_VISIBLE_DEVICES when set. A list of indices makes the GPU ids those indices, as Ray; a
+  // list of UUIDs (GPU-..., MIG-...) makes them 0..N-1, each worker seeing its devices' UUIDs.
   std::optional<std::string> cuda_visible_devices;
   // The interpreter Python workers run when neither --python-executable nor $AIRT_PYTHON names
   // one. Called only then. Null, or an error (logged as a warning): no Python workers.
@@ -60,6 +65,19 @@ struct NodeConfig {
   std::vector<ResourceAmount> total;
   std::vector<std::pair<std::string, std::string>> labels;  // in the order given
   std::vector<uint32_t> gpu_ids;                            // one per GPU
+  // Per GPU, in gpu_ids' order: what a worker's CUDA_VISIBLE_DEVICES names it by (the index, or
+  // the UUID CUDA_VISIBLE_DEVICES gave), its UUID ("" when declared), its memory in bytes
+  // (detected, else --gpu-memory; 0: unknown, and fractional shares get no memory limit).
+  std::vector<std::string> gpu_visible_names;
+  std::vector<std::string> gpu_uuids;
+  std::vector<uint64_t> gpu_memory;
+  // GPU health (gpu_health.h).
+  std::string gpu_plugin;                   // --gpu-plugin; "": the default places
+  std::string gpu_fault_spec;               // --gpu-fault-spec; "": the real checks
+  uint32_t gpu_health_interval_ms = 60000;  // full checks of idle GPUs, light ones of busy GPUs
+  uint32_t gpu_memory_check_ms = 1000;      // how often fractional workers' memory is read
+  uint64_t gpu_memory_margin = 0;           // bytes a share may be exceeded by beyond the context
+  double gpu_min_bandwidth_fraction = 0.5;  // of the device type's expected copy bandwidth
   uint32_t head_call_timeout_ms = 5000;                     // a registerNode or heartbeat call
   uint32_t head_retry_max_ms = 5000;                        // the longest wait between retries
   uint32_t head_reconnect_timeout_s = 60;  // the node exits when the head is unreachable this long
@@ -80,8 +98,15 @@ struct NodeConfig {
 
 // Parses argv (Ray's `ray start` flags where they exist) and fills the gaps from `host`:
 //   --num-cpus   default host.cpu_count
-//   --num-gpus   default host.count_gpus(--gpu-plugin); N GPUs get ids 0..N-1, or the first N
-//                indices of CUDA_VISIBLE_DEVICES when it is set
+//   --num-gpus   default the devices host.detect_gpus(--gpu-plugin) finds; N GPUs get ids 0..N-1,
+//                or the first N indices of CUDA_VISIBLE_DEVICES when it lists indices
+//   --labels     key=value,... (or a flat JSON object); accelerator_type=T is stored under
+//                ray.io/accelerator-type; default ray.io/accelerator-type=<detected type> when
+//                GPUs are detected. A node with an accelerator type also offers the resource
+//                accelerator_type:<T>: 1, as Ray.
+//   --gpu-memory bytes of each declared GPU when detection does not say
+//   --gpu-fault-spec, --gpu-health-interval-ms, --gpu-memory-check-ms, --gpu-memory-margin,
+//   --gpu-min-bandwidth-fraction: see NodeConfig and docs/gpu.md
 //   --memory     default 70% of physical memory less the object store
 //   --object-store-memory  default 1 GiB, at most 30% of physical memory
 //   --object-store-fallback-limit  default $AIRT_OBJECT_STORE_FALLBACK_LIMIT, else the disk's room

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -23,6 +24,8 @@
 #include "objectstore/transfer.h"
 #include "worker/internal/child_processes.h"
 #include "worker/internal/cluster_view_poller.h"
+#include "worker/internal/gpu_health.h"
+#include "worker/internal/gpu_monitor.h"
 #include "worker/internal/head_session.h"
 #include "worker/internal/host.h"
 #include "worker/internal/job_cleanup.h"
@@ -128,6 +131,58 @@ std::string AddressForWorkers(const std::string& bind_address) {
   return bind_address;
 }
 
+// The node's GPU health checks: the fault spec's when given, else the plugin's when it loads;
+// null (no checks) for a node without GPUs or with declared GPUs and no plugin. Sets
+// `context_bytes` to the CUDA context's own memory, measured here (0 when unknown).
+Result<std::unique_ptr<GpuHealthSource>> MakeGpuHealthSource(const NodeConfig& config,
+                                                             uint64_t* context_bytes) {
+  *context_bytes = 0;
+  if (config.gpu_ids.empty()) return std::unique_ptr<GpuHealthSource>();
+  if (!config.gpu_fault_spec.empty()) {
+    AIRT_ASSIGN_OR_RETURN(std::vector<GpuFault> faults,
+                          ParseGpuFaultSpec(config.gpu_fault_spec, config.gpu_ids));
+    AIRT_LOG(WARNING) << "GPU health checks inject faults (--gpu-fault-spec '"
+                      << config.gpu_fault_spec << "'): no real check runs";
+    return std::unique_ptr<GpuHealthSource>(std::make_unique<FaultSpecGpuHealth>(
+        std::move(faults), config.gpu_ids, config.gpu_min_bandwidth_fraction));
+  }
+  std::string path = ChooseGpuPlugin(config.gpu_plugin);
+  Result<GpuPlugin> loaded = path.empty() ? Unavailable("no GPU plugin") : GpuPlugin::Load(path);
+  if (!loaded.ok() || loaded->DeviceCount() < static_cast<int>(config.gpu_ids.size())) {
+    AIRT_LOG(WARNING) << "no GPU health checks: the node's " << config.gpu_ids.size()
+                      << " GPU(s) are declared, not all seen by a GPU plugin"
+                      << (loaded.ok() ? "" : " (" + loaded.status().ToString() + ")");
+    return std::unique_ptr<GpuHealthSource>();
+  }
+  auto plugin = std::make_shared<GpuPlugin>(std::move(*loaded));
+  PluginGpuHealthOptions options;
+  std::string type;
+  for (const auto& [key, value] : config.labels) {
+    if (key == kAcceleratorTypeLabel) type = value;
+  }
+  for (uint64_t memory : config.gpu_memory) {
+    options.expected_gbps.push_back(ExpectedBandwidthGbps(type, memory));
+  }
+  options.min_bandwidth_fraction = config.gpu_min_bandwidth_fraction;
+  // The context this process makes on device 0 is what each worker's context costs too.
+  if (plugin->Probe(0, AIRT_GPU_PROBE_MIN_BYTES).ok()) {
+    Result<std::vector<GpuProcessMemory>> used = plugin->ProcessMemory(0);
+    if (used.ok()) {
+      for (const GpuProcessMemory& p : *used) {
+        if (p.pid == static_cast<int32_t>(::getpid())) *context_bytes = p.bytes;
+      }
+    }
+  }
+  return std::unique_ptr<GpuHealthSource>(
+      std::make_unique<PluginGpuHealth>(std::move(plugin), std::move(options)));
+}
+
+uint64_t WallMs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
 }  // namespace
 
 int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
@@ -230,10 +285,39 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
                            ? std::string(" (no Python workers)")
                            : "; Python: " + config.python_executable + " -m airt._private.worker");
     WorkerPool pool(pool_options, launcher, **reaper, timer);
-    LeaseManager leases({node.id, config.infeasible_grace_ms * kj::MILLISECONDS},
-                        std::move(*resources), pool, timer);
+    LeaseManagerOptions lease_options{node.id, config.infeasible_grace_ms * kj::MILLISECONDS};
+    for (size_t i = 0; i < config.gpu_ids.size(); ++i) {
+      lease_options.gpu_visible_names[config.gpu_ids[i]] = config.gpu_visible_names[i];
+      lease_options.gpu_memory[config.gpu_ids[i]] = config.gpu_memory[i];
+    }
+    LeaseManager leases(std::move(lease_options), std::move(*resources), pool, timer);
     target->leases = &leases;
     KJ_DEFER(target->leases = nullptr);
+
+    // GPU health: checked now, before the node registers, then periodically.
+    uint64_t context_bytes = 0;
+    Result<std::unique_ptr<GpuHealthSource>> health = MakeGpuHealthSource(config, &context_bytes);
+    if (!health.ok()) {
+      AIRT_LOG(ERROR) << health.status().ToString();
+      exit_code = 1;
+      return;
+    }
+    std::unique_ptr<GpuMonitor> gpu_monitor;
+    if (*health != nullptr) {
+      GpuMonitorOptions monitor_options;
+      monitor_options.gpu_ids = config.gpu_ids;
+      monitor_options.gpu_uuids = config.gpu_uuids;
+      monitor_options.gpu_memory = config.gpu_memory;
+      monitor_options.interval = config.gpu_health_interval_ms * kj::MILLISECONDS;
+      monitor_options.memory_interval = config.gpu_memory_check_ms * kj::MILLISECONDS;
+      monitor_options.context_bytes = context_bytes;
+      monitor_options.margin_bytes = config.gpu_memory_margin;
+      gpu_monitor = std::make_unique<GpuMonitor>(std::move(monitor_options), **health, leases,
+                                                 timer, WallMs);
+      gpu_monitor->Start();
+      target->gpus = gpu_monitor.get();
+    }
+    KJ_DEFER(target->gpus = nullptr);
 
     // Workers' output to their jobs' drivers.
     LogStreamer logs({node.id.Hex().substr(0, 8)}, timer, [&pool] {
@@ -300,6 +384,7 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
     target->leases = nullptr;  // new calls fail with kUnavailable from here on
     target->logs = nullptr;
     target->store = nullptr;
+    target->gpus = nullptr;
     pool.StopAll().wait(wait);
     if (gave_up.empty()) {
       session.Unregister(std::min(options.call_timeout, kMaxUnregisterWait)).wait(wait);

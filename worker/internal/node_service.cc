@@ -233,4 +233,45 @@ kj::Promise<void> NodeService::subscribeLogs(SubscribeLogsContext context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> NodeService::gpuHealth(GpuHealthContext context) {
+  auto results = context.getResults();
+  if (target_->gpus == nullptr) {
+    results.initGpus(0);
+    return kj::READY_NOW;
+  }
+  GpuMonitorSnapshot snapshot = target_->gpus->Snapshot();
+  auto gpus = results.initGpus(static_cast<unsigned>(snapshot.gpus.size()));
+  for (size_t i = 0; i < snapshot.gpus.size(); ++i) {
+    const GpuState& gpu = snapshot.gpus[i];
+    auto out = gpus[static_cast<unsigned>(i)];
+    out.setGpuId(gpu.gpu_id);
+    out.setUuid(gpu.uuid);
+    out.setQuarantined(gpu.quarantined);
+    out.setReason(gpu.reason);
+    out.setSinceMs(gpu.since_ms);
+    out.setChecks(gpu.checks);
+  }
+  results.setCordoned(snapshot.cordon_reason);
+  results.setCordonedSinceMs(snapshot.cordoned_since_ms);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> NodeService::returnGpu(ReturnGpuContext context) {
+  if (target_->gpus == nullptr) return Fail(Unavailable("the node is not serving (stopping)"));
+  Status returned = target_->gpus->Return(context.getParams().getGpuId());
+  if (!returned.ok()) return Fail(returned);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> NodeService::workerExitReason(WorkerExitReasonContext context) {
+  Result<LeaseManager*> leases = Leases();
+  if (!leases.ok()) return Fail(leases.status());
+  auto id = context.getParams().getWorkerId();
+  Result<WorkerId> worker =
+      WorkerId::FromBinary(std::string_view(reinterpret_cast<const char*>(id.begin()), id.size()));
+  if (!worker.ok()) return Fail(FieldError("workerId", worker.status().message()));
+  context.getResults().setReason((*leases)->ExitReason(*worker).value_or(""));
+  return kj::READY_NOW;
+}
+
 }  // namespace airt::worker

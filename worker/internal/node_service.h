@@ -11,6 +11,7 @@
 #include "common/proto/node.capnp.h"
 #include "common/status.h"
 #include "objectstore/object_store.h"
+#include "worker/internal/gpu_monitor.h"
 #include "worker/internal/lease_manager.h"
 #include "worker/internal/log_streamer.h"
 
@@ -29,6 +30,7 @@ struct NodeServiceTarget {
   LeaseManager* leases = nullptr;
   LogStreamer* logs = nullptr;
   objectstore::StoreClient* store = nullptr;  // the node's own client of its store
+  GpuMonitor* gpus = nullptr;                 // the node's GPU health
 };
 
 // The edge's parsing, exposed for tests.
@@ -61,6 +63,11 @@ class NodeService final : public proto::Node::Server {
   kj::Promise<void> prepareBundles(PrepareBundlesContext context) override;
   kj::Promise<void> commitBundles(CommitBundlesContext context) override;
   kj::Promise<void> cancelBundles(CancelBundlesContext context) override;
+  kj::Promise<void> gpuHealth(GpuHealthContext context) override;
+  // kNotFound, kFailedPrecondition: as GpuMonitor::Return.
+  kj::Promise<void> returnGpu(ReturnGpuContext context) override;
+  // kInvalidArgument: a malformed workerId.
+  kj::Promise<void> workerExitReason(WorkerExitReasonContext context) override;
 
  private:
   Result<LeaseManager*> Leases() const;

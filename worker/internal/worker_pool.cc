@@ -34,6 +34,7 @@ struct WorkerPool::Worker {
   JobId job;
   WorkerLanguage language = WorkerLanguage::kCpp;
   std::string cuda_visible_devices;
+  WorkerEnv gpu_env;  // AIRT_GPU_MEMORY_* of a fractional GPU's worker
   pid_t pid = 0;
   std::string log_path;       // stdout and stderr: what user code prints (streamed to drivers)
   std::string airt_log_path;  // the worker's own log lines
@@ -73,11 +74,12 @@ WorkerPool::Worker* WorkerPool::Find(const WorkerId& id) {
 
 kj::Promise<WorkerAddress> WorkerPool::Acquire(const JobId& job, WorkerLanguage language,
                                                const std::string& cuda_visible_devices,
-                                               const std::string& job_code) {
+                                               const std::string& job_code,
+                                               const WorkerEnv& gpu_env) {
   if (stopping_) return ToKjException(Unavailable("the node is stopping its workers"));
   for (auto& [id, worker] : workers_) {
     if (worker->state == State::kIdle && worker->job == job && worker->language == language &&
-        worker->cuda_visible_devices == cuda_visible_devices) {
+        worker->cuda_visible_devices == cuda_visible_devices && worker->gpu_env == gpu_env) {
       worker->state = State::kLeased;
       worker->leased = true;
       worker->deadline = nullptr;  // the idle timeout
@@ -86,12 +88,13 @@ kj::Promise<WorkerAddress> WorkerPool::Acquire(const JobId& job, WorkerLanguage 
       return worker->address;
     }
   }
-  return Start(job, language, cuda_visible_devices, job_code);
+  return Start(job, language, cuda_visible_devices, job_code, gpu_env);
 }
 
 kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage language,
                                              const std::string& cuda_visible_devices,
-                                             const std::string& job_code) {
+                                             const std::string& job_code,
+                                             const WorkerEnv& gpu_env) {
   if (!CanStart(language)) {
     return ToKjException(FailedPrecondition("this node cannot start " +
                                             std::string(LanguageName(language)) + " workers"));
@@ -101,6 +104,7 @@ kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage la
   worker->job = job;
   worker->language = language;
   worker->cuda_visible_devices = cuda_visible_devices;
+  worker->gpu_env = gpu_env;
   std::string log_stem = options_.log_dir + "/worker-" + worker->id.Hex().substr(0, kLogIdChars);
   worker->log_path = log_stem + ".log";            // what user code prints: streamed to the driver
   worker->airt_log_path = log_stem + ".airt.log";  // the worker's own log lines
@@ -125,6 +129,7 @@ kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage la
   if (!job_code.empty() && job_code != code) code += (code.empty() ? "" : ":") + job_code;
   if (!code.empty()) command.args.push_back("--code-search-path=" + code);
   command.env = {{"CUDA_VISIBLE_DEVICES", cuda_visible_devices}, {"PYTHONUNBUFFERED", "1"}};
+  command.env.insert(command.env.end(), gpu_env.begin(), gpu_env.end());
   command.log_path = worker->log_path;
   Result<pid_t> pid = launcher_.Launch(command);
   if (!pid.ok()) {

@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <kj/async.h>
@@ -34,6 +35,9 @@ namespace airt::worker {
 
 enum class WorkerLanguage : uint8_t { kCpp, kPython };
 std::string_view LanguageName(WorkerLanguage language);  // "cpp", "python"
+
+// Environment variables set for a worker besides CUDA_VISIBLE_DEVICES, in order.
+using WorkerEnv = std::vector<std::pair<std::string, std::string>>;
 
 // Where a registered worker serves (proto::WorkerAddress).
 struct WorkerAddress {
@@ -100,9 +104,12 @@ class WorkerPool {
   // registers.
   // `job_code`: the job's own code search path, loaded besides the node's by a new worker (a
   // job's workers all have the same).
+  // `gpu_env`: set for a new worker (a fractional GPU's memory limit); an idle one is reused only
+  // with the same.
   kj::Promise<WorkerAddress> Acquire(const JobId& job, WorkerLanguage language,
                                      const std::string& cuda_visible_devices,
-                                     const std::string& job_code = "");
+                                     const std::string& job_code = "",
+                                     const WorkerEnv& gpu_env = {});
   // A started worker says where it serves. kNotFound: no worker of this id was started here
   // (or it has exited); kFailedPrecondition: it registered already or is being stopped.
   Status Register(const WorkerAddress& address);
@@ -135,7 +142,7 @@ class WorkerPool {
 
   kj::Promise<WorkerAddress> Start(const JobId& job, WorkerLanguage language,
                                    const std::string& cuda_visible_devices,
-                                   const std::string& job_code);
+                                   const std::string& job_code, const WorkerEnv& gpu_env);
   void Stop(Worker& worker, const std::string& why);
   void OnRegisterTimeout(const WorkerId& id);
   void OnIdleTimeout(const WorkerId& id);

@@ -12,7 +12,7 @@ constexpr size_t kMaxNodesNamed = 16;
 
 bool LabelMatches(const Labels& labels, const ResourceShape& shape) {
   if (shape.accelerator_type().empty()) return true;
-  auto it = labels.find(kAcceleratorType);
+  auto it = labels.find(kAcceleratorTypeLabel);
   return it != labels.end() && it->second == shape.accelerator_type();
 }
 
@@ -34,7 +34,7 @@ std::vector<Amount> SpillScore(const ResourceShape& shape, const ResourceSet& av
 
 std::string DescribeNode(std::string_view name, const ResourceSet& total, const Labels& labels) {
   std::string out = "node " + std::string(name) + " has " + total.ToString();
-  auto it = labels.find(kAcceleratorType);
+  auto it = labels.find(kAcceleratorTypeLabel);
   if (it != labels.end()) out += " (" + std::string(kAcceleratorType) + " " + it->second + ")";
   return out;
 }

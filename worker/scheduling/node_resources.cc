@@ -14,12 +14,12 @@ constexpr int64_t kMaxGpuIds = 1024;
 
 bool LabelMatches(const Labels& labels, const ResourceShape& shape) {
   if (shape.accelerator_type().empty()) return true;
-  auto it = labels.find(kAcceleratorType);
+  auto it = labels.find(kAcceleratorTypeLabel);
   return it != labels.end() && it->second == shape.accelerator_type();
 }
 
 std::string LabelOf(const Labels& labels) {
-  auto it = labels.find(kAcceleratorType);
+  auto it = labels.find(kAcceleratorTypeLabel);
   return it == labels.end() ? "none" : it->second;
 }
 

@@ -35,6 +35,8 @@ inline constexpr std::string_view kGpu = "GPU";
 inline constexpr std::string_view kMemory = "memory";  // bytes
 // The node label a shape's accelerator_type must match, e.g. accelerator_type=A10.
 inline constexpr std::string_view kAcceleratorType = "accelerator_type";
+// Ray's node label key that a shape's accelerator_type is matched against.
+inline constexpr std::string_view kAcceleratorTypeLabel = "ray.io/accelerator-type";
 
 // An exact amount of one resource, in units of 1/10000 as Ray's FixedPoint, so that 0.1 + 0.2
 // adds up to 0.3. Sums saturate instead of overflowing.

@@ -383,6 +383,12 @@ class SchedulingOptions {
     for (const auto& [name, amount] : resources) settings_.resources[name] = amount;
     return self();
   }
+  // Runs only on nodes labelled ray.io/accelerator-type=`type` ("H100", "A10"; "": any node), as
+  // Ray's accelerator_type option.
+  Self& SetAcceleratorType(std::string type) {
+    settings_.accelerator_type = std::move(type);
+    return self();
+  }
   // Runs it in bundle `bundle_index` of `group` (-1: any bundle), on that bundle's reserved
   // resources: its own resource request is taken from the bundle's, as Ray does.
   Self& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {

@@ -201,6 +201,8 @@ def main():
     # the main thread, where cancel can interrupt them (airt._private.cancellable).
     from airt._private import cancellable as _cancellable, pymodule as _pymodule
     runtime_context.enter_worker_mode()
+    from airt._private import gpu_memory as _gpu_memory
+    _gpu_memory.install()  # a fractional GPU's memory share, for torch once user code imports it
     argv = sys.argv[1:]
     socket = _flag(argv, "--store-socket")
     if socket:  # the node's folder: runtime_env packages are unpacked under it
