@@ -14,14 +14,16 @@ using airt::testing::ReadFile;
 using airt::testing::WaitForLine;
 using namespace std::chrono_literals;
 
-MultiNodeCluster::MultiNodeCluster(std::vector<std::string> node_flags)
-    : node_flags_(std::move(node_flags)) {
+MultiNodeCluster::MultiNodeCluster(std::vector<std::string> node_flags,
+                                   std::vector<std::string> head_flags)
+    : node_flags_(std::move(node_flags)), head_flags_(std::move(head_flags)) {
   StartHead();
 }
 
 void MultiNodeCluster::StartHead() {
-  head_ = std::make_unique<ChildProcess>(std::vector<std::string>{AIRT_HEAD_BIN, "--port=0"},
-                                         dir_.File("head.log"));
+  std::vector<std::string> argv = {AIRT_HEAD_BIN, "--port=0"};
+  argv.insert(argv.end(), head_flags_.begin(), head_flags_.end());
+  head_ = std::make_unique<ChildProcess>(argv, dir_.File("head.log"));
   address_ = WaitForLine(dir_.File("head.log"), "head ready ", 30s, head_.get()).value_or("");
   ASSERT_FALSE(address_.empty()) << ReadFile(dir_.File("head.log"));
 }

@@ -17,7 +17,9 @@ class MultiNodeCluster {
  public:
   // Starts the head; `node_flags` go to every node AddNode starts. A failure is a fatal test
   // failure naming the log (check with ASSERT_NO_FATAL_FAILURE or HasFatalFailure()).
-  explicit MultiNodeCluster(std::vector<std::string> node_flags);
+  // `head_flags` go to the head.
+  explicit MultiNodeCluster(std::vector<std::string> node_flags,
+                            std::vector<std::string> head_flags = {});
   // airt::Shutdown if Init was called, then the nodes (the last added first) and the head are
   // killed by pid.
   ~MultiNodeCluster();
@@ -33,6 +35,10 @@ class MultiNodeCluster {
   void Init();
 
   testing::ChildProcess& node(const std::string& name);
+  testing::ChildProcess& head() { return *head_; }
+  const std::string& address() const { return address_; }
+  // The cluster's own folder (temp folders and logs).
+  std::string Dir() const { return dir_.path(); }
   std::string Log(const std::string& name) const;
   // The store socket of node `name` (<dir>/<name>/node-<id>/store.sock); "" when none is there.
   std::string StoreSocket(const std::string& name) const;
@@ -42,6 +48,7 @@ class MultiNodeCluster {
 
   testing::TempDir dir_;
   std::vector<std::string> node_flags_;
+  std::vector<std::string> head_flags_;
   std::string address_;
   std::unique_ptr<testing::ChildProcess> head_;
   std::vector<std::pair<std::string, std::unique_ptr<testing::ChildProcess>>> nodes_;
