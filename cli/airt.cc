@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <ctime>
 #include <map>
 #include <sstream>
 
@@ -231,7 +232,7 @@ int PrintStatus(const std::string& address) {
       std::string addr =
           std::string(info.getAddress().cStr()) + ":" + std::to_string(info.getNodePort());
       std::printf("%-10s %-22s %-6s %-52s %s\n", id.c_str(), addr.c_str(),
-                  n.getAlive() ? "alive" : "dead", resources.c_str(),
+                  n.getAlive() ? "alive" : "DEAD", resources.c_str(),
                   gpus.empty() ? "-" : gpus.c_str());
       std::string labels;
       for (auto l : info.getLabels()) {
@@ -241,6 +242,18 @@ int PrintStatus(const std::string& address) {
       if (!labels.empty()) std::printf("%-10s labels: %s\n", "", labels.c_str());
       if (n.getAlive() && info.getGpuIds().size() > 0) {
         PrintGpuHealth(std::string(info.getAddress().cStr()), info.getNodePort());
+      }
+      if (!n.getAlive() && n.getDeathCause().size() > 0) {
+        std::string when;
+        if (n.getDeathTimeMs() > 0) {
+          std::time_t t = static_cast<std::time_t>(n.getDeathTimeMs() / 1000);
+          char buf[32];
+          std::tm tm{};
+          gmtime_r(&t, &tm);
+          std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
+          when = std::string(" at ") + buf;
+        }
+        std::printf("%-10s died%s: %s\n", "", when.c_str(), n.getDeathCause().cStr());
       }
     }
     // The running jobs, each with the libraries its workers load (the head's library table), and

@@ -41,7 +41,20 @@ kj::Promise<LeaseOutcome> RequestLeaseHop(const ConnectFn& connect, const std::s
           throw ToKjException(Unavailable("the lease was spilled back " + std::to_string(hops) +
                                           " times without a grant"));
         }
-        return RequestLeaseHop(connect, reply.getSpillback().cStr(), lease, job, hops + 1);
+        {
+          std::string next = reply.getSpillback().cStr();
+          return RequestLeaseHop(connect, next, lease, job, hops + 1)
+              .catch_([next](kj::Exception&& e) {
+                if (FromKjException(e).code() != Code::kUnavailable) {
+                  kj::throwFatalException(kj::mv(e));
+                }
+                LeaseOutcome out;
+                out.node = next;
+                out.spillback_unreachable = "node " + next + " (where the lease was spilled back) " +
+                                            "cannot be reached: " + FromKjException(e).ToString();
+                return out;
+              });
+        }
       case proto::LeaseReply::INFEASIBLE: {
         LeaseOutcome out;
         out.node = node;

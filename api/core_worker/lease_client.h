@@ -32,6 +32,9 @@ struct LeaseOutcome {
   std::string worker_id;  // 28 bytes
   int32_t pid = 0;
   std::string infeasible;  // non-empty: no node can ever hold the shape (says why)
+  // Non-empty: the first node spilled the lease back to a node that cannot be reached (it died
+  // and the first node's view does not show it yet); says which and why. Ask again later.
+  std::string spillback_unreachable;
   // The node's LeaseHolder for a grant: keep it while the lease is held and hand it to
   // ReturnLease. Dropping it without returning the lease makes the node reclaim it (and stop its
   // worker), as when this process dies. Loop thread only.
@@ -39,7 +42,8 @@ struct LeaseOutcome {
 };
 
 // Asks `node` for a C++ worker of `job` holding `request`; a spillback is followed (at most 8
-// hops). Rejects (a kj::Exception) when a node cannot be reached.
+// hops). Rejects (a kj::Exception) when `node` cannot be reached; a node it spilled back to that
+// cannot be reached is LeaseOutcome::spillback_unreachable.
 kj::Promise<LeaseOutcome> RequestLease(const ConnectFn& connect, const std::string& node,
                                        const LeaseRequest& request, const JobId& job);
 

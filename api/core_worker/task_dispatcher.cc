@@ -12,6 +12,10 @@ namespace {
 constexpr auto kIdleReturn = 10 * kj::MILLISECONDS;
 // How long a force-cancel waits for the worker to cancel its children before killing it.
 constexpr auto kCancelChildrenGrace = 1 * kj::SECONDS;
+// A lease spilled back to a node that cannot be reached (it died; the local node's view lags the
+// head's) is asked for again after kSpillbackRetryDelay, for at most kSpillbackRetryWindow.
+constexpr auto kSpillbackRetryDelay = 200 * kj::MILLISECONDS;
+constexpr auto kSpillbackRetryWindow = 60 * kj::SECONDS;
 
 }  // namespace
 
@@ -70,6 +74,11 @@ void TaskDispatcher::Pump(const std::string& key) {
                                 }
                                 return;
                               }
+                              if (!lease.spillback_unreachable.empty()) {
+                                RetryUnreachableSpillback(key, lease.spillback_unreachable);
+                                return;
+                              }
+                              q.unreachable_since = nullptr;
                               Lease& added = q.leases.emplace_back();
                               added.node = lease.node;
                               added.id = lease.lease_id;
@@ -92,6 +101,28 @@ void TaskDispatcher::Pump(const std::string& key) {
                               }
                             }));
   }
+}
+
+void TaskDispatcher::RetryUnreachableSpillback(const std::string& key, const std::string& why) {
+  ShapeQueue& q = queues_[key];
+  kj::TimePoint now = timer_.now();
+  kj::TimePoint since = now;
+  KJ_IF_MAYBE (first, q.unreachable_since) {
+    since = *first;
+  } else {
+    q.unreachable_since = now;
+  }
+  if (now - since >= kSpillbackRetryWindow) {
+    q.unreachable_since = nullptr;
+    if (q.requesting > 0 || !q.leases.empty()) return;  // others serve
+    while (!q.waiting.empty()) {
+      Fail(*q.waiting.front(), ErrorKind::UNAVAILABLE, "no worker lease: " + why);
+      q.waiting.pop_front();
+    }
+    return;
+  }
+  AIRT_LOG(DEBUG) << why << "; asking again";
+  background_.add(timer_.afterDelay(kSpillbackRetryDelay).then([this, key] { Pump(key); }));
 }
 
 void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* task) {

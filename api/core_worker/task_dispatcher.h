@@ -81,10 +81,14 @@ class TaskDispatcher {
     std::deque<PendingTask*> waiting;
     std::list<Lease> leases;
     int requesting = 0;
+    // The first of the lease requests in a row whose spillback target could not be reached.
+    kj::Maybe<kj::TimePoint> unreachable_since;
   };
   static std::string ShapeKey(const TaskOptions& options);
   void Pump(const std::string& key);
   void Push(const std::string& key, Lease& lease, PendingTask* task);
+  // Asks for the lease again later, or past kSpillbackRetryWindow fails the waiting tasks.
+  void RetryUnreachableSpillback(const std::string& key, const std::string& why);
   void AfterTask(const std::string& key, Lease& lease);
   void ScheduleIdleReturn(const std::string& key, uint64_t lease_id, uint64_t generation);
   void Remove(const std::string& key, uint64_t lease_id, bool disconnect);

@@ -35,6 +35,10 @@ class MultiNodeCluster {
   void Init();
 
   testing::ChildProcess& node(const std::string& name);
+  testing::ChildProcess& head() { return *head_; }
+  const std::string& address() const { return address_; }
+  // The cluster's own folder (temp folders and logs).
+  std::string Dir() const { return dir_.path(); }
   std::string Log(const std::string& name) const;
   // The store socket of node `name` (<dir>/<name>/node-<id>/store.sock); "" when none is there.
   std::string StoreSocket(const std::string& name) const;

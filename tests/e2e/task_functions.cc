@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -99,5 +100,12 @@ int SleepMs(int ms) {
   return ms;
 }
 
+// Creates `<dir>/running-<node pid>-<x>` (so a test sees where it runs), sleeps `ms`, answers x*x.
+int SquareSlowly(std::string dir, int x, int ms) {
+  std::ofstream(dir + "/running-" + std::to_string(::getppid()) + "-" + std::to_string(x)) << x;
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return x * x;
+}
+
 AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie, NodePid,
-            PrintHello, SleepMs, PatternBytes, ChecksumOf, SumAll, DieTimes);
+            PrintHello, SleepMs, PatternBytes, ChecksumOf, SumAll, DieTimes, SquareSlowly);
