@@ -13,6 +13,7 @@
 #include "airt/cancel.h"
 #include "airt/internal/runtime_env_call.h"
 #include "api/core_worker/core_worker.h"
+#include "api/internal/driver_state.h"
 #include "api/internal/error_kinds.h"
 #include "api/internal/worker_context.h"
 #include "api/local_cluster.h"
@@ -107,14 +108,6 @@ ObjectId IdOf(const std::string& binary) {
 [[noreturn]] void Throw(const core_worker::ObjectError& e) {
   std::string what = e.function_name.empty() ? e.message : e.function_name + ": " + e.message;
   ThrowError(FromProto(e.kind), what, e.data);
-}
-
-// The local-mode objects `ids` once all exist; TimeoutError after timeout_ms.
-std::vector<local::LocalObject> GetLocal(local::LocalRuntime& local,
-                                         const std::vector<ObjectId>& ids, int64_t timeout_ms) {
-  Result<std::vector<local::LocalObject>> got = local.Get(ids, timeout_ms);
-  if (!got.ok()) Throw(got.status());
-  return std::move(*got);
 }
 
 // The job's own code: Config::code_search_path, else the running executable's folder.
@@ -513,19 +506,6 @@ std::vector<std::string> SubmitActorTask(const std::string& actor_id, const std:
                                          static_cast<uint32_t>(std::max(num_returns, 1))));
 }
 
-std::vector<NodeInfo> ClusterNodes() {
-  if (Local()) LocalModeLacks("the cluster's node list");
-  core_worker::CoreWorker& core = Core();
-  Result<std::vector<core_worker::CoreWorker::NodeView>> view = core.ClusterView();
-  if (!view.ok()) Throw(view.status());
-  std::vector<NodeInfo> out;
-  for (const auto& n : *view) {
-    out.push_back(NodeInfo{n.id.Hex(), n.address, n.alive,
-                           n.alive && n.address == core.node_address(), n.total, n.available});
-  }
-  return out;
-}
-
 std::string JobIdHex() {
   if (local::LocalRuntime* local = Local()) return local->job_id().Hex();
   return Core().job_id().Hex();
@@ -537,46 +517,6 @@ std::string WorkerIdHex() {
   return g_driver_worker.Hex();
 }
 std::string HeadAddress() { return Core().head_address(); }
-
-bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
-           bool overwrite) {
-  if (Local()) LocalModeLacks("the head's KV");
-  Result<bool> added = Core().KvPut(ns, key, value, overwrite);
-  if (!added.ok()) Throw(added.status());
-  return *added;
-}
-
-std::optional<std::string> KvGet(const std::string& ns, const std::string& key) {
-  if (Local()) LocalModeLacks("the head's KV");
-  Result<std::optional<std::string>> value = Core().KvGet(ns, key);
-  if (!value.ok()) Throw(value.status());
-  return *value;
-}
-
-std::string LookupActor(const std::string& name, const std::string& ns) {
-  local::LocalRuntime* local = Local();
-  Result<ActorId> id = local ? local->Lookup(name, ns) : Core().GetActor(name, ns);
-  if (id.ok()) return id->Binary();
-  if (id.status().code() == Code::kNotFound) return "";
-  Throw(id.status());
-}
-
-void KillActor(const std::string& actor_id, bool no_restart) {
-  local::LocalRuntime* local = Local();
-  Status killed = local ? local->Kill(ActorIdOf(actor_id), no_restart)
-                        : Core().KillActor(ActorIdOf(actor_id), no_restart);
-  if (killed.ok()) return;
-  // An actor the head does not know is dead (Ray: ActorDiedError at kill of a dead actor).
-  if (killed.code() == Code::kNotFound) ThrowError(ErrorKind::kActorDied, killed.message());
-  Throw(killed);
-}
-
-void CancelTask(const std::string& object_id, bool force, bool recursive) {
-  if (Local()) LocalModeLacks("Cancel");
-  Status cancelled = Core().CancelTask(IdOf(object_id), force, recursive);
-  if (cancelled.ok()) return;
-  Throw(cancelled);
-}
 
 void CancelOwnedTasks(bool force) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -593,104 +533,8 @@ std::string RegisteredName(const void* address, const char* what) {
 }
 
 
-std::string PutBytes(std::string bytes) {
-  if (local::LocalRuntime* local = Local()) return local->Put(std::move(bytes)).Binary();
-  Result<ObjectId> id = Core().Put(std::move(bytes));
-  if (!id.ok()) Throw(id.status());  // a full store: ObjectStoreFullError
-  return id->Binary();
-}
-
-std::vector<std::pair<std::string, uint64_t>> LocalStoreStats() {
-  if (Local()) LocalModeLacks("the object store's stats");
-  Result<objectstore::StoreStats> stats = Core().store().Stats();
-  if (!stats.ok()) Throw(stats.status());
-  return {{"capacity_bytes", stats->capacity_bytes}, {"used_bytes", stats->used_bytes},
-          {"num_objects", stats->num_objects}, {"num_spilled", stats->num_spilled},
-          {"spilled_bytes", stats->spilled_bytes}};
-}
-
-std::string PutWith(uint64_t size, const std::function<void(uint8_t* out)>& write) {
-  if (local::LocalRuntime* local = Local()) {
-    std::string bytes(size, '\0');
-    write(reinterpret_cast<uint8_t*>(bytes.data()));
-    return local->Put(std::move(bytes)).Binary();
-  }
-  Result<ObjectId> id = Core().Put(size, write);
-  if (!id.ok()) Throw(id.status());  // a full store: ObjectStoreFullError
-  return id->Binary();
-}
-
-void CopyOut(uint8_t* dst, const char* src, size_t n) {
-  objectstore::CopyToObject(dst, reinterpret_cast<const uint8_t*>(src), n);
-}
-
-void GetEach(const std::vector<std::string>& ids, int64_t timeout_ms,
-             const std::function<void(size_t i, std::string_view bytes)>& use) {
-  std::vector<ObjectId> object_ids;
-  for (const std::string& id : ids) object_ids.push_back(IdOf(id));
-  if (local::LocalRuntime* local = Local()) {
-    std::vector<local::LocalObject> objects = GetLocal(*local, object_ids, timeout_ms);
-    for (size_t i = 0; i < objects.size(); ++i) {
-      if (objects[i].error) Throw(*objects[i].error);
-      use(i, *objects[i].value);
-    }
-    return;
-  }
-  Status got =
-      Core().GetEach(object_ids, timeout_ms, [&](size_t i, const core_worker::GotObject& g) {
-        if (g.error) Throw(*g.error);
-        use(i, g.bytes());
-      });
-  if (!got.ok()) Throw(got);
-}
-
-std::vector<PinnedBytes> GetPinned(const std::vector<std::string>& ids, int64_t timeout_ms) {
-  std::vector<ObjectId> object_ids;
-  for (const std::string& id : ids) object_ids.push_back(IdOf(id));
-  std::vector<PinnedBytes> out(ids.size());
-  if (local::LocalRuntime* local = Local()) {
-    std::vector<local::LocalObject> objects = GetLocal(*local, object_ids, timeout_ms);
-    for (size_t i = 0; i < objects.size(); ++i) {
-      if (objects[i].error) Throw(*objects[i].error);
-      out[i] = PinnedBytes{*objects[i].value, std::const_pointer_cast<std::string>(objects[i].value)};
-    }
-    return out;
-  }
-  std::vector<std::shared_ptr<core_worker::GotObject>> held;
-  Status got = Core().GetEach(object_ids, timeout_ms, [&](size_t i, core_worker::GotObject& g) {
-    if (g.error) Throw(*g.error);
-    auto object = std::make_shared<core_worker::GotObject>(std::move(g));
-    out[i] = PinnedBytes{object->bytes(), object};
-    if (object->pin.valid()) held.push_back(object);
-  });
-  if (!got.ok()) Throw(got);
-  if (!held.empty()) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    std::erase_if(g_pinned,
-                  [](const std::weak_ptr<core_worker::GotObject>& p) { return p.expired(); });
-    for (auto& object : held) g_pinned.push_back(object);
-  }
-  return out;
-}
-
 std::string CurrentTaskId() { return ThisThreadsTask().task_id; }
 std::string CurrentActorId() { return ThisThreadsTask().actor_id; }
-
-std::vector<std::string> GetBytes(const std::vector<std::string>& ids, int64_t timeout_ms) {
-  std::vector<std::string> out(ids.size());
-  GetEach(ids, timeout_ms, [&](size_t i, std::string_view bytes) { out[i] = std::string(bytes); });
-  return out;
-}
-
-std::vector<bool> WaitReady(const std::vector<std::string>& ids, int num_ready,
-                            int64_t timeout_ms) {
-  std::vector<ObjectId> object_ids;
-  for (const std::string& id : ids) object_ids.push_back(IdOf(id));
-  if (local::LocalRuntime* local = Local()) {
-    return local->Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
-  }
-  return Core().Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
-}
 
 // Streaming generators (airt/generator.h).
 std::vector<std::string> SubmitStreamingActorTask(const std::string& actor_id,
@@ -725,6 +569,19 @@ std::shared_ptr<void> HoldGenerator(const std::string& completed) {
     std::lock_guard<std::mutex> lock(g_mu);
     if (g_core && g_generation == generation) g_core->DropGenerator(id);
   });
+}
+
+local::LocalRuntime* CurrentLocal() { return Local(); }
+[[noreturn]] void ThrowLocalModeLacks(const std::string& what) { LocalModeLacks(what); }
+ObjectId ObjectIdOf(const std::string& binary) { return IdOf(binary); }
+ActorId ActorIdOfBinary(const std::string& binary) { return ActorIdOf(binary); }
+[[noreturn]] void ThrowObjectError(const core_worker::ObjectError& e) { Throw(e); }
+
+void KeepPinned(const std::vector<std::shared_ptr<core_worker::GotObject>>& held) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::erase_if(g_pinned,
+                [](const std::weak_ptr<core_worker::GotObject>& p) { return p.expired(); });
+  for (const auto& object : held) g_pinned.push_back(object);
 }
 
 }  // namespace internal

@@ -4,14 +4,11 @@
 
 #include "airt/driver.h"
 #include "api/core_worker/core_worker.h"
+#include "api/internal/driver_state.h"
 #include "api/internal/error_kinds.h"
 #include "common/bundle_resources.h"
 
 namespace airt {
-namespace internal {
-core_worker::CoreWorker& CurrentCore();  // api/driver.cc
-}  // namespace internal
-
 namespace {
 
 [[noreturn]] void Throw(const Status& status) { internal::ThrowStatus(status); }

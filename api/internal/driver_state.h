@@ -1,0 +1,41 @@
+// The driver API's process-wide state, shared by its source files (api/driver.cc, which owns it;
+// api/driver_objects.cc, driver_cluster.cc, placement_group.cc). Not a public header.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+
+namespace airt {
+namespace core_worker {
+class CoreWorker;
+struct GotObject;
+struct ObjectError;
+}  // namespace core_worker
+namespace local {
+class LocalRuntime;
+}  // namespace local
+
+namespace internal {
+
+// The process's core worker: a driver's (Init) or a worker's own (EnterWorkerMode). Throws
+// UnavailableError before Init, and in a worker whose core worker the API cannot use.
+core_worker::CoreWorker& CurrentCore();
+// Config::local_mode's runtime, or null when the job runs on a cluster (or before Init).
+local::LocalRuntime* CurrentLocal();
+// Throws UnimplementedError: `what` is not available in local mode.
+[[noreturn]] void ThrowLocalModeLacks(const std::string& what);
+// The id in `binary`; InvalidArgumentError when it is not an object id's size.
+ObjectId ObjectIdOf(const std::string& binary);
+// The actor id in `binary`; InvalidArgumentError when it is not an actor id's size.
+ActorId ActorIdOfBinary(const std::string& binary);
+// Throws the exception of an object's error (its kind's type; what() names the function).
+[[noreturn]] void ThrowObjectError(const core_worker::ObjectError& e);
+// Keeps track of pinned objects handed to the caller, so that Shutdown releases their pins
+// before the store connection they came from goes.
+void KeepPinned(const std::vector<std::shared_ptr<core_worker::GotObject>>& held);
+
+}  // namespace internal
+}  // namespace airt
