@@ -84,7 +84,7 @@ Sweep::Sweep(std::vector<Config> variants, const SweepOptions& options)
   std::filesystem::create_directories(result_.experiment_path);
   for (size_t i = 0; i < variants.size(); ++i) {
     TrialRecord t;
-    char id[16];
+    char id[24];  // room for any size_t
     std::snprintf(id, sizeof id, "%05zu", i + 1);
     t.id = id;
     t.config = std::move(variants[i]);

@@ -285,7 +285,9 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
                            ? std::string(" (no Python workers)")
                            : "; Python: " + config.python_executable + " -m airt._private.worker");
     WorkerPool pool(pool_options, launcher, **reaper, timer);
-    LeaseManagerOptions lease_options{node.id, config.infeasible_grace_ms * kj::MILLISECONDS};
+    LeaseManagerOptions lease_options;
+    lease_options.local_node = node.id;
+    lease_options.infeasible_grace = config.infeasible_grace_ms * kj::MILLISECONDS;
     for (size_t i = 0; i < config.gpu_ids.size(); ++i) {
       lease_options.gpu_visible_names[config.gpu_ids[i]] = config.gpu_visible_names[i];
       lease_options.gpu_memory[config.gpu_ids[i]] = config.gpu_memory[i];
