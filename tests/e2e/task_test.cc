@@ -215,15 +215,6 @@ TEST_F(Tasks, RayCompatibleNamesRunTheSameTasks) {
   EXPECT_TRUE(ray::IsInitialized());
 }
 
-TEST_F(Tasks, SetPlacementGroupSaysPlacementGroupsAreNotBuiltYet) {
-  try {
-    Task(Add).SetPlacementGroup(PlacementGroup{}, 0).Remote(1, 2);
-    FAIL() << "SetPlacementGroup should throw";
-  } catch (const UnimplementedError& e) {
-    EXPECT_NE(std::string(e.what()).find("placement groups"), std::string::npos) << e.what();
-  }
-}
-
 TEST_F(Tasks, GetTimesOutOnAnObjectThatNeverComes) {
   ObjectRef<int> never(std::string(28, '\x42'));
   EXPECT_THROW(Get(never, 50), TimeoutError);

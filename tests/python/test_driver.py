@@ -89,13 +89,15 @@ def test_objects_leave_the_store_with_their_last_ref(cluster):
 
 
 def test_what_is_not_built_says_so(cluster):
-    @airt.remote
-    def f():
-        return 1
+    from airt.util.placement_group import placement_group
+    with pytest.raises(airt.exceptions.UnimplementedError, match="bundle_label_selector"):
+        placement_group([{"CPU": 1}], bundle_label_selector=[{"zone": "a"}])
 
+
+def test_a_placement_group_strategy_needs_a_placement_group(cluster):
     from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-    with pytest.raises(airt.exceptions.UnimplementedError, match="placement group"):
-        f.options(scheduling_strategy=PlacementGroupSchedulingStrategy(None)).remote()
+    with pytest.raises(TypeError, match="must be a PlacementGroup"):
+        PlacementGroupSchedulingStrategy(None)
 
 
 def test_python_functions_run_on_python_workers(cluster):
