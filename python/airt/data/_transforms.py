@@ -12,29 +12,6 @@ import pyarrow as pa
 from airt.data import block as B
 
 
-def _batches(tables, batch_size):
-    """Tables of `batch_size` rows cut from `tables` (None: each table whole); the last one may
-    be shorter. Batches never span tables of one call's input except to fill `batch_size`."""
-    if batch_size is None:
-        for t in tables:
-            if t.num_rows > 0:
-                yield t
-        return
-    pending, count = [], 0
-    for t in tables:
-        at = 0
-        while at < t.num_rows:
-            take = min(batch_size - count, t.num_rows - at)
-            pending.append(t.slice(at, take))
-            count += take
-            at += take
-            if count == batch_size:
-                yield B.concat(pending)
-                pending, count = [], 0
-    if count:
-        yield B.concat(pending)
-
-
 class MapBatches:
     """fn(batch) -> batch (or a generator of batches), as Dataset.map_batches."""
 
@@ -56,7 +33,7 @@ class MapBatches:
         return bound
 
     def __call__(self, tables):
-        for table in _batches(tables, self.batch_size):
+        for table in B.rebatch(tables, self.batch_size):
             out = self.fn(B.to_batch(table, self.batch_format), *self.fn_args, **self.fn_kwargs)
             if inspect.isgenerator(out):
                 for item in out:

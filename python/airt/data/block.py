@@ -66,6 +66,30 @@ def concat(tables):
         raise ValueError(f"blocks with different schemas cannot be combined: {error}") from None
 
 
+def rebatch(tables, batch_size, drop_last=False):
+    """Tables of `batch_size` rows cut from `tables` in order (None: each non-empty table whole);
+    the last one may be shorter, and is dropped with `drop_last`. A batch spans tables only to
+    fill `batch_size`."""
+    if batch_size is None:
+        for t in tables:
+            if t.num_rows > 0:
+                yield t
+        return
+    pending, count = [], 0
+    for t in tables:
+        at = 0
+        while at < t.num_rows:
+            take = min(batch_size - count, t.num_rows - at)
+            pending.append(t.slice(at, take))
+            count += take
+            at += take
+            if count == batch_size:
+                yield concat(pending)
+                pending, count = [], 0
+    if count and not drop_last:
+        yield concat(pending)
+
+
 def _column_to_numpy(column):
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)

@@ -49,24 +49,7 @@ def _rebatch(tables, batch_size, drop_last, shuffle_buffer, seed):
         if buffer and buffer[0].num_rows and not drop_last:
             yield buffer[0]
         return
-    if batch_size is None:
-        for t in tables:
-            if t.num_rows:
-                yield t
-        return
-    pending, count = [], 0
-    for t in tables:
-        at = 0
-        while at < t.num_rows:
-            take = min(batch_size - count, t.num_rows - at)
-            pending.append(t.slice(at, take))
-            count += take
-            at += take
-            if count == batch_size:
-                yield B.concat(pending)
-                pending, count = [], 0
-    if count and not drop_last:
-        yield B.concat(pending)
+    yield from B.rebatch(tables, batch_size, drop_last)
 
 
 def _prefetched(tables, depth):
