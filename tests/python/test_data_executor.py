@@ -52,7 +52,8 @@ def sample():
     while not done.is_set():
         peak[0] = max(peak[0], airt._airt.store_stats()["used_bytes"])
         time.sleep(0.002)
-threading.Thread(target=sample, daemon=True).start()
+sampler = threading.Thread(target=sample, daemon=True)
+sampler.start()
 ds = rd.range_tensor(rows, shape=(1024,), override_num_blocks=blocks)
 ds = ds.map_batches(lambda b: {"data": b["data"] + 1})
 seen, total = 0, 0
@@ -60,6 +61,7 @@ for batch in ds.iter_batches(batch_size=64):
     seen += len(batch["data"])
     total += int(batch["data"][:, 0].sum())
 done.set()
+sampler.join()  # not inside the store's client while the process exits
 print(json.dumps({"capacity": capacity, "budget": budget, "peak": peak[0], "rows": rows,
                   "seen": seen, "total": total, "bytes": rows * row}))
 """)
