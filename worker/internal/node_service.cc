@@ -16,6 +16,14 @@ Status FieldError(std::string_view field, const std::string& why) {
 
 std::string_view View(capnp::Text::Reader text) { return {text.cStr(), text.size()}; }
 
+// The worker id in `id`, field `field` of a request; kInvalidArgument naming the field.
+Result<WorkerId> WorkerIdField(capnp::Data::Reader id, std::string_view field) {
+  Result<WorkerId> worker =
+      WorkerId::FromBinary(std::string_view(reinterpret_cast<const char*>(id.begin()), id.size()));
+  if (!worker.ok()) return FieldError(field, worker.status().message());
+  return worker;
+}
+
 kj::Promise<void> Fail(const Status& status) { return ToKjException(status); }
 
 }  // namespace
@@ -77,11 +85,10 @@ Result<LeaseAsk> ParseLeaseAsk(proto::Node::RequestWorkerLeaseParams::Reader par
 Result<WorkerAddress> ParseWorkerAddress(proto::WorkerAddress::Reader address,
                                          std::string_view field) {
   WorkerAddress out;
-  auto id = address.getWorkerId();
   Result<WorkerId> worker_id =
-      WorkerId::FromBinary(std::string_view(reinterpret_cast<const char*>(id.begin()), id.size()));
+      WorkerIdField(address.getWorkerId(), std::string(field) + ".workerId");
   if (!worker_id.ok()) {
-    return FieldError(std::string(field) + ".workerId", worker_id.status().message());
+    return worker_id.status();
   }
   out.id = *worker_id;
   std::string_view host = View(address.getHost());
@@ -184,10 +191,8 @@ kj::Promise<void> NodeService::registerWorker(RegisterWorkerContext context) {
 kj::Promise<void> NodeService::killWorker(KillWorkerContext context) {
   Result<LeaseManager*> leases = Leases();
   if (!leases.ok()) return Fail(leases.status());
-  auto id = context.getParams().getWorkerId();
-  Result<WorkerId> worker =
-      WorkerId::FromBinary(std::string_view(reinterpret_cast<const char*>(id.begin()), id.size()));
-  if (!worker.ok()) return Fail(FieldError("workerId", worker.status().message()));
+  Result<WorkerId> worker = WorkerIdField(context.getParams().getWorkerId(), "workerId");
+  if (!worker.ok()) return Fail(worker.status());
   context.getResults().setKilled((*leases)->KillWorker(*worker));
   return kj::READY_NOW;
 }
@@ -196,10 +201,8 @@ kj::Promise<void> NodeService::notifyWorkerBlocked(NotifyWorkerBlockedContext co
   Result<LeaseManager*> leases = Leases();
   if (!leases.ok()) return Fail(leases.status());
   auto params = context.getParams();
-  auto id = params.getWorkerId();
-  Result<WorkerId> worker =
-      WorkerId::FromBinary(std::string_view(reinterpret_cast<const char*>(id.begin()), id.size()));
-  if (!worker.ok()) return Fail(FieldError("workerId", worker.status().message()));
+  Result<WorkerId> worker = WorkerIdField(params.getWorkerId(), "workerId");
+  if (!worker.ok()) return Fail(worker.status());
   (*leases)->WorkerBlocked(*worker, params.getBlocked());
   return kj::READY_NOW;
 }
@@ -266,10 +269,8 @@ kj::Promise<void> NodeService::returnGpu(ReturnGpuContext context) {
 kj::Promise<void> NodeService::workerExitReason(WorkerExitReasonContext context) {
   Result<LeaseManager*> leases = Leases();
   if (!leases.ok()) return Fail(leases.status());
-  auto id = context.getParams().getWorkerId();
-  Result<WorkerId> worker =
-      WorkerId::FromBinary(std::string_view(reinterpret_cast<const char*>(id.begin()), id.size()));
-  if (!worker.ok()) return Fail(FieldError("workerId", worker.status().message()));
+  Result<WorkerId> worker = WorkerIdField(context.getParams().getWorkerId(), "workerId");
+  if (!worker.ok()) return Fail(worker.status());
   context.getResults().setReason((*leases)->ExitReason(*worker).value_or(""));
   return kj::READY_NOW;
 }

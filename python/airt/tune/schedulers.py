@@ -3,9 +3,10 @@ decide in C++ (tune/, through airt._tune_core: the same code the C++ tuner runs)
 pbt.py. A scheduler answers each result with CONTINUE, PAUSE or STOP."""
 
 from airt import _tune_core
+from airt.tune._objective import Objective
 
 
-class TrialScheduler:
+class TrialScheduler(Objective):
     """The base (Ray's ray.tune.schedulers.TrialScheduler)."""
 
     CONTINUE = "CONTINUE"
@@ -13,14 +14,6 @@ class TrialScheduler:
     STOP = "STOP"
     NOOP = "NOOP"
 
-    def __init__(self, metric=None, mode=None):
-        if mode not in (None, "min", "max"):
-            raise ValueError("mode must be 'min' or 'max'")
-        self._metric, self._mode = metric, mode
-
-    @property
-    def metric(self):
-        return self._metric
 
     def set_search_properties(self, metric, mode, **spec):
         if metric and self._metric and metric != self._metric:

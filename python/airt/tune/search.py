@@ -5,6 +5,7 @@ import copy
 import itertools
 import random
 
+from airt.tune._objective import Objective
 from airt.tune.sample import Domain
 
 
@@ -74,24 +75,12 @@ def _deep_update(config, point):
             config[key] = value
 
 
-class Searcher:
+class Searcher(Objective):
     """The base of search algorithms (Ray's ray.tune.search.Searcher): `suggest(trial_id)`
     returns a config, None (nothing now: ask again later) or Searcher.FINISHED."""
 
     FINISHED = "FINISHED"
 
-    def __init__(self, metric=None, mode=None):
-        if mode not in (None, "min", "max"):
-            raise ValueError("mode must be 'min' or 'max'")
-        self._metric, self._mode = metric, mode
-
-    @property
-    def metric(self):
-        return self._metric
-
-    @property
-    def mode(self):
-        return self._mode
 
     def set_search_properties(self, metric, mode, config, **spec):
         """Called by the tuner with TuneConfig's metric and mode and the param_space; False if
