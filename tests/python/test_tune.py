@@ -33,7 +33,7 @@ def test_a_sweep_runs_every_trial_and_asha_stops_poor_ones_early(cluster, tmp_pa
             max_t=8, grace_period=1, reduction_factor=2)),
         run_config=tune.RunConfig(name="asha", storage_path=str(tmp_path), verbose=0))
     grid = tuner.fit()
-    assert len(grid) == 8 and grid.num_errors == 0 and grid.num_terminated == 8
+    assert len(grid) == 8 and grid.num_errors == 0 and grid.num_terminated == 8, grid.errors
     best = grid.get_best_result()
     assert best.config["x"] == 0.3 and best.metrics["training_iteration"] == 8
     iterations = sorted(r.metrics["training_iteration"] for r in grid)
