@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+import airt
+
 from airt import tune
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -19,16 +21,32 @@ BUILD_PYTHON = os.path.join(ROOT, os.environ.get("AIRT_BUILD_DIR", "build"), "py
 QUARTER = {"CPU": 0.25}
 
 
+def _wait_for_peers(folder, name, count, timeout=30.0):
+    """Marks trial `name` started in `folder` and waits (up to `timeout`) until `count` trials
+    have, so the trials report side by side instead of one after another when a loaded machine
+    starts their actors slowly (an order in which ASHA or PBT has nothing to compare against)."""
+    open(os.path.join(folder, f"started-{name}"), "w").close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sum(f.startswith("started-") for f in os.listdir(folder)) >= count:
+            return
+        time.sleep(0.02)
+
+
 def quadratic(config):
+    if "peers" in config:
+        _wait_for_peers(config["peers"], config["x"], 8)
     for step in range(1, 9):
         tune.report({"loss": (config["x"] - 0.3) ** 2 + 1.0 / step, "step": step})
 
 
 def test_a_sweep_runs_every_trial_and_asha_stops_poor_ones_early(cluster, tmp_path):
+    peers = tmp_path / "peers"
+    peers.mkdir()
     tuner = tune.Tuner(
         tune.with_resources(quadratic, QUARTER),
         param_space={"x": tune.grid_search([0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.2]),
-                     "unused": tune.choice(["a", "b"])},
+                     "unused": tune.choice(["a", "b"]), "peers": str(peers)},
         tune_config=tune.TuneConfig(metric="loss", mode="min", scheduler=tune.ASHAScheduler(
             max_t=8, grace_period=1, reduction_factor=2)),
         run_config=tune.RunConfig(name="asha", storage_path=str(tmp_path), verbose=0))
@@ -49,6 +67,24 @@ def test_a_sweep_runs_every_trial_and_asha_stops_poor_ones_early(cluster, tmp_pa
     assert os.path.getsize(tmp_path / "asha" / "loss.png") > 1000
     assert os.path.exists(tmp_path / "asha" / "experiment_state.json")
     assert len(grid.get_dataframe()) == 8
+
+
+def counted(config):
+    for step in range(1, 6):
+        open(os.path.join(config["dir"], f"step-{config['i']}-{step}"), "w").close()
+        tune.report({"loss": 1.0 / step})
+
+
+def test_a_trial_never_runs_a_step_ahead_of_the_tuner(cluster, tmp_path):
+    # Stopped after its second result, a trial must not have begun a third step (Ray's
+    # function trainables wait in report until the tuner asks for the next result).
+    grid = tune.Tuner(tune.with_resources(counted, QUARTER),
+                      param_space={"dir": str(tmp_path), "i": tune.grid_search([1, 2])},
+                      run_config=tune.RunConfig(storage_path=str(tmp_path), name="ahead",
+                                                verbose=0, stop={"training_iteration": 2})).fit()
+    assert grid.num_errors == 0 and all(r.metrics["training_iteration"] == 2 for r in grid)
+    started = sorted(f for f in os.listdir(tmp_path) if f.startswith("step-"))
+    assert started == ["step-1-1", "step-1-2", "step-2-1", "step-2-2"]
 
 
 def flaky(config):
@@ -82,7 +118,7 @@ def test_a_failed_trial_is_retried_from_its_last_checkpoint(cluster, tmp_path, h
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="retry", verbose=0,
                                   failure_config=tune.FailureConfig(max_failures=2),
                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=2))).fit()
-    assert grid.num_errors == 0 and grid.num_terminated == 2
+    assert grid.num_errors == 0 and grid.num_terminated == 2, grid.errors
     for result in grid:
         assert result.metrics["training_iteration"] == 6
         assert result.metrics["started_at"] == 3          # resumed after step 3's checkpoint
@@ -130,7 +166,7 @@ def test_a_trial_that_raises_ends_in_error_and_the_sweep_goes_on(cluster, tmp_pa
         tune_config=tune.TuneConfig(metric="loss", mode="min"),
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="err", verbose=0,
                                   callbacks=[recorder])).fit()
-    assert grid.num_errors == 1 and grid.num_terminated == 1 and len(grid.errors) == 1
+    assert grid.num_errors == 1 and grid.num_terminated == 1 and len(grid.errors) == 1, grid.errors
     bad = [r for r in grid if r.config["bad"]][0]
     assert "ValueError: bad config" in str(bad.error) and "Traceback" in str(bad.error)
     assert grid.get_best_result().config == {"bad": False}
@@ -170,14 +206,44 @@ def test_class_trainables_with_parameters_stop_criteria_and_checkpoints(cluster,
     assert all(os.path.basename(r.checkpoint.path) == "checkpoint_000002" for r in grid)
 
 
+@airt.remote(num_cpus=0.125)
+def _group_of_child():
+    return airt.get_runtime_context().get_placement_group_id()
+
+
+def in_group(config):
+    from airt.util.placement_group import get_current_placement_group
+    from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    group = get_current_placement_group()
+    child = _group_of_child.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+        group, placement_group_bundle_index=1)).remote()
+    tune.report({"group": group.id.hex(), "child_group": airt.get(child)})
+
+
+def test_a_placement_group_factory_trial_runs_in_a_group_of_its_own(cluster, tmp_path):
+    from airt.util.placement_group import placement_group_table
+    factory = tune.PlacementGroupFactory([{"CPU": 0.25}, {"CPU": 0.125}], strategy="PACK")
+    grid = tune.Tuner(tune.with_resources(in_group, factory),
+                      param_space={"i": tune.grid_search([1, 2])},
+                      run_config=tune.RunConfig(storage_path=str(tmp_path), name="pgf",
+                                                verbose=0)).fit()
+    assert grid.num_errors == 0, grid.errors
+    groups = [r.metrics["group"] for r in grid]
+    assert len(set(groups)) == 2 and all(groups)          # one group per trial
+    assert all(r.metrics["child_group"] == r.metrics["group"] for r in grid)
+    table = placement_group_table()
+    assert all(table[g]["state"] == "REMOVED" for g in groups if g in table)
+
+
 def pbt_trainable(config):
     state = {"score": 0.0, "lr": config["lr"]}
     checkpoint = tune.get_checkpoint()
     if checkpoint:
         with open(os.path.join(checkpoint.path, "state.json")) as f:
             state["score"] = json.load(f)["score"]
+    _wait_for_peers(config["peers"], tune.get_context().get_trial_id(), 2)
     for _ in range(12):
-        time.sleep(0.25)  # both trials run side by side once both actors are up
+        time.sleep(0.25)  # lets the other trial report between this one's steps
         state["score"] += config["lr"]
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "state.json"), "w") as f:
@@ -188,12 +254,14 @@ def pbt_trainable(config):
 
 
 def test_pbt_copies_the_better_trials_checkpoint(cluster, tmp_path):
+    peers = tmp_path / "peers"
+    peers.mkdir()
     pbt = tune.PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=3,
                                        hyperparam_mutations={"lr": [0.1, 0.5, 1.0]},
                                        quantile_fraction=0.5, resample_probability=0.0, seed=1)
     grid = tune.Tuner(
         tune.with_resources(pbt_trainable, QUARTER),
-        param_space={"lr": tune.grid_search([0.1, 1.0])},
+        param_space={"lr": tune.grid_search([0.1, 1.0]), "peers": str(peers)},
         tune_config=tune.TuneConfig(metric="score", mode="max", scheduler=pbt),
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="pbt", verbose=0,
                                   stop={"training_iteration": 12})).fit()

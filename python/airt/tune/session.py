@@ -74,10 +74,14 @@ class Session:
             self._cond.notify_all()
 
     def next(self):
-        """Lets the trainable run to its next report (or its end) and returns it."""
+        """Lets the trainable run to its next report (or its end) and returns it. A report made
+        before this call (the first one, when the trainable reached it before the tuner asked)
+        is returned without letting the trainable go on: it never runs ahead of the tuner, so a
+        trial the scheduler stops runs no step past the result it was stopped on."""
         with self._cond:
-            self._resume = True
-            self._cond.notify_all()
+            if self._item is None:
+                self._resume = True
+                self._cond.notify_all()
             while self._item is None:
                 self._cond.wait()
             item, self._item = self._item, None
