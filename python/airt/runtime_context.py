@@ -27,7 +27,8 @@ def enter_worker_mode():
 def record_actor_creation():
     """Called by the worker inside an actor's creation task: what the actor is, for its life."""
     name, resources, restarts = _airt.current_task_info()
-    _actor.update(name=name, resources=_held(resources), restarts=int(restarts))
+    _actor.update(name=name, resources=_held(resources), restarts=int(restarts),
+                  id=_running()[1].hex())
 
 
 def _held(resources):
@@ -84,11 +85,12 @@ class RuntimeContext:
         return _airt.current_task_info()[0] or None
 
     def get_actor_id(self):
-        """The actor this process hosts; None outside an actor."""
+        """The actor this process hosts (from any of its threads, as Ray: a Tune trial's thread
+        too); None outside an actor."""
         if not _worker_mode[0]:
             return None
         actor = _running()[1]
-        return actor.hex() or None
+        return actor.hex() or _actor.get("id") or None
 
     def get_actor_name(self):
         """The actor's name: "" for an unnamed actor, None outside an actor."""

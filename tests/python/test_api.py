@@ -3,6 +3,7 @@ runtime_env, async actors, zero-copy gets and worker deaths."""
 
 import asyncio
 import os
+import threading
 import time
 
 import numpy as np
@@ -187,6 +188,14 @@ def test_runtime_context_names_the_task_and_the_actor(cluster):
             await asyncio.sleep(0)
             return airt.get_runtime_context().get_actor_id()
 
+        def me_from_a_thread(self):  # a thread the actor started (a Tune trial's, say)
+            out = []
+            thread = threading.Thread(
+                target=lambda: out.append(airt.get_runtime_context().get_actor_id()))
+            thread.start()
+            thread.join()
+            return out[0]
+
     driver = airt.get_runtime_context()
     assert driver.get_task_id() is None and driver.get_actor_id() is None
     (task1, actor1, job1), (task2, _, _) = airt.get([ids.remote(), ids.remote()])
@@ -196,6 +205,7 @@ def test_runtime_context_names_the_task_and_the_actor(cluster):
     who = Who.remote()
     assert airt.get(who.me.remote()) == who._actor_id.hex()
     assert airt.get(who.me_async.remote()) == who._actor_id.hex()
+    assert airt.get(who.me_from_a_thread.remote()) == who._actor_id.hex()
 
 
 def test_node_affinity_pins_work_to_a_node(cluster):

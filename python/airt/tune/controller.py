@@ -18,7 +18,8 @@ from airt.tune.progress import ProgressTable, plot, summary
 from airt.tune.result import ResultGrid, TuneError
 from airt.tune.schedulers import FIFOScheduler, TrialScheduler
 from airt.tune.search import BasicVariantGenerator, Searcher
-from airt.tune.trainable import Trainable, pickle_trainable, resources_of
+from airt.tune.trainable import (Trainable, bundle_actor_options, pickle_trainable,
+                                 placement_group_factory_of, resources_of)
 
 _STATE_EVERY_S = 1.0
 
@@ -205,10 +206,13 @@ class TuneController:
 
     def _launch(self, t):
         options = resources_of(self.trainable, t.config)
+        factory = placement_group_factory_of(self.trainable, t.config)
         key = _shape_key(options)
-        idle = self.pool.get(key)
+        idle = None if factory else self.pool.get(key)
         if idle:
             runner = idle.pop()
+        elif factory:
+            runner = self._runner_in_group(t, factory)
         else:
             runner = self._runner_class.options(max_restarts=0, **options).remote(self._trainable_pickle)
         t.runner, t.runner_key = runner, key
@@ -338,8 +342,30 @@ class TuneController:
             cb.on_trial_complete(iteration=self.iteration, trials=self.trials, trial=t)
         self._save_state()
 
+    def _runner_in_group(self, t, factory):
+        """The trial's actor in bundle 0 of a placement group of its own (Ray's
+        PlacementGroupFactory); the actor starts once the head has reserved every bundle."""
+        from airt.util.placement_group import placement_group
+        from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        t.placement_group = placement_group(factory.bundles, strategy=factory.strategy)
+        strategy = PlacementGroupSchedulingStrategy(
+            t.placement_group, placement_group_bundle_index=0,
+            placement_group_capture_child_tasks=True)
+        return self._runner_class.options(
+            max_restarts=0, scheduling_strategy=strategy,
+            **bundle_actor_options(factory)).remote(self._trainable_pickle)
+
     def _release(self, t, alive):
         runner, t.runner = t.runner, None
+        group, t.placement_group = t.placement_group, None
+        if group is not None:  # a group's actor is never pooled: it lives in the group
+            from airt.util.placement_group import remove_placement_group
+            try:
+                airt.kill(runner)
+            except Exception:  # noqa: BLE001 (already dead)
+                pass
+            remove_placement_group(group)
+            return
         if runner is None:
             return
         if alive and self.reuse:
@@ -392,12 +418,13 @@ class TuneController:
         t.checkpoint_time = donor.checkpoint_time
         ex.atomic_write(os.path.join(t.local_path, "params.json"),
                         json.dumps(ex._jsonable(config), indent=2, sort_keys=True))
-        runner = t.runner
         t.status = PENDING
         t.close()
-        t.runner = None
-        self.pool.setdefault(t.runner_key, []).insert(0, runner) if self.reuse else \
-            airt.kill(runner)
+        if t.placement_group is not None or not self.reuse:
+            self._release(t, alive=False)
+        else:
+            runner, t.runner = t.runner, None
+            self.pool.setdefault(t.runner_key, []).insert(0, runner)
         self._launch(t)
 
     # ---- state -------------------------------------------------------------------------------

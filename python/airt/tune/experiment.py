@@ -58,6 +58,7 @@ class Trial:
         self.trial_id = trial_id
         self.trainable_name = trainable_name
         self.config = config
+        self.placement_group = None  # a PlacementGroupFactory trial's group while it runs
         self.index = index
         self.experiment_tag = str(index)
         self.status = PENDING

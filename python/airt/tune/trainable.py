@@ -82,8 +82,10 @@ class Trainable:
 
 
 class PlacementGroupFactory:
-    """Bundles of resources for a trial (Ray's). Until airt's placement groups land, a trial's
-    actor asks for the bundles' summed resources: one actor, not a gang."""
+    """Bundles of resources for a trial (Ray's): each trial reserves a placement group of these
+    bundles with `strategy`; the trial's actor runs in bundle 0, and the tasks and actors it
+    starts run in the group (placement_group_capture_child_tasks), so they can use the other
+    bundles. The group is removed when the trial ends."""
 
     def __init__(self, bundles, strategy="PACK", *args, **kwargs):
         if not bundles or not all(isinstance(b, dict) for b in bundles):
@@ -181,15 +183,31 @@ def _check_shape(resources):
             raise ValueError(f"resource {key!r} must be a non-negative number, not {value!r}")
 
 
-def resources_of(trainable, config):
-    """The actor options of one trial: num_cpus, num_gpus, memory, resources."""
+def _spec_of(trainable, config):
     spec = getattr(trainable, "_airt_resources", None)
     if spec is None and isinstance(trainable, type) and issubclass(trainable, Trainable):
         spec = trainable.default_resource_request(config)
     if callable(spec) and not isinstance(spec, PlacementGroupFactory):
         spec = spec(config)
+    return spec
+
+
+def placement_group_factory_of(trainable, config):
+    """The PlacementGroupFactory one trial asks for, or None when it asks for plain resources."""
+    spec = _spec_of(trainable, config)
+    return spec if isinstance(spec, PlacementGroupFactory) else None
+
+
+def resources_of(trainable, config):
+    """What one trial holds: num_cpus, num_gpus, memory, resources (all its bundles summed for a
+    PlacementGroupFactory: what the sweep checks against the cluster's capacity)."""
+    spec = _spec_of(trainable, config)
     if isinstance(spec, PlacementGroupFactory):
         spec = spec.required_resources
+    return _actor_options(spec)
+
+
+def _actor_options(spec):
     spec = dict(spec or {"CPU": 1})
     _check_shape(spec)
     options = {"num_cpus": spec.pop("CPU", 0 if spec else 1), "num_gpus": spec.pop("GPU", 0)}
@@ -198,3 +216,8 @@ def resources_of(trainable, config):
     if spec:
         options["resources"] = spec
     return options
+
+
+def bundle_actor_options(factory):
+    """The trial actor's own options in bundle 0 of its group (its resources come from there)."""
+    return _actor_options(factory.bundles[0])
