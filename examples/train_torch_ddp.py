@@ -7,7 +7,7 @@ ASYNC uploads.
 The loop is deterministic (fixed seeds, torch's deterministic algorithms, one thread per rank,
 the sampler's epoch and each rank's RNG state in the checkpoint): a run interrupted by a killed
 rank and resumed from its checkpoint ends with the same model, bit for bit, as an uninterrupted
-one (tests/python/test_train_restart.py checks it)."""
+one (tests/python/test_train_examples.py checks it)."""
 
 import argparse
 import hashlib
@@ -51,6 +51,7 @@ def train_loop(config):
     from airt import train
     from airt.train.torch import prepare_data_loader, prepare_model
 
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS on GPUs
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(0)  # the same initial weights on every rank
@@ -102,20 +103,23 @@ def train_loop(config):
 def evaluate(model):
     import torch
     points, labels = make_data(1024, seed=2)
+    device = next(model.parameters()).device
     model.eval()
     with torch.no_grad():
-        accuracy = (model(points).argmax(dim=1) == labels).float().mean().item()
+        predicted = model(points.to(device)).argmax(dim=1).cpu()
+        accuracy = (predicted == labels).float().mean().item()
     model.train()
     return accuracy
 
 
-def make_trainer(storage_path, name, config=None, max_failures=0):
+def make_trainer(storage_path, name, config=None, max_failures=0, num_workers=2,
+                 use_gpu=False):
     from airt import train
     from airt.train.torch import TorchTrainer
     return TorchTrainer(
         train_loop,
         train_loop_config=dict({"epochs": 6, "lr": 0.05, "batch_size": 64}, **(config or {})),
-        scaling_config=train.ScalingConfig(num_workers=2),
+        scaling_config=train.ScalingConfig(num_workers=num_workers, use_gpu=use_gpu),
         run_config=train.RunConfig(name=name, storage_path=storage_path,
                                    failure_config=train.FailureConfig(max_failures)))
 
@@ -132,6 +136,7 @@ def main():
     print(f"epochs {result.metrics['epoch'] + 1}, loss {result.metrics['loss']:.4f}, "
           f"held-out accuracy {result.return_value['accuracy']:.3f} "
           f"(target {TARGET_ACCURACY}); checkpoint {result.checkpoint.path}")
+    print(f"model digest {result.return_value['digest']}")
     assert result.return_value["accuracy"] >= TARGET_ACCURACY, result.metrics
     airt.shutdown()
 
