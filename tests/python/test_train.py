@@ -1,6 +1,6 @@
 """airt.train on the session's local cluster: the torchrun environment of every rank, report's
 barrier and rank 0's metrics, checkpoints (SYNC, ASYNC, NO_UPLOAD, num_to_keep), the errors of
-a bad loop, and restarts after a rank's process is killed (tests/python/test_train_restart.py
+a bad loop, and restarts after a rank's process is killed (tests/python/test_train_examples.py
 has the deterministic torch run)."""
 
 import json
