@@ -34,15 +34,17 @@ def train_func(config):
             loss.backward()
             optimizer.step()
             total += loss.item()
-        with tempfile.TemporaryDirectory() as folder:
-            if context.get_world_rank() == 0:
-                torch.save(model.module.state_dict(), os.path.join(folder, "model.pt"))
-            mode = (train.CheckpointUploadMode.SYNC if epoch < 2
-                    else train.CheckpointUploadMode.ASYNC)
-            train.report({"epoch": epoch, "loss": total / len(loader),
-                          "rank": context.get_world_rank()},
-                         checkpoint=Checkpoint.from_directory(folder),
-                         checkpoint_upload_mode=mode)
+        # ASYNC uploads after report returns: the folder must outlive the call (Ray deletes
+        # it once uploaded), so it is not a TemporaryDirectory.
+        folder = tempfile.mkdtemp()
+        if context.get_world_rank() == 0:
+            torch.save(model.module.state_dict(), os.path.join(folder, "model.pt"))
+        mode = (train.CheckpointUploadMode.SYNC if epoch < 2
+                else train.CheckpointUploadMode.ASYNC)
+        train.report({"epoch": epoch, "loss": total / len(loader),
+                      "rank": context.get_world_rank()},
+                     checkpoint=Checkpoint.from_directory(folder),
+                     checkpoint_upload_mode=mode)
     return "finished"
 
 
