@@ -321,3 +321,31 @@ def test_a_rank_killed_mid_copy_never_leaves_a_torn_latest_checkpoint(cluster, t
     listed = {os.path.basename(c.path) for c, _ in result.best_checkpoints}
     on_disk = {n for n in os.listdir(result.path) if n.startswith("checkpoint_")}
     assert on_disk == listed  # a torn folder was removed when the gang restarted
+
+
+def test_each_rank_reads_its_own_shard_of_a_dataset(cluster, tmp_path):
+    from airt import data
+
+    def loop():
+        shard = train.get_dataset_shard("train")
+        assert train.get_dataset_shard("missing") is None
+        ids = [row["id"] for row in shard.iter_rows()]
+        train.report({"n": len(ids)})
+        return ids
+
+    out = tmp_path / "ids"
+    out.mkdir()
+
+    def recording_loop():
+        ids = loop()
+        with open(out / f"rank{train.get_context().get_world_rank()}.json", "w") as f:
+            json.dump(ids, f)
+
+    # Half a CPU per rank: the dataset's read tasks need the rest of the 2-CPU cluster.
+    DataParallelTrainer(recording_loop, datasets={"train": data.range(40)},
+                        scaling_config=ScalingConfig(num_workers=2,
+                                                     resources_per_worker={"CPU": 0.5}),
+                        run_config=run_config(tmp_path)).fit()
+    ids = [json.load(open(out / f"rank{r}.json")) for r in range(2)]
+    assert len(ids[0]) == len(ids[1]) == 20  # equal=True
+    assert sorted(ids[0] + ids[1]) == list(range(40))
