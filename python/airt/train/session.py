@@ -2,6 +2,7 @@
 Train 2.60's (ray.train.report, ...). One session per rank process, set while its loop runs."""
 
 import os
+import shutil
 
 from airt.train._storage import Uploader, copy_durably, snapshot
 from airt.train.config import CheckpointUploadMode
@@ -93,7 +94,6 @@ class Session:
         def upload(source, remove_source):
             copy_durably(source, destination)
             if remove_source:
-                import shutil
                 shutil.rmtree(source, ignore_errors=True)
             airt.get(coordinator.part_done.remote(attempt, name, rank))
             self.checkpoint = Checkpoint(destination)

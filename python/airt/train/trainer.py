@@ -91,7 +91,7 @@ class DataParallelTrainer:
         run_dir = os.path.join(storage, name)
         os.makedirs(run_dir, exist_ok=True)
         keep = run.checkpoint_config
-        coordinator = _coordinator_actor().options(**_on_this_node()).remote(
+        coordinator = _start_coordinator(
             run_dir, self._scaling.num_workers,
             (keep.num_to_keep, keep.checkpoint_score_attribute, keep.checkpoint_score_order))
         failures, attempt, error, value = 0, 0, None, None
@@ -200,6 +200,21 @@ def _coordinator_actor():
         from airt.train._coordinator import Coordinator
         _coordinator = airt.remote(num_cpus=0, max_restarts=0)(Coordinator)
     return _coordinator
+
+
+def _start_coordinator(*args, tries=3):
+    """The run's coordinator, once it answers; one whose process died while starting (nothing
+    of the run is in it yet) is started again, up to `tries` times."""
+    import airt
+    from airt import exceptions
+    for attempt in range(tries):
+        coordinator = _coordinator_actor().options(**_on_this_node()).remote(*args)
+        try:
+            airt.get(coordinator.snapshot.remote())
+            return coordinator
+        except exceptions.RayActorError:
+            if attempt == tries - 1:
+                raise
 
 
 def _on_this_node():
