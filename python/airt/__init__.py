@@ -32,12 +32,15 @@ from airt.generator import ObjectRefGenerator
 from airt.remote_function import RemoteFunction
 from airt.actor import ActorClass, ActorHandle, get_actor, kill, method
 from airt.runtime_context import RuntimeContext, get_runtime_context
+from airt import runtime
+from airt.distributed import distributed
 
 __all__ = [
     "init", "shutdown", "is_initialized", "put", "get", "wait", "remote", "method", "cancel",
     "cpp_function", "cpp_actor_class", "get_actor", "kill", "get_gpu_ids", "ActorHandle",
     "nodes", "cluster_resources", "available_resources", "get_runtime_context",
-    "cross_language", "exceptions", "util", "ObjectRef", "ObjectRefGenerator",
+    "cross_language", "exceptions", "util", "ObjectRef", "ObjectRefGenerator", "distributed",
+    "runtime",
 ]
 
 

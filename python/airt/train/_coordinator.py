@@ -1,0 +1,134 @@
+"""The run's coordinator: an async actor on the driver's node that holds report()'s barrier,
+keeps rank 0's metrics, and commits a checkpoint once every rank's part of it is copied.
+
+Each rank's report() calls arrive(); the last rank to arrive names the checkpoint (if any rank
+has one) and releases them all. Ranks with a part copy it into that folder and call part_done();
+when the last part is done the checkpoint is listed in the run's state file (the commit) and
+num_to_keep prunes. Calls carry the attempt number: a restarted gang gets a new one, and calls
+of an older attempt are refused."""
+
+import asyncio
+import os
+import shutil
+
+from airt.train import _storage
+
+
+class StaleAttempt(RuntimeError):
+    pass
+
+
+class Coordinator:
+    def __init__(self, run_dir, world_size, checkpoint_config):
+        self._run_dir = run_dir
+        self._world_size = world_size
+        self._keep = checkpoint_config  # (num_to_keep, score attribute, score order)
+        self._state = _storage.read_state(run_dir)
+        _storage.remove_unlisted(run_dir, self._state)
+        self._attempt = -1
+        self._barriers = {}     # report index -> {"arrived": {rank: info}, "event", "result"}
+        self._pending = {}      # checkpoint name -> {"waiting": set of ranks, "entry"}
+        self._finished = {}     # rank -> reports it made before its loop returned
+        self._metrics = None
+        self._reports = 0
+
+    async def begin_attempt(self, attempt):
+        """Starts attempt `attempt`: forgets the barriers and uncommitted checkpoints of the
+        previous one (their folders are removed) and returns the latest committed checkpoint's
+        name (None at a fresh start)."""
+        self._attempt = attempt
+        for barrier in self._barriers.values():
+            barrier["result"] = StaleAttempt(f"attempt {attempt} started")
+            barrier["event"].set()
+        self._barriers, self._pending, self._finished = {}, {}, {}
+        _storage.remove_unlisted(self._run_dir, self._state)
+        return self._state["checkpoints"][-1]["name"] if self._state["checkpoints"] else None
+
+    async def arrive(self, attempt, rank, index, metrics, checkpoint):
+        """Rank `rank`'s report number `index` (checkpoint: None, or ("upload",) or ("path", p)
+        for NO_UPLOAD). Returns the checkpoint's folder name (None without one) once every rank
+        arrived. Raises when the attempt is over or a rank's loop returned with fewer reports."""
+        self._check(attempt)
+        barrier = self._barriers.setdefault(index, {"arrived": {}, "event": asyncio.Event(),
+                                                    "result": None})
+        barrier["arrived"][rank] = (metrics, checkpoint)
+        self._fail_if_a_rank_finished(index)
+        if len(barrier["arrived"]) == self._world_size:
+            barrier["result"] = self._complete(index, barrier["arrived"])
+            barrier["event"].set()
+        await barrier["event"].wait()
+        result = barrier["result"]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _complete(self, index, arrived):
+        self._reports += 1
+        self._metrics = arrived[0][0]
+        parts = {r: part for r, (_, part) in arrived.items() if part is not None}
+        self._barriers.pop(index - 1, None)
+        if not parts:
+            return None
+        number = self._state["next_index"]
+        self._state["next_index"] = number + 1
+        name = f"checkpoint_{number:06d}"
+        given = [c[1] for r, c in sorted(parts.items()) if c[0] == "path"]
+        entry = {"name": os.path.relpath(given[0], self._run_dir) if given else name,
+                 "metrics": self._metrics, "index": number}
+        waiting = {r for r, c in parts.items() if c[0] == "upload"}
+        self._pending[name] = {"waiting": waiting, "entry": entry}
+        if not waiting:
+            self._commit(name)
+        return name
+
+    async def part_done(self, attempt, name, rank):
+        """Rank `rank` copied its part of checkpoint `name`; the last part commits it."""
+        self._check(attempt)
+        pending = self._pending.get(name)
+        if pending is None:
+            raise ValueError(f"no checkpoint {name} is waiting for rank {rank}")
+        pending["waiting"].discard(rank)
+        if not pending["waiting"]:
+            self._commit(name)
+        return True
+
+    def _commit(self, name):
+        entry = self._pending.pop(name)["entry"]
+        checkpoints = self._state["checkpoints"] + [entry]
+        keep = _storage.checkpoints_to_keep(checkpoints, *self._keep)
+        self._state["checkpoints"] = [c for c in checkpoints if c["name"] in keep]
+        _storage.write_state(self._run_dir, self._state)
+        for c in checkpoints:
+            if c["name"] not in keep:
+                shutil.rmtree(os.path.join(self._run_dir, c["name"]), ignore_errors=True)
+
+    async def finished(self, attempt, rank, reports):
+        """Rank `rank`'s loop returned after `reports` reports: ranks waiting at a later report
+        would wait forever, so they are failed."""
+        self._check(attempt)
+        self._finished[rank] = reports
+        for index in list(self._barriers):
+            self._fail_if_a_rank_finished(index)
+        return True
+
+    def _fail_if_a_rank_finished(self, index):
+        barrier = self._barriers.get(index)
+        if barrier is None or barrier["event"].is_set():
+            return
+        for rank, reports in self._finished.items():
+            if reports < index:
+                barrier["result"] = RuntimeError(
+                    f"report() is a barrier that every rank must call equally often: rank "
+                    f"{rank}'s loop returned after {reports} reports while ranks "
+                    f"{sorted(barrier['arrived'])} called report number {index}")
+                barrier["event"].set()
+                return
+
+    def _check(self, attempt):
+        if attempt != self._attempt:
+            raise StaleAttempt(f"attempt {attempt} is over (now {self._attempt})")
+
+    async def snapshot(self):
+        """The run's metrics so far, report count, and committed checkpoints."""
+        return {"metrics": self._metrics, "reports": self._reports,
+                "checkpoints": list(self._state["checkpoints"])}

@@ -1,0 +1,192 @@
+"""A gang of ranks: one actor per rank, reserved together as a placement group, given the
+torchrun environment, and stopped together. Used by the trainers and by @airt.distributed.
+
+Ranks are numbered node by node (the nodes in the order of their first bundle), so each node's
+ranks are contiguous: LOCAL_RANK is the place among them, NODE_RANK the node's place, and
+CUDA_VISIBLE_DEVICES lists the GPUs of the node's ranks in local-rank order, so that LOCAL_RANK
+indexes this rank's own device."""
+
+import os
+import socket
+
+import cloudpickle
+
+
+class GangFailure(Exception):
+    """A rank failed: its loop raised (`died` False) or its process or node died."""
+
+    def __init__(self, rank, node_id, pid, cause, died):
+        kind = "died" if died else "raised"
+        super().__init__(f"rank {rank} (node {node_id}, pid {pid}) {kind}: {cause}")
+        self.rank, self.node_id, self.pid, self.cause, self.died = rank, node_id, pid, cause, died
+
+
+class RankWorker:
+    """The actor of one rank."""
+
+    def describe(self):
+        import airt
+        return {"pid": os.getpid(), "node_id": airt.get_runtime_context().get_node_id(),
+                "ip": airt.util.get_node_ip_address(), "gpu_ids": airt.get_gpu_ids()}
+
+    def free_port(self, host):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            return s.getsockname()[1]
+
+    def check_storage(self, run_dir, token_name, token):
+        """Empty when this node sees the driver's token file in run_dir and can write there;
+        else why not."""
+        try:
+            with open(os.path.join(run_dir, token_name)) as f:
+                if f.read() != token:
+                    return f"{run_dir} holds another file {token_name}: not the same storage"
+            probe = os.path.join(run_dir, f"{token_name}.{os.getpid()}")
+            with open(probe, "w") as f:
+                f.write("ok")
+            os.remove(probe)
+        except OSError as error:
+            return f"{type(error).__name__}: {error}"
+        return ""
+
+    def setup(self, env, torch_backend, timeout_s):
+        """Sets the rank's environment; with torch_backend ("auto", "gloo", "nccl") initialises
+        torch.distributed (nccl where a CUDA device is visible for "auto"). The backend used."""
+        os.environ.update(env)
+        if not torch_backend:
+            return None
+        import datetime
+        import torch
+        import torch.distributed as dist
+        backend = torch_backend
+        if backend == "auto":
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(int(env["LOCAL_RANK"]) % max(1, torch.cuda.device_count()))
+        dist.init_process_group(backend, init_method="env://",
+                                timeout=datetime.timedelta(seconds=timeout_s))
+        return backend
+
+    def run(self, payload):
+        fn, args, kwargs = cloudpickle.loads(payload)
+        return fn(*args, **kwargs)
+
+
+_remote_worker = None
+
+
+def _worker_class():
+    global _remote_worker
+    if _remote_worker is None:
+        import airt
+        _remote_worker = airt.remote(RankWorker)
+    return _remote_worker
+
+
+class Gang:
+    def __init__(self, num_workers, bundle, strategy="PACK", runtime_env=None):
+        self.num_workers, self.bundle, self.strategy = num_workers, dict(bundle), strategy
+        self.runtime_env = runtime_env
+        self.pg = None
+        self.actors = []   # in world-rank order once started
+        self.ranks = []    # {"world_rank", "local_rank", "local_world_size", "node_rank", ...}
+
+    def start(self, wait_s=None):
+        """Reserves the bundles (waiting for them, at most wait_s seconds), starts one actor per
+        bundle and numbers the ranks. Raises TimeoutError when the group is not reserved."""
+        import airt
+        from airt.util import placement_group
+        from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        self.pg = placement_group([self.bundle] * self.num_workers, strategy=self.strategy)
+        if not self.pg.wait(timeout_seconds=wait_s):
+            raise TimeoutError(f"the gang's {self.num_workers} bundles {self.bundle} "
+                               f"({self.strategy}) were not reserved in {wait_s} s")
+        resources = {k: v for k, v in self.bundle.items() if k not in ("CPU", "GPU")}
+        options = dict(num_cpus=self.bundle.get("CPU", 0), num_gpus=self.bundle.get("GPU", 0),
+                       resources=resources or None, max_restarts=0)
+        if self.runtime_env:
+            options["runtime_env"] = self.runtime_env
+        actors = [_worker_class().options(
+            scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i), **options).remote()
+            for i in range(self.num_workers)]
+        self.actors = actors
+        self.ranks = [dict(pid=None, node_id=None) for _ in actors]
+        described = self.call_each([(a.describe, ()) for a in actors])
+        order = {}  # node id -> its bundles, nodes in the order of their first bundle
+        for i, d in enumerate(described):
+            order.setdefault(d["node_id"], []).append(i)
+        self.actors, self.ranks = [], []
+        for node_rank, (node_id, bundles) in enumerate(order.items()):
+            for local_rank, i in enumerate(bundles):
+                self.actors.append(actors[i])
+                self.ranks.append(dict(described[i], world_rank=len(self.ranks),
+                                       local_rank=local_rank, local_world_size=len(bundles),
+                                       node_rank=node_rank))
+
+    def environments(self):
+        """Each rank's torchrun environment and CUDA_VISIBLE_DEVICES."""
+        import airt
+        master = self.ranks[0]
+        port = airt.get(self.actors[0].free_port.remote(master["ip"]))
+        node_gpus = {}
+        for r in self.ranks:
+            node_gpus.setdefault(r["node_id"], []).extend(str(g) for g in r["gpu_ids"])
+        return [{"MASTER_ADDR": master["ip"], "MASTER_PORT": str(port),
+                 "RANK": str(r["world_rank"]), "LOCAL_RANK": str(r["local_rank"]),
+                 "WORLD_SIZE": str(len(self.ranks)),
+                 "LOCAL_WORLD_SIZE": str(r["local_world_size"]),
+                 "NODE_RANK": str(r["node_rank"]),
+                 "CUDA_VISIBLE_DEVICES": ",".join(node_gpus[r["node_id"]])}
+                for r in self.ranks]
+
+    def setup(self, torch_backend=None, timeout_s=1800):
+        envs = self.environments()
+        return self.call_each([(a.setup, (env, torch_backend, timeout_s))
+                               for a, env in zip(self.actors, envs)]), envs
+
+    def run(self, fn, args_per_rank, kwargs=None):
+        """Runs fn(*args_per_rank[rank], **kwargs) on every rank; the return values in rank
+        order. Raises GangFailure for the first rank that raised or died."""
+        return self.call_each([(a.run, (cloudpickle.dumps((fn, args, kwargs or {})),))
+                               for a, args in zip(self.actors, args_per_rank)])
+
+    def call_each(self, calls):
+        """Calls calls[rank] = (method, args) on every rank at once; their results in rank
+        order, or GangFailure for the first failure seen."""
+        import airt
+        from airt import exceptions
+        refs = [method.remote(*args) for method, args in calls]
+        index = {ref.binary(): i for i, ref in enumerate(refs)}
+        results, pending = [None] * len(refs), list(refs)
+        while pending:
+            ready, pending = airt.wait(pending, num_returns=1)
+            for ref in ready:
+                i = index[ref.binary()]
+                try:
+                    results[i] = airt.get(ref)
+                except (exceptions.RayActorError, exceptions.WorkerCrashedError) as error:
+                    raise self._failure(i, error, True) from None
+                except exceptions.RayError as error:
+                    raise self._failure(i, error, False) from None
+        return results
+
+    def _failure(self, i, error, died):
+        r = self.ranks[i] if i < len(self.ranks) else {}
+        return GangFailure(r.get("world_rank", i), r.get("node_id"), r.get("pid"), error, died)
+
+    def shutdown(self):
+        """Kills every rank's process and gives the bundles back."""
+        import airt
+        from airt.util import remove_placement_group
+        for actor in self.actors:
+            try:
+                airt.kill(actor)
+            except Exception:  # noqa: BLE001 (already dead)
+                pass
+        self.actors = []
+        if self.pg is not None:
+            try:
+                remove_placement_group(self.pg)
+            except Exception:  # noqa: BLE001 (already removed)
+                pass
+            self.pg = None
