@@ -227,7 +227,8 @@ kj::Promise<void> Autoscaler::Reconcile() {
       }
     }
   };
-  detached_.add(RunRound().then(done, [this, done](kj::Exception&& e) {
+  // Both continuations hold their own copy (then() keeps a reference to an lvalue it is given).
+  detached_.add(RunRound().then([done]() { done(); }, [this, done](kj::Exception&& e) {
     AIRT_LOG(WARNING) << "autoscaler: a round failed: " << e.getDescription().cStr();
     done();
   }));
