@@ -40,6 +40,9 @@ class LocalProvider final : public NodeProvider {
     for (auto& [id, node] : nodes_) {
       if (node.pid > 0 && !node.exited) Stop(node);
     }
+    for (auto& [pid, deadline] : stopping_) {
+      StopChild(pid, std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms_));
+    }
   }
 
   Status Launch(const NodeTypeConfig& type, const std::string& launch_id) override {
@@ -57,12 +60,29 @@ class LocalProvider final : public NodeProvider {
   Status Terminate(const std::string& launch_id) override {
     auto it = nodes_.find(launch_id);
     if (it == nodes_.end()) return NotFound("no local node launched as " + launch_id);
-    if (!it->second.exited) Stop(it->second);
+    // SIGTERM now; reaped (SIGKILL after the grace) by the next polls, so that stopping many
+    // nodes never holds up the autoscaler's loop.
+    if (!it->second.exited) {
+      ::kill(it->second.pid, SIGTERM);
+      stopping_[it->second.pid] =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms_);
+    }
     nodes_.erase(it);
     return Status::Ok();
   }
 
   std::vector<InstanceState> Poll() override {
+    for (auto it = stopping_.begin(); it != stopping_.end();) {
+      if (::waitpid(it->first, nullptr, WNOHANG) == it->first) {
+        it = stopping_.erase(it);
+      } else if (std::chrono::steady_clock::now() > it->second) {
+        ::kill(it->first, SIGKILL);
+        ::waitpid(it->first, nullptr, 0);
+        it = stopping_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     std::vector<InstanceState> states;
     for (auto& [id, node] : nodes_) {
       if (!node.exited) {
@@ -96,6 +116,7 @@ class LocalProvider final : public NodeProvider {
   LaunchContext context_;
   int64_t grace_ms_;
   std::map<std::string, Node> nodes_;
+  std::map<pid_t, std::chrono::steady_clock::time_point> stopping_;  // SIGTERM sent, not reaped
 };
 
 class FaultProvider final : public NodeProvider {

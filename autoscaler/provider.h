@@ -56,8 +56,9 @@ class NodeProvider {
 std::vector<std::string> NodeCommand(const LaunchContext& context, const NodeTypeConfig& type,
                                      const std::string& launch_id);
 
-// Processes on this machine, each in its own session; stopped by pid (SIGTERM, then SIGKILL after
-// `grace_ms`). A process that exits by itself is kFailed with its exit status.
+// Processes on this machine, each in its own session; stopped by pid (SIGTERM at Terminate, reaped
+// by later polls, SIGKILL after `grace_ms`; the destructor waits for them). A process that exits
+// by itself is kFailed with its exit status.
 std::unique_ptr<NodeProvider> MakeLocalProvider(LaunchContext context, int64_t grace_ms = 5000);
 
 // Faults injected into `inner`'s launches, by provider options (docs/autoscaler.md):
