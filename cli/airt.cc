@@ -3,6 +3,8 @@
 //   airt start --address HOST:PORT [node flags]  a node joining that head
 //   airt status [--address HOST:PORT]            nodes, alive/dead, resources, GPU ids in use
 //   airt stop                                    stops what `airt start` started here
+//   airt up CLUSTER.yaml [--temp-dir DIR]        a head, its node and the autoscaler
+//   airt down CLUSTER.yaml [--temp-dir DIR]      stops what `airt up` started
 //   airt gpu return NODE GPU [--address ...]     re-tests a quarantined GPU, back in service if
 //                                                it passes (NODE: an id prefix from `status`)
 // Node flags: --num-cpus N --num-gpus N --memory BYTES --resources '{"name": n}'
@@ -25,6 +27,7 @@
 #include <capnp/ez-rpc.h>
 
 #include "cli/session.h"
+#include "cli/up_down.h"
 #include "common/daemon_process.h"
 #include "common/flags.h"
 #include "common/ids.h"
@@ -274,6 +277,16 @@ int PrintStatus(const std::string& address) {
     for (auto a : actors) live += a.getState() != proto::ActorState::DEAD ? 1 : 0;
     std::printf("Actors: %d alive or starting, %d dead\n", live,
                 static_cast<int>(actors.size()) - live);
+    // What the autoscaler, when one runs, is doing (it keeps this current in the head's KV).
+    auto get = head.kvGetRequest();
+    get.setNamespace("autoscaler");
+    get.setKey("status");
+    auto status = get.send().wait(client.getWaitScope());
+    if (status.getFound()) {
+      auto value = status.getValue();
+      std::printf("\n%.*s", static_cast<int>(value.size()),
+                  reinterpret_cast<const char*>(value.begin()));
+    }
   });
   if (!s.ok()) return Fail(s.WithContext("asking the head at " + address));
   return 0;
@@ -410,6 +423,8 @@ int main(int argc, char** argv) {
       "  status [--address HOST:PORT]         show the cluster\n"
       "  stop                                 stop what `airt start` started here\n"
       "  gpu return NODE GPU                  re-test a quarantined GPU, back in service if ok\n"
+      "  up CLUSTER.yaml                      start a head, its node and the autoscaler\n"
+      "  down CLUSTER.yaml                    stop what `airt up` started\n"
       "Each command takes --help.\n";
   if (argc < 2) return std::cerr << usage, 2;
   std::string verb = argv[1];
@@ -417,6 +432,8 @@ int main(int argc, char** argv) {
   if (verb == "status") return airt::cli::StatusCommand(argc - 1, argv + 1);
   if (verb == "stop") return airt::cli::StopCommand(argc - 1, argv + 1);
   if (verb == "gpu") return airt::cli::GpuCommand(argc - 1, argv + 1);
+  if (verb == "up") return airt::cli::UpCommand(argc - 1, argv + 1);
+  if (verb == "down") return airt::cli::DownCommand(argc - 1, argv + 1);
   if (verb == "--help" || verb == "-h" || verb == "help") return std::cout << usage, 0;
   std::cerr << "airt: unknown command '" << verb << "'\n" << usage;
   return 2;

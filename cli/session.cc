@@ -93,9 +93,13 @@ int Session::StopAll(std::chrono::seconds grace) {
   std::vector<Daemon> daemons = Daemons();
   auto deadline = Clock::now() + grace;
   int running = 0;
-  // Nodes first, so they can tell the head they are leaving.
+  // The autoscaler first (it stops the nodes it launched), then the nodes, so they can tell the
+  // head they are leaving.
   for (const Daemon& d : daemons) {
-    if (d.name != "head") running += StopOne(d, deadline);
+    if (d.name == "autoscaler") running += StopOne(d, deadline);
+  }
+  for (const Daemon& d : daemons) {
+    if (d.name != "head" && d.name != "autoscaler") running += StopOne(d, deadline);
   }
   for (const Daemon& d : daemons) {
     if (d.name == "head") running += StopOne(d, deadline);

@@ -9,6 +9,7 @@
 #   PkgConfig::hiredis
 #   airt::msgpack                     (msgpack-cxx, header-only)
 #   nlohmann_json::nlohmann_json      (nlohmann-json3-dev, header-only: ray::RuntimeEnv)
+#   yaml-cpp                          (libyaml-cpp-dev: the autoscaler's cluster.yaml)
 #   airt::gloo                        (gloo + Threads::Threads)
 #   Threads::Threads
 #   GTest::gtest GTest::gtest_main GTest::gmock GTest::gmock_main   (AIRT_BUILD_TESTS)
@@ -104,6 +105,21 @@ airt_find_package("nlohmann/json" PACKAGES "nlohmann-json3-dev"
 airt_find_package("Gloo" PACKAGES "libgloo-dev" FIND Gloo CONFIG TARGETS gloo)
 add_library(airt::gloo INTERFACE IMPORTED)
 target_link_libraries(airt::gloo INTERFACE gloo Threads::Threads)
+
+# yaml-cpp: the autoscaler's cluster config (cluster.yaml, shaped like Ray's).
+airt_find_package("yaml-cpp" PACKAGES "libyaml-cpp-dev" FIND yaml-cpp CONFIG TARGETS yaml-cpp)
+
+# Slurm and munge: the autoscaler's slurm provider runs sbatch, squeue and scancel, and its
+# real-daemon test starts munged, slurmctld and slurmd. Not needed to build; a missing one is
+# named by the test that needs it, so only a note here.
+foreach(_airt_slurm_tool sbatch squeue scancel slurmctld slurmd munged)
+  find_program(AIRT_${_airt_slurm_tool}_EXECUTABLE ${_airt_slurm_tool}
+               PATHS /usr/sbin /usr/bin NO_CACHE)
+  if(NOT AIRT_${_airt_slurm_tool}_EXECUTABLE)
+    message(STATUS "airt: ${_airt_slurm_tool} not found: the Slurm provider's real-daemon test "
+                   "is skipped (install the Debian packages 'slurm-wlm munge')")
+  endif()
+endforeach()
 
 # ---- optional parts --------------------------------------------------------------------------
 if(AIRT_BUILD_TESTS)

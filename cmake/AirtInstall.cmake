@@ -1,6 +1,6 @@
 # `cmake --install build --prefix P`: airt for C++ users (docs/install.md).
 #
-#   P/bin/      airt (the CLI), airt-head, airt-node, airt-worker
+#   P/bin/      airt (the CLI), airt-head, airt-node, airt-worker, airt-autoscaler
 #   P/lib/      libairt_api.so, libairt_driver.so (and libairt_gpu_plugin.so with CUDA)
 #   P/include/  airt/ and ray/ (the API's headers; they include only msgpack-cxx's and nlohmann/json's)
 #   P/lib/cmake/airt/  airtConfig.cmake, its version file, the exported targets airt::api and
@@ -34,7 +34,7 @@ function(airt_add_install_rpath target)
   set_target_properties(${target} PROPERTIES INSTALL_RPATH "${rpath}")
 endfunction()
 
-set(_airt_programs airt airt-head airt-node airt-worker)
+set(_airt_programs airt airt-head airt-node airt-worker airt-autoscaler)
 set(_airt_libraries airt_api airt_driver)
 foreach(target ${_airt_programs})
   airt_add_install_rpath(${target} "$ORIGIN" "$ORIGIN/../${AIRT_INSTALL_LIBDIR}")

@@ -70,11 +70,12 @@ std::vector<std::string> DaemonSearchDirs(std::initializer_list<const void*> cod
   }
   for (const fs::path& home : homes) add(home);
   // The build tree: a binary in build/<dir>/ or a library in build/api/core_worker/ finds
-  // build/head/ and build/worker/.
+  // build/head/, build/worker/ and build/autoscaler/.
   for (const fs::path& home : homes) {
     for (const fs::path& up : {home.parent_path(), home.parent_path().parent_path()}) {
       add(up / "head");
       add(up / "worker");
+      add(up / "autoscaler");
     }
   }
   // An install (cmake --install): libairt_driver.so in lib/ finds the daemons in bin/.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -33,6 +34,9 @@ class KvTable;
 class NodeTable;
 class NodeConnector;
 class PlacementGroupManager;
+struct DemandRecord;
+struct NodeInfo;
+struct ResourceRequest;
 }  // namespace internal
 
 struct HeadOptions {
@@ -112,6 +116,9 @@ class HeadServer final : public proto::Head::Server {
   kj::Promise<void> removePlacementGroup(RemovePlacementGroupContext context) override;
   kj::Promise<void> listPlacementGroups(ListPlacementGroupsContext context) override;
   kj::Promise<void> waitPlacementGroup(WaitPlacementGroupContext context) override;
+  // Demand: head/demand.cc.
+  kj::Promise<void> requestResources(RequestResourcesContext context) override;
+  kj::Promise<void> waitDemand(WaitDemandContext context) override;
 
  private:
   struct PendingCommit;
@@ -133,6 +140,14 @@ class HeadServer final : public proto::Head::Server {
   // connection dropped) and the node has not registered again since, the node is Disconnected
   // (node_table.h): dead after the grace unless it registers again.
   void WatchSession(const NodeId& id, proto::NodeSession::Client session);
+  // The demand of the tables now, and its numbering: a demand unlike the last one numbered gets
+  // the next version and wakes the waitDemand calls pending. Called after every call that may
+  // change it and by each liveness check (placement groups change state on their own).
+  internal::DemandRecord CurrentDemand() const;
+  void DemandMayHaveChanged();
+  // The node types the autoscaler published (none when no autoscaler runs), parsed again only
+  // when its KV value changed.
+  const std::vector<internal::NodeInfo>& NodeTypes();
 
   HeadOptions options_;
   Clock& clock_;
@@ -144,6 +159,15 @@ class HeadServer final : public proto::Head::Server {
   // When each actor waiting for a node that can hold it first asked placeActor (Clock
   // MonotonicMs); forgotten once it is placed or found infeasible.
   std::unordered_map<ActorId, int64_t> placing_since_;
+  // The standing request_resources call, the demand last numbered and its version (0: none yet),
+  // and the waitDemand calls waiting for the next.
+  std::unique_ptr<internal::ResourceRequest> requested_;
+  std::unique_ptr<internal::DemandRecord> last_demand_;
+  uint64_t demand_version_ = 0;
+  std::set<NodeId> nodes_with_queue_;
+  std::string node_types_text_;
+  std::shared_ptr<std::vector<internal::NodeInfo>> node_types_;  // whose last heartbeat reported queued requests
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> demand_waiters_;
   MetadataStore& store_;
   // Jobs whose driver went away and whose finish could not be written yet.
   std::set<JobId> lost_drivers_;

@@ -8,6 +8,7 @@
 #include "head/head.h"
 #include "head/internal/actor_placement.h"
 #include "head/internal/actor_table.h"
+#include "head/internal/demand.h"
 #include "head/internal/job_table.h"
 #include "head/internal/kv_table.h"
 #include "head/internal/node_table.h"
@@ -109,6 +110,8 @@ HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, 
           [this](std::function<Result<internal::Change>()> stage) {
             return Commit(std::move(stage));
           })),
+      requested_(std::make_unique<internal::ResourceRequest>()),
+      last_demand_(std::make_unique<internal::DemandRecord>()),
       store_(store),
       self_(std::make_shared<HeadServer*>(this)) {}
 
@@ -176,7 +179,8 @@ kj::Promise<std::vector<NodeId>> HeadServer::CheckLiveness() {
            *died = std::move(staged.value);
            return std::move(staged.change);
          })
-      .then([died](Status s) {
+      .then([this, died](Status s) {
+        DemandMayHaveChanged();
         if (!s.ok()) return std::vector<NodeId>();
         return std::move(*died);
       });
@@ -201,6 +205,7 @@ kj::Promise<void> HeadServer::registerNode(RegisterNodeContext context) {
                 }),
                 [this, context, id]() mutable {
                   groups_->OnNodeReport(id);
+                  DemandMayHaveChanged();
                   auto results = context.getResults();
                   results.setHeartbeatIntervalMs(options_.heartbeat_interval_ms);
                   results.setNodeTimeoutMs(options_.node_timeout_ms);
@@ -229,9 +234,19 @@ kj::Promise<void> HeadServer::heartbeat(HeartbeatContext context) {
   if (!id.ok()) return Fail(id.status());
   Result<internal::NodeLoad> load = internal::ParseNodeLoad(params);
   if (!load.ok()) return Fail(load.status());
+  bool has_queue = !load->queued.empty();
   Result<bool> known = nodes_->Heartbeat(*id, std::move(*load));
   if (!known.ok()) return Fail(known.status());
   if (*known) groups_->OnNodeReport(*id);
+  // Only a node that reports a queue, or reported one last time, can change the demand.
+  if (has_queue || nodes_with_queue_.count(*id) > 0) {
+    if (has_queue) {
+      nodes_with_queue_.insert(*id);
+    } else {
+      nodes_with_queue_.erase(*id);
+    }
+    DemandMayHaveChanged();
+  }
   internal::FinishedJobs finished = jobs_->FinishedSince(params.getJobsSeen());
   auto results = context.getResults();
   results.setKnown(*known);
@@ -247,13 +262,17 @@ kj::Promise<void> HeadServer::unregisterNode(UnregisterNodeContext context) {
   Result<NodeId> id = internal::ParseNodeId(context.getParams().getNodeId(), "nodeId");
   if (!id.ok()) return Fail(id.status());
   sessions_.erase(*id);  // its connection dropping next is no news
-  return Answer(Commit([this, id = *id] { return nodes_->Unregister(id); }));
+  return Answer(Commit([this, id = *id] { return nodes_->Unregister(id); }),
+                [this] { DemandMayHaveChanged(); });
 }
 
 kj::Promise<void> HeadServer::clusterView(ClusterViewContext context) {
   std::vector<internal::NodeView> view = groups_->WithBundleResources(nodes_->View());
   auto nodes = context.getResults().initNodes(view.size());
   for (size_t i = 0; i < view.size(); ++i) internal::FillNodeStatus(view[i], nodes[i]);
+  const std::vector<internal::NodeInfo>& types = NodeTypes();
+  auto out = context.getResults().initNodeTypes(types.size());
+  for (size_t i = 0; i < types.size(); ++i) internal::FillNodeInfo(types[i], out[i]);
   return kj::READY_NOW;
 }
 
@@ -499,9 +518,22 @@ kj::Promise<void> HeadServer::placeActor(PlaceActorContext context) {
   auto placement = context.getResults().initPlacement();
   if (const auto* waiting = std::get_if<internal::WaitForNodes>(&decision)) {
     placement.setWaiting(waiting->reason);
+    DemandMayHaveChanged();
     return kj::READY_NOW;
   }
+  if (std::holds_alternative<internal::CannotPlace>(decision)) {
+    // A node type of the autoscaler can hold it: pending demand, not infeasible.
+    std::string type = internal::NodeTypeHolding(NodeTypes(), actor->resources,
+                                                 actor->accelerator_type);
+    if (!type.empty()) {
+      placement.setWaiting("no alive node can hold it; the autoscaler's node type " + type +
+                           " can: waiting for one to launch");
+      DemandMayHaveChanged();
+      return kj::READY_NOW;
+    }
+  }
   placing_since_.erase(*id);
+  DemandMayHaveChanged();
   if (const auto* cannot = std::get_if<internal::CannotPlace>(&decision)) {
     AIRT_LOG(WARNING) << "actor " << id->Hex() << " cannot be placed: " << cannot->message;
     placement.setInfeasible(cannot->message);

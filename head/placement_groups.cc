@@ -23,8 +23,9 @@ kj::Promise<void> HeadServer::createPlacementGroup(CreatePlacementGroupContext c
       internal::ParsePlacementGroupSpec(context.getParams().getInfo());
   if (!spec.ok()) return ToKjException(spec.status());
   auto id = std::make_shared<PlacementGroupId>();
-  return groups_->Create(std::move(*spec), id).then([context, id](Status s) mutable
+  return groups_->Create(std::move(*spec), id).then([this, context, id](Status s) mutable
                                                     -> kj::Promise<void> {
+    DemandMayHaveChanged();
     if (!s.ok()) return ToKjException(s);
     context.getResults().setGroupId(capnp::Data::Reader(id->data(), PlacementGroupId::kSize));
     return kj::READY_NOW;
@@ -34,7 +35,8 @@ kj::Promise<void> HeadServer::createPlacementGroup(CreatePlacementGroupContext c
 kj::Promise<void> HeadServer::removePlacementGroup(RemovePlacementGroupContext context) {
   Result<PlacementGroupId> id = ParseGroupId(context.getParams().getGroupId());
   if (!id.ok()) return ToKjException(id.status());
-  return groups_->Remove(*id).then([](Status s) -> kj::Promise<void> {
+  return groups_->Remove(*id).then([this](Status s) -> kj::Promise<void> {
+    DemandMayHaveChanged();
     if (!s.ok()) return ToKjException(s);
     return kj::READY_NOW;
   });

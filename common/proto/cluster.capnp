@@ -44,6 +44,41 @@ struct NodeStatus {
   # alive. Kept in the head's node table, so a restarted head still shows them.
   deathCause @6 :Text;
   deathTimeMs @7 :UInt64;
+  # What its last heartbeat said: the lease requests queued there, by shape, and the leases it
+  # holds (docs/autoscaler.md).
+  queued @8 :List(ShapeCount);
+  numLeases @9 :UInt32;
+}
+
+# A resource shape and how many requests ask for it: the autoscaler's demand.
+struct ShapeCount {
+  resources @0 :List(Resource);
+  acceleratorType @1 :Text;  # the accelerator_type label its node must have; "" when any
+  count @2 :UInt32;
+}
+
+# One bundle's label selector (request_resources' bundle_label_selectors): the labels a node must
+# carry to hold it. Empty: any node.
+struct LabelSelector {
+  labels @0 :List(Label);
+}
+
+# A placement group no set of alive nodes holds yet: asked for whole, with its strategy.
+struct PendingGroup {
+  groupId @0 :Data;
+  strategy @1 :PlacementStrategy;
+  bundles @2 :List(Bundle);
+}
+
+# What the cluster waits for (docs/autoscaler.md "Demand"): Head.waitDemand's answer. `version`
+# grows with every change the head sees to any part of it.
+struct Demand {
+  version @0 :UInt64;
+  queued @1 :List(ShapeCount);         # the alive nodes' queued lease requests, summed by shape
+  pendingActors @2 :List(ShapeCount);  # actors no alive node can hold now (placeActor waiting)
+  pendingGroups @3 :List(PendingGroup);
+  requested @4 :List(Bundle);          # the standing request_resources call, one per bundle
+  requestedSelectors @5 :List(LabelSelector);  # by bundle index; shorter: the rest any node
 }
 
 # Given by a node to the head when it registers: the head keeps one `hold` call pending on it, and
@@ -133,12 +168,16 @@ interface Head {
   # most the last 1024 finishes; a `jobsSeen` beyond `finishedSeq` (counted before the head
   # restarted) gets those 1024.
   heartbeat @1 (nodeId :Data, available :List(Resource), gpuIdsInUse :List(UInt32),
-                quarantinedGpuIds :List(UInt32), jobsSeen :UInt64)
+                quarantinedGpuIds :List(UInt32), jobsSeen :UInt64,
+                queued :List(ShapeCount), numLeases :UInt32)
       -> (known :Bool, finishedJobs :List(Data), finishedSeq :UInt64);
   # A node leaving cleanly (airt stop); it is shown dead at once.
   unregisterNode @2 (nodeId :Data) -> ();
-  # Every node the head knows, alive or dead, in registration order.
-  clusterView @3 () -> (nodes :List(NodeStatus));
+  # Every node the head knows, alive or dead, in registration order. `nodeTypes`: when an
+  # autoscaler runs, the node types it can launch (only `address`, the type's name, `total` and
+  # `labels` set): a shape one of
+  # them holds is pending demand, never infeasible (docs/autoscaler.md "Infeasible").
+  clusterView @3 () -> (nodes :List(NodeStatus), nodeTypes :List(NodeInfo));
 
   # The internal KV: named actors, the function table, collective rendezvous. Namespaced.
   kvPut @4 (namespace :Text, key :Text, value :Data, overwrite :Bool) -> (added :Bool);
@@ -202,6 +241,15 @@ interface Head {
   # when it is or becomes REMOVED, kNotFound when unknown. Dropping the call stops the wait (the
   # client's timeout: pg.wait(timeout_seconds)).
   waitPlacementGroup @20 (groupId :Data) -> (info :PlacementGroupInfo);
+
+  # Ray's autoscaler.sdk.request_resources: replaces the standing request (an empty one clears
+  # it). Kept in the head's memory: a restarted head starts with none. kInvalidArgument for a
+  # bundle with a negative or non-finite amount, or more selectors than bundles.
+  requestResources @21 (bundles :List(Bundle), labelSelectors :List(LabelSelector)) -> ();
+  # The demand (docs/autoscaler.md), answered once its version is above `sinceVersion` (at once
+  # when it is already; 0 always answers at once). Dropping the call stops the wait; the
+  # autoscaler keeps one pending, so it hears of each change as it happens.
+  waitDemand @22 (sinceVersion :UInt64) -> (demand :Demand);
 }
 
 # Ray's placement strategies: PACK (as few nodes as possible, best effort), SPREAD (as many nodes

@@ -39,11 +39,21 @@ struct NodeInfo {
   friend bool operator==(const NodeInfo&, const NodeInfo&) = default;
 };
 
+// A resource shape and how many requests ask for it (proto::ShapeCount).
+struct ShapeCount {
+  std::vector<Resource> resources;
+  std::string accelerator_type;  // "": any
+  uint32_t count = 0;
+  friend bool operator==(const ShapeCount&, const ShapeCount&) = default;
+};
+
 // What a node reports with each heartbeat.
 struct NodeLoad {
   std::vector<Resource> available;
   std::vector<uint32_t> gpu_ids_in_use;
   std::vector<uint32_t> quarantined_gpu_ids;
+  std::vector<ShapeCount> queued;  // its queued lease requests by shape
+  uint32_t num_leases = 0;
   friend bool operator==(const NodeLoad&, const NodeLoad&) = default;
 };
 

@@ -186,8 +186,30 @@ Result<NodeLoad> ParseNodeLoad(proto::Head::HeartbeatParams::Reader params) {
   AIRT_ASSIGN_OR_RETURN(load.gpu_ids_in_use, ParseGpuIds(params.getGpuIdsInUse(), "gpuIdsInUse"));
   AIRT_ASSIGN_OR_RETURN(load.quarantined_gpu_ids,
                         ParseGpuIds(params.getQuarantinedGpuIds(), "quarantinedGpuIds"));
+  AIRT_ASSIGN_OR_RETURN(load.queued, ParseShapeCounts(params.getQueued(), "queued"));
+  load.num_leases = params.getNumLeases();
   return load;
 }
+
+Result<std::vector<ShapeCount>> ParseShapeCounts(capnp::List<proto::ShapeCount>::Reader list,
+                                                 std::string_view field) {
+  AIRT_RETURN_IF_ERROR(CheckListSize(list.size(), field));
+  std::vector<ShapeCount> shapes;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string at = Indexed(field, i);
+    ShapeCount shape;
+    AIRT_ASSIGN_OR_RETURN(shape.resources,
+                          ParseResources(list[i].getResources(), Join(at, "resources")));
+    AIRT_ASSIGN_OR_RETURN(shape.accelerator_type,
+                          ParseText(list[i].getAcceleratorType(), Join(at, "acceleratorType"),
+                                    kMaxLabelValueBytes, /*allow_empty=*/true));
+    shape.count = list[i].getCount();
+    if (shape.count == 0) return InvalidArgument(Join(at, "count") + " must be above 0");
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
+}
+
 
 namespace {
 
@@ -321,6 +343,15 @@ void FillNodeInfo(const NodeInfo& info, proto::NodeInfo::Builder out) {
   out.setPid(info.pid);
 }
 
+void FillShapeCounts(const std::vector<ShapeCount>& shapes,
+                     capnp::List<proto::ShapeCount>::Builder out) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    FillResources(shapes[i].resources, out[i].initResources(shapes[i].resources.size()));
+    out[i].setAcceleratorType(AsText(shapes[i].accelerator_type));
+    out[i].setCount(shapes[i].count);
+  }
+}
+
 void FillNodeStatus(const NodeView& view, proto::NodeStatus::Builder out) {
   FillNodeInfo(view.info, out.initInfo());
   out.setAlive(view.alive);
@@ -331,6 +362,8 @@ void FillNodeStatus(const NodeView& view, proto::NodeStatus::Builder out) {
   out.setMsSinceHeartbeat(view.ms_since_heartbeat);
   out.setDeathCause(AsText(view.death_cause));
   out.setDeathTimeMs(view.death_time_ms);
+  FillShapeCounts(view.load.queued, out.initQueued(view.load.queued.size()));
+  out.setNumLeases(view.load.num_leases);
 }
 
 void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out) {

@@ -42,6 +42,11 @@ Result<std::vector<uint32_t>> ParseGpuIds(capnp::List<uint32_t>::Reader list,
                                           std::string_view field);
 // `address` must not be empty; label keys non-empty and listed once.
 Result<NodeInfo> ParseNodeInfo(proto::NodeInfo::Reader info, std::string_view field);
+// Each entry's resources as ParseResources, its count above 0.
+Result<std::vector<ShapeCount>> ParseShapeCounts(capnp::List<proto::ShapeCount>::Reader list,
+                                                 std::string_view field);
+void FillShapeCounts(const std::vector<ShapeCount>& shapes,
+                     capnp::List<proto::ShapeCount>::Builder out);
 // A heartbeat's load. Whether the GPU ids are the node's own is the node table's check.
 Result<NodeLoad> ParseNodeLoad(proto::Head::HeartbeatParams::Reader params);
 // Every field of an actor: actorId 16 bytes ending with jobId (4 bytes), className not empty,

@@ -81,7 +81,15 @@ kj::Promise<void> ClusterViewPoller::Poll() {
       .then(
           [this](capnp::Response<proto::Head::ClusterViewResults>&& reply) {
             ++views_;
-            on_view_(ToRemoteNodes(reply.getNodes()));
+            RemoteNodes view = ToRemoteNodes(reply.getNodes());
+            for (auto type : reply.getNodeTypes()) {
+              worker::scheduling::NodeView node;
+              node.alive = false;  // never a spillback target
+              node.total = ToResourceSet(type.getTotal());
+              for (auto label : type.getLabels()) node.labels[label.getKey()] = label.getValue();
+              view.view.node_types.push_back(std::move(node));
+            }
+            on_view_(std::move(view));
           },
           [this](kj::Exception&& e) {
             ++failures_;

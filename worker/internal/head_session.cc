@@ -168,7 +168,17 @@ kj::Promise<void> HeadSession::Register() {
 
 kj::Promise<void> HeadSession::HeartbeatLater() {
   snapshot_.state = State::kRegistered;
-  return timer_.afterDelay(heartbeat_interval_).then([this] { return Heartbeat(); });
+  auto poked = kj::newPromiseAndFulfiller<void>();
+  poke_ = kj::mv(poked.fulfiller);
+  return timer_.afterDelay(heartbeat_interval_)
+      .exclusiveJoin(kj::mv(poked.promise).then([this] {
+        return timer_.afterDelay(50 * kj::MILLISECONDS);
+      }))
+      .then([this] { return Heartbeat(); });
+}
+
+void HeadSession::ReportSoon() {
+  if (poke_.get() != nullptr && poke_->isWaiting()) poke_->fulfill();
 }
 
 kj::Promise<void> HeadSession::Heartbeat() {
@@ -180,6 +190,14 @@ kj::Promise<void> HeadSession::Heartbeat() {
   FillIds(report.quarantined_gpu_ids,
           request.initQuarantinedGpuIds(report.quarantined_gpu_ids.size()));
   request.setJobsSeen(snapshot_.jobs_seen);
+  auto queued = request.initQueued(report.queued.size());
+  for (size_t i = 0; i < report.queued.size(); ++i) {
+    FillResources(report.queued[i].resources,
+                  queued[i].initResources(report.queued[i].resources.size()));
+    queued[i].setAcceleratorType(report.queued[i].accelerator_type);
+    queued[i].setCount(report.queued[i].count);
+  }
+  request.setNumLeases(report.num_leases);
   kj::Promise<capnp::Response<proto::Head::HeartbeatResults>> sent = request.send();
   return timer_.timeoutAfter(options_.call_timeout, kj::mv(sent))
       .then(

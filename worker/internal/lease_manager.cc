@@ -100,6 +100,7 @@ kj::Promise<LeaseOutcome> LeaseManager::RequestLease(LeaseAsk ask) {
     StartGrant(id, r);
   } else {
     ArmGraceTimer();
+    if (on_queued_) on_queued_();
   }
   return paf.promise.then([](kj::Own<LeaseOutcome> outcome) { return kj::mv(*outcome); })
       .attach(kj::defer([self = self_, id] {
@@ -475,6 +476,16 @@ ResourceReport LeaseManager::Report() const {
     report.gpu_ids_in_use.push_back(gpu.id);
   }
   report.quarantined_gpu_ids = snapshot.quarantined_gpus;
+  for (const worker::scheduling::QueuedShape& queued : queue_.Snapshot()) {
+    QueuedDemand demand;
+    for (const auto& [name, amount] : queued.shape.amounts().amounts()) {
+      demand.resources.push_back({name, amount.ToDouble()});
+    }
+    demand.accelerator_type = queued.shape.accelerator_type();
+    demand.count = static_cast<uint32_t>(queued.count);
+    report.queued.push_back(std::move(demand));
+  }
+  report.num_leases = static_cast<uint32_t>(leases_.size());
   return report;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -118,6 +119,9 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   Status RegisterWorker(const WorkerAddress& address);
   // A new view from the head; dispatches the queue.
   void UpdateView(RemoteNodes nodes);
+  // Called (on the loop) each time a request is queued here: the node's heartbeat then reports
+  // its queue soon (HeadSession::ReportSoon), so that an autoscaler hears of it at once.
+  void SetOnQueued(std::function<void()> on_queued) { on_queued_ = std::move(on_queued); }
   // `job` has finished: rejects its waiting requests with kFailedPrecondition, ends its leases
   // (their resources come back at once) and stops every worker of the job (WorkerPool::StopJob),
   // except the workers of its detached leases, which keep running (a detached actor outlives its
@@ -211,6 +215,7 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   std::map<PlacementGroupId, std::vector<ReservedBundle>> bundles_;
   std::set<uint64_t> ended_leases_;  // ended here and not returned yet; the latest few
   bool cordoned_ = false;
+  std::function<void()> on_queued_;
   std::set<uint32_t> quarantined_;  // GPU ids
   worker::scheduling::NodeResources none_;  // what a cordoned node offers new requests
   std::map<WorkerId, std::string> exit_reasons_;

@@ -359,6 +359,8 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
       std::fflush(stdout);
     });
     session.SetOnFinishedJobs([&cleanup](std::vector<JobId> jobs) { cleanup.OnFinished(jobs); });
+    leases.SetOnQueued([&session] { session.ReportSoon(); });
+    KJ_DEFER(leases.SetOnQueued(nullptr));  // before `session` goes
     session.Start();
 
     EzRpcHeadConnector view_connector(config.head_address);

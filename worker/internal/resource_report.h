@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -11,11 +12,20 @@
 
 namespace airt::worker {
 
+// Lease requests queued on the node with one shape: the autoscaler's demand.
+struct QueuedDemand {
+  std::vector<ResourceAmount> resources;
+  std::string accelerator_type;  // "": any
+  uint32_t count = 0;
+};
+
 // What one heartbeat carries.
 struct ResourceReport {
   std::vector<ResourceAmount> available;
   std::vector<uint32_t> gpu_ids_in_use;
   std::vector<uint32_t> quarantined_gpu_ids;
+  std::vector<QueuedDemand> queued;  // by shape
+  uint32_t num_leases = 0;
 };
 
 // Read on the node's event loop thread, once per heartbeat.
@@ -29,7 +39,11 @@ class ResourceReporter {
 class StaticResources final : public ResourceReporter {
  public:
   explicit StaticResources(std::vector<ResourceAmount> total) : total_(std::move(total)) {}
-  ResourceReport Report() const override { return {total_, {}, {}}; }
+  ResourceReport Report() const override {
+    ResourceReport report;
+    report.available = total_;
+    return report;
+  }
 
  private:
   std::vector<ResourceAmount> total_;

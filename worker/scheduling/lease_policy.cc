@@ -83,6 +83,14 @@ LeaseDecision LeasePolicy::Decide(const LeaseRequest& request, const NodeResourc
     }
   }
   if (best != nullptr) return SpillBack{best->id};
+  if (!feasible) {
+    for (const NodeView& type : view.node_types) {
+      if (LabelMatches(type.labels, shape) && shape.amounts().FitsIn(type.total)) {
+        return QueueLocally{true, "waiting for " + shape.ToString() +
+                                      ": no node holds it, the autoscaler's node types do"};
+      }
+    }
+  }
   if (feasible) {
     return QueueLocally{true, "waiting for " + shape.ToString() + ": no node has it free now"};
   }

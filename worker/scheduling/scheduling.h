@@ -244,6 +244,9 @@ struct NodeView {
 // of its own NodeResources.
 struct ClusterView {
   std::vector<NodeView> nodes;
+  // The node types an autoscaler can launch (total and labels set): a shape one holds waits for
+  // it, never infeasible (docs/autoscaler.md "Infeasible").
+  std::vector<NodeView> node_types;
 };
 
 using TimePoint = std::chrono::steady_clock::time_point;

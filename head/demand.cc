@@ -1,0 +1,67 @@
+// HeadServer's demand calls (cluster.capnp requestResources, waitDemand) and the numbering of
+// demand changes (docs/autoscaler.md "Demand").
+#include <memory>
+
+#include "common/rpc_status.h"
+#include "head/head.h"
+#include "head/internal/actor_table.h"
+#include "head/internal/kv_table.h"
+#include "head/internal/demand.h"
+#include "head/internal/node_table.h"
+#include "head/internal/placement_group_manager.h"
+
+namespace airt::head {
+
+internal::DemandRecord HeadServer::CurrentDemand() const {
+  std::vector<internal::ActorRecord> waiting;
+  for (const auto& [id, since] : placing_since_) {
+    if (std::optional<internal::ActorRecord> actor = actors_->Find(id)) {
+      waiting.push_back(std::move(*actor));
+    }
+  }
+  return internal::CollectDemand(nodes_->View(), waiting, groups_->List(), *requested_);
+}
+
+void HeadServer::DemandMayHaveChanged() {
+  internal::DemandRecord now = CurrentDemand();
+  if (demand_version_ > 0 && now == *last_demand_) return;
+  *last_demand_ = std::move(now);
+  ++demand_version_;
+  for (auto& waiter : demand_waiters_) waiter->fulfill();
+  demand_waiters_.clear();
+}
+
+const std::vector<internal::NodeInfo>& HeadServer::NodeTypes() {
+  std::optional<std::string> text = kv_->Get("autoscaler", "node_types");
+  std::string now = text.value_or("");
+  if (!node_types_ || now != node_types_text_) {
+    node_types_ = std::make_shared<std::vector<internal::NodeInfo>>(internal::ParseNodeTypes(now));
+    node_types_text_ = std::move(now);
+  }
+  return *node_types_;
+}
+
+kj::Promise<void> HeadServer::requestResources(RequestResourcesContext context) {
+  Result<internal::ResourceRequest> request =
+      internal::ParseResourceRequest(context.getParams());
+  if (!request.ok()) return ToKjException(request.status());
+  *requested_ = std::move(*request);
+  DemandMayHaveChanged();
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> HeadServer::waitDemand(WaitDemandContext context) {
+  if (demand_version_ == 0) DemandMayHaveChanged();
+  uint64_t since = context.getParams().getSinceVersion();
+  if (demand_version_ > since) {
+    internal::FillDemand(*last_demand_, demand_version_, context.getResults().initDemand());
+    return kj::READY_NOW;
+  }
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  demand_waiters_.push_back(kj::mv(paf.fulfiller));
+  return paf.promise.then([this, context]() mutable {
+    internal::FillDemand(*last_demand_, demand_version_, context.getResults().initDemand());
+  });
+}
+
+}  // namespace airt::head

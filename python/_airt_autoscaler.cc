@@ -1,0 +1,76 @@
+// airt._airt's autoscaler call (airt.autoscaler.sdk.request_resources sits on it): the head's
+// requestResources, over a connection of its own made on a thread of its own (so that it never
+// meets the event loop of the calling thread), GIL released while the head answers.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <capnp/ez-rpc.h>
+
+#include "airt/api.h"
+#include "common/proto/cluster.capnp.h"
+#include "common/rpc_status.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using Bundles = std::vector<std::map<std::string, double>>;
+using Selectors = std::vector<std::map<std::string, std::string>>;
+
+airt::Status RequestResources(const std::string& address, const Bundles& bundles,
+                              const Selectors& selectors) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    return airt::InvalidArgument("the head's address '" + address + "' is not host:port");
+  }
+  airt::Status status;
+  std::thread([&] {
+    status = airt::CatchKj([&] {
+      capnp::EzRpcClient client(address.substr(0, colon),
+                                static_cast<uint>(std::stoul(address.substr(colon + 1))));
+      auto request = client.getMain<airt::proto::Head>().requestResourcesRequest();
+      auto out = request.initBundles(bundles.size());
+      for (size_t i = 0; i < bundles.size(); ++i) {
+        auto resources = out[i].initResources(bundles[i].size());
+        size_t r = 0;
+        for (const auto& [name, amount] : bundles[i]) {
+          resources[r].setName(name);
+          resources[r++].setAmount(amount);
+        }
+      }
+      auto labels_out = request.initLabelSelectors(selectors.size());
+      for (size_t i = 0; i < selectors.size(); ++i) {
+        auto labels = labels_out[i].initLabels(selectors[i].size());
+        size_t l = 0;
+        for (const auto& [key, value] : selectors[i]) {
+          labels[l].setKey(key);
+          labels[l++].setValue(value);
+        }
+      }
+      request.send().wait(client.getWaitScope());
+    });
+  }).join();
+  return status;
+}
+
+}  // namespace
+
+void BindAutoscaler(py::module_& m) {
+  // Replaces the head's standing request (docs/autoscaler.md); raises ValueError for a bad one.
+  m.def("request_resources", [](const Bundles& bundles, const Selectors& selectors) {
+    std::string address = airt::internal::HeadAddress();
+    airt::Status status;
+    {
+      py::gil_scoped_release unlocked;
+      status = RequestResources(address, bundles, selectors);
+    }
+    if (status.code() == airt::Code::kInvalidArgument) throw py::value_error(status.message());
+    if (!status.ok()) throw std::runtime_error(status.ToString());
+  });
+}
