@@ -459,6 +459,7 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
   options.python = settings.python;
   options.stream.streaming = settings.streaming;
   options.stream.backpressure = settings.generator_backpressure;
+  options.strategy = CoreStrategy(settings.strategy, settings.label_selector);
   return Binaries(Core().SubmitTask(target, CoreArguments(std::move(args)), options));
 }
 
@@ -472,6 +473,7 @@ std::string CreateActor(const std::string& factory, std::vector<Argument> args,
   options.ns = settings.ns;
   options.max_restarts = settings.max_restarts < 0 ? -1 : settings.max_restarts;
   options.max_concurrency = static_cast<uint32_t>(std::max(settings.max_concurrency, 1));
+  options.strategy = CoreStrategy(settings.strategy, settings.label_selector);
   bool default_detached;
   {
     std::lock_guard<std::mutex> lock(g_mu);

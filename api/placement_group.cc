@@ -21,7 +21,8 @@ PlacementGroupId GroupIdOf(const std::string& hex) {
 
 PlacementGroup HandleOf(const internal::PlacementGroupEntry& e) {
   PlacementGroupCreationOptions options{e.name, e.bundles,
-                                        static_cast<PlacementStrategy>(e.strategy), e.detached};
+                                        static_cast<PlacementStrategy>(e.strategy), e.detached,
+                                        {}};
   return PlacementGroup(e.id, std::move(options), static_cast<PlacementGroupState>(e.state));
 }
 
@@ -76,6 +77,15 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options
   spec.bundles = options.bundles;
   spec.strategy = static_cast<int>(options.strategy);
   spec.detached = options.detached;
+  if (options.bundle_label_selector.size() > options.bundles.size()) {
+    throw InvalidArgumentError("bundle_label_selector has " +
+                               std::to_string(options.bundle_label_selector.size()) +
+                               " entries for " + std::to_string(options.bundles.size()) +
+                               " bundles");
+  }
+  for (const LabelSelector& selector : options.bundle_label_selector) {
+    spec.bundle_label_selector.push_back(internal::CoreStrategy({}, selector).label_selector);
+  }
   Result<PlacementGroupId> id = internal::CurrentCore().CreatePlacementGroup(spec);
   if (!id.ok()) Throw(id.status());
   return PlacementGroup(id->Hex(), options);

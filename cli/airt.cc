@@ -196,6 +196,58 @@ void PrintGpuHealth(const std::string& host, uint16_t port) {
   if (!s.ok()) std::printf("%-10s GPU health: %s\n", "", s.message().c_str());
 }
 
+// The head's placement groups not REMOVED: state, strategy, each bundle with its node, and why a
+// pending one waits (an infeasible one is marked so).
+void PrintPlacementGroups(proto::Head::Client& head, kj::WaitScope& wait) {
+  static const char* const kStrategies[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
+  static const char* const kStates[] = {"PENDING", "CREATED", "REMOVED", "RESCHEDULING"};
+  auto groups = head.listPlacementGroupsRequest().send().wait(wait).getGroups();
+  int removed = 0;
+  for (auto g : groups) removed += g.getState() == proto::PlacementGroupState::REMOVED ? 1 : 0;
+  std::printf("Placement groups: %d, %d removed\n", static_cast<int>(groups.size()) - removed,
+              removed);
+  for (auto g : groups) {
+    auto state = static_cast<unsigned>(g.getState());
+    auto strategy = static_cast<unsigned>(g.getStrategy());
+    if (g.getState() == proto::PlacementGroupState::REMOVED) continue;
+    std::string id = g.getGroupId().size() == PlacementGroupId::kSize
+                         ? PlacementGroupId::FromRaw(g.getGroupId().begin()).Hex()
+                         : "?";
+    std::printf("  group %s%s%s  %s  %s%s\n", id.c_str(), g.getName().size() ? "  " : "",
+                g.getName().cStr(), state < 4 ? kStates[state] : "?",
+                strategy < 4 ? kStrategies[strategy] : "?", g.getInfeasible() ? "  INFEASIBLE" : "");
+    auto nodes = g.getBundleNodes();
+    auto selectors = g.getBundleLabelSelector();
+    for (uint i = 0; i < g.getBundles().size(); ++i) {
+      std::string bundle;
+      for (auto r : g.getBundles()[i].getResources()) {
+        std::string name = r.getName().cStr();
+        bundle += (bundle.empty() ? "" : ", ") + name + ": " + FormatAmount(name, r.getAmount());
+      }
+      std::string labels;
+      if (i < selectors.size()) {
+        for (auto e : selectors[i].getExpressions()) {
+          static const char* const kOps[] = {"in", "not in", "exists", "does not exist"};
+          auto op = static_cast<unsigned>(e.getOp());
+          labels += (labels.empty() ? "" : ", ") + std::string(e.getKey().cStr()) + " " +
+                    (op < 4 ? kOps[op] : "?");
+          std::string values;
+          for (auto v : e.getValues()) values += (values.empty() ? "" : ",") + std::string(v.cStr());
+          if (!values.empty()) labels += " (" + values + ")";
+        }
+      }
+      std::string node = i < nodes.size() && nodes[i].size() == NodeId::kSize
+                             ? NodeId::FromRaw(nodes[i].begin()).Hex().substr(0, 8)
+                             : "-";
+      std::printf("      bundle %u {%s}%s%s  node %s\n", i, bundle.c_str(),
+                  labels.empty() ? "" : "  labels ", labels.c_str(), node.c_str());
+    }
+    if (g.getState() == proto::PlacementGroupState::PENDING && g.getPendingReason().size()) {
+      std::printf("      pending: %s\n", g.getPendingReason().cStr());
+    }
+  }
+}
+
 int PrintStatus(const std::string& address) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos)
@@ -277,6 +329,7 @@ int PrintStatus(const std::string& address) {
     for (auto a : actors) live += a.getState() != proto::ActorState::DEAD ? 1 : 0;
     std::printf("Actors: %d alive or starting, %d dead\n", live,
                 static_cast<int>(actors.size()) - live);
+    PrintPlacementGroups(head, client.getWaitScope());
     // What the autoscaler, when one runs, is doing (it keeps this current in the head's KV).
     auto get = head.kvGetRequest();
     get.setNamespace("autoscaler");

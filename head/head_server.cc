@@ -513,7 +513,7 @@ kj::Promise<void> HeadServer::placeActor(PlaceActorContext context) {
   int64_t since = placing_since_.try_emplace(*id, now).first->second;
   bool grace_over = now - since >= static_cast<int64_t>(options_.infeasible_grace_ms);
   internal::PlacementDecision decision = internal::DecidePlacement(
-      {actor->resources, actor->accelerator_type},
+      {actor->resources, actor->accelerator_type, actor->strategy},
       internal::PlacementNodes(view, actors_->List(), *id), avoid, grace_over);
   auto placement = context.getResults().initPlacement();
   if (const auto* waiting = std::get_if<internal::WaitForNodes>(&decision)) {

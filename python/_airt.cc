@@ -119,6 +119,9 @@ int64_t TimeoutMs(std::optional<double> seconds) {
 
 void BindPlacementGroups(py::module_& m);  // _airt_placement_groups.cc
 void BindAutoscaler(py::module_& m);       // _airt_autoscaler.cc
+void ApplyStrategy(const py::object& strategy, const std::map<std::string, std::string>& selector,
+                   airt::SchedulingStrategy* out,
+                   airt::LabelSelector* label_selector);  // _airt_strategies.cc
 
 PYBIND11_MODULE(_airt, m) {
   m.doc() = "airt's driver API (the core worker), for the airt package";
@@ -306,9 +309,11 @@ PYBIND11_MODULE(_airt, m) {
       "submit",
       [](const std::string& name, const py::list& args,
          const std::map<std::string, double>& resources, int max_retries, bool python,
-         int num_returns, const std::string& accelerator_type, const std::string& task_name) {
+         int num_returns, const std::string& accelerator_type, const std::string& task_name,
+         const py::object& strategy, const std::map<std::string, std::string>& label_selector) {
         std::vector<airt::internal::Argument> arguments = Arguments(args);
         airt::internal::TaskSettings settings;
+        ApplyStrategy(strategy, label_selector, &settings.strategy, &settings.label_selector);
         settings.resources = resources;  // the package gives the whole shape ({} for num_cpus=0)
         settings.max_retries = max_retries;
         settings.python = python;
@@ -324,7 +329,8 @@ PYBIND11_MODULE(_airt, m) {
       },
       py::arg("name"), py::arg("args"), py::arg("resources"), py::arg("max_retries"),
       py::arg("python"), py::arg("num_returns") = 1, py::arg("accelerator_type") = "",
-      py::arg("task_name") = "");
+      py::arg("task_name") = "", py::arg("strategy") = py::none(),
+      py::arg("label_selector") = std::map<std::string, std::string>());
 
   // Actors: created from a factory (a C++ one, or with `python` a pickled Python class), called
   // by method name, found by name, killed.
@@ -333,8 +339,10 @@ PYBIND11_MODULE(_airt, m) {
       [](const std::string& factory, const py::list& args,
          const std::map<std::string, double>& resources, const std::string& name,
          const std::string& ns, int max_restarts, int max_concurrency, bool python,
-         const std::string& accelerator_type, bool detached, int max_task_retries) {
+         const std::string& accelerator_type, bool detached, int max_task_retries,
+         const py::object& strategy, const std::map<std::string, std::string>& label_selector) {
         airt::internal::ActorSettings settings;
+        ApplyStrategy(strategy, label_selector, &settings.strategy, &settings.label_selector);
         settings.resources = resources;
         settings.accelerator_type = accelerator_type;
         settings.detached = detached;
@@ -355,7 +363,8 @@ PYBIND11_MODULE(_airt, m) {
       py::arg("factory"), py::arg("args"), py::arg("resources"), py::arg("name"), py::arg("ns"),
       py::arg("max_restarts"), py::arg("max_concurrency"), py::arg("python"),
       py::arg("accelerator_type") = "", py::arg("detached") = false,
-      py::arg("max_task_retries") = 0);
+      py::arg("max_task_retries") = 0, py::arg("strategy") = py::none(),
+      py::arg("label_selector") = std::map<std::string, std::string>());
   // A method call's return ids (num_returns of them).
   m.def(
       "submit_actor_task",
@@ -464,9 +473,11 @@ PYBIND11_MODULE(_airt, m) {
       "submit_streaming",
       [](const std::string& name, const py::list& args,
          const std::map<std::string, double>& resources, int max_retries, bool python,
-         const std::string& accelerator_type, const std::string& task_name, int backpressure) {
+         const std::string& accelerator_type, const std::string& task_name, int backpressure,
+         const py::object& strategy, const std::map<std::string, std::string>& label_selector) {
         std::vector<airt::internal::Argument> arguments = Arguments(args);
         airt::internal::TaskSettings settings;
+        ApplyStrategy(strategy, label_selector, &settings.strategy, &settings.label_selector);
         settings.resources = resources;
         settings.max_retries = max_retries;
         settings.python = python;
@@ -483,7 +494,8 @@ PYBIND11_MODULE(_airt, m) {
       },
       py::arg("name"), py::arg("args"), py::arg("resources"), py::arg("max_retries"),
       py::arg("python"), py::arg("accelerator_type"), py::arg("task_name"),
-      py::arg("backpressure"));
+      py::arg("backpressure"), py::arg("strategy") = py::none(),
+      py::arg("label_selector") = std::map<std::string, std::string>());
   m.def(
       "submit_streaming_actor_task",
       [](py::bytes actor, const std::string& method, const py::list& args, int backpressure) {

@@ -14,12 +14,16 @@ namespace py = pybind11;
 void BindPlacementGroups(py::module_& m) {
   m.def("create_placement_group",
         [](const std::string& name, const std::vector<std::map<std::string, double>>& bundles,
-           int strategy, bool detached) {
+           int strategy, bool detached,
+           const std::vector<std::map<std::string, std::string>>& bundle_label_selector) {
           airt::PlacementGroupCreationOptions options{
-              name, bundles, static_cast<airt::PlacementStrategy>(strategy), detached};
+              name, bundles, static_cast<airt::PlacementStrategy>(strategy), detached,
+              bundle_label_selector};
           py::gil_scoped_release unlocked;
           return airt::CreatePlacementGroup(options).ID();
-        });
+        },
+        py::arg("name"), py::arg("bundles"), py::arg("strategy"), py::arg("detached"),
+        py::arg("bundle_label_selector") = std::vector<std::map<std::string, std::string>>());
   m.def("remove_placement_group", [](const std::string& id) {
     py::gil_scoped_release unlocked;
     airt::RemovePlacementGroup(id);

@@ -3,6 +3,7 @@
 #include "api/core_worker/actor_manager.h"
 
 #include "api/core_worker/capnp_util.h"
+#include "common/strategy_wire.h"
 #include "common/logging.h"
 #include "common/rpc_status.h"
 
@@ -43,6 +44,7 @@ kj::Promise<void> ActorManager::Create(kj::Own<PendingTask> creation, const Acto
   info.setMaxTaskRetries(options.max_task_retries);
   SetAmounts(info.initResources(static_cast<uint>(options.resources.size())), options.resources);
   info.setAcceleratorType(options.accelerator_type);
+  WriteStrategy(options.strategy, info.initStrategy());
   return request.send().then([this, id, options, creation = kj::mv(creation)](auto) mutable {
     Actor& actor = Entry(id);
     actor.owned = true;

@@ -25,6 +25,7 @@
 #include "api/core_worker/memory_store.h"
 #include "api/core_worker/peer_connector.h"
 #include "common/ids.h"
+#include "common/scheduling_strategy.h"
 #include "common/status.h"
 #include "objectstore/object_store.h"
 
@@ -92,6 +93,9 @@ struct TaskOptions {
   std::string name;
   bool python = false;  // runs on a Python worker (the function is a pickled Python one)
   StreamOptions stream;
+  // Decided by the nodes' lease policy (worker/scheduling/scheduling.h LeasePolicy). A placement
+  // group's bundle is asked for through `resources` (common/bundle_resources.h) instead.
+  sched::SchedulingStrategy strategy{};
 };
 
 struct ActorOptions {
@@ -108,6 +112,8 @@ struct ActorOptions {
   // limit; 0 (Ray's default): such a call fails with kActorDied.
   int32_t max_task_retries = 0;
   bool python = false;  // lives on a Python worker (its class is a pickled Python one)
+  // Decided by the head's actor placement (head/internal/actor_placement.h).
+  sched::SchedulingStrategy strategy{};
 };
 
 // An argument: serialized bytes, or a reference to an object this worker owns.
@@ -264,6 +270,8 @@ class CoreWorker {
     std::vector<std::map<std::string, double>> bundles;
     int strategy = 0;  // PACK
     bool detached = false;
+    // Bundle i only on nodes whose labels match entry i (Ray 2.60's bundle_label_selector).
+    std::vector<sched::LabelSelector> bundle_label_selector;
   };
   struct PlacementGroupView {
     PlacementGroupId id;

@@ -3,6 +3,7 @@
 #include "api/core_worker/capnp_util.h"
 #include "common/proto/node.capnp.h"
 #include "common/rpc_status.h"
+#include "common/strategy_wire.h"
 
 namespace airt::core_worker {
 namespace {
@@ -20,6 +21,8 @@ kj::Promise<LeaseOutcome> RequestLeaseHop(const ConnectFn& connect, const std::s
   request.setCodeSearchPath(lease.code_search_path);
   request.setPlaced(lease.placed);
   request.setDetached(lease.detached);
+  WriteStrategy(lease.strategy, request.initStrategy());
+  request.setSpilled(hops > 0);
   return request.send().then([&connect, node, lease, job,
                               hops](auto response) -> kj::Promise<LeaseOutcome> {
     auto reply = response.getReply();

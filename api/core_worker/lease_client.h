@@ -11,6 +11,7 @@
 #include <kj/async.h>
 
 #include "common/ids.h"
+#include "common/scheduling_strategy.h"
 
 namespace airt::core_worker {
 
@@ -23,6 +24,7 @@ struct LeaseRequest {
   bool python = false;           // a Python worker, not a C++ one
   bool placed = false;           // the head chose this node (an actor's): it does not spill it back
   bool detached = false;         // a detached actor's: the node keeps its worker after the job ends
+  sched::SchedulingStrategy strategy{};   // the node's lease policy decides it
 };
 
 struct LeaseOutcome {

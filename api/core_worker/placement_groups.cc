@@ -3,6 +3,7 @@
 #include "api/core_worker/core_worker.h"
 #include "api/core_worker/core_worker_impl.h"
 #include "common/rpc_status.h"
+#include "common/strategy_wire.h"
 
 namespace airt::core_worker {
 namespace {
@@ -62,6 +63,11 @@ Result<PlacementGroupId> CoreWorker::Impl::CreatePlacementGroup(
           list[j].setName(name);
           list[j++].setAmount(amount);
         }
+      }
+      auto selectors = info.initBundleLabelSelector(spec.bundle_label_selector.size());
+      for (size_t i = 0; i < spec.bundle_label_selector.size(); ++i) {
+        const sched::LabelSelector& selector = spec.bundle_label_selector[i];
+        WriteLabelSelector(selector, selectors[i].initExpressions(selector.size()));
       }
       return request.send().then(
           [&](auto reply) { id = IdOf<PlacementGroupId>(reply.getGroupId()); });

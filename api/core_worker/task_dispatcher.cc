@@ -24,6 +24,7 @@ std::string TaskDispatcher::ShapeKey(const TaskOptions& options) {
   for (const auto& [name, amount] : options.resources) {
     key += name + "=" + std::to_string(amount) + ",";
   }
+  if (!(options.strategy == sched::SchedulingStrategy())) key += "|" + ToString(options.strategy);
   return key;
 }
 
@@ -31,17 +32,20 @@ kj::Promise<void> TaskDispatcher::Dispatch(PendingTask* task) {
   auto done = kj::newPromiseAndFulfiller<void>();
   task->done = kj::mv(done.fulfiller);
   std::string key = ShapeKey(task->options);
-  queues_[key].waiting.push_back(task);
+  ShapeQueue& q = queues_[key];
+  q.one_task_per_lease = task->options.strategy.kind == sched::StrategyKind::kSpread;
+  q.waiting.push_back(task);
   Pump(key);
   return kj::mv(done.promise);
 }
 
 void TaskDispatcher::Pump(const std::string& key) {
   ShapeQueue& q = queues_[key];
+  int max_in_flight = q.one_task_per_lease ? 1 : kMaxInFlight;
   while (!q.waiting.empty()) {
     Lease* best = nullptr;
     for (Lease& l : q.leases) {
-      if (!l.dead && !l.killed && l.in_flight < kMaxInFlight &&
+      if (!l.dead && !l.killed && l.in_flight < max_in_flight &&
           (!best || l.in_flight < best->in_flight)) {
         best = &l;
       }
@@ -52,7 +56,7 @@ void TaskDispatcher::Pump(const std::string& key) {
     Push(key, *best, task);
   }
   // One more lease per kMaxInFlight waiting tasks, within the cap.
-  int wanted = static_cast<int>((q.waiting.size() + kMaxInFlight - 1) / kMaxInFlight);
+  int wanted = static_cast<int>((q.waiting.size() + max_in_flight - 1) / max_in_flight);
   int room = kMaxLeasesPerShape - static_cast<int>(q.leases.size()) - q.requesting;
   int to_request = std::min({wanted - q.requesting, room, kMaxPendingLeaseRequests - q.requesting});
   for (int i = 0; i < to_request; ++i) {
@@ -60,7 +64,8 @@ void TaskDispatcher::Pump(const std::string& key) {
     const TaskOptions& options = q.waiting.front()->options;
     background_.add(RequestLease(connect_, local_node_,
                                  LeaseRequest{options.resources, options.accelerator_type,
-                                              code_search_path_, options.python},
+                                              code_search_path_, options.python, false, false,
+                                              options.strategy},
                                  job_)
                         .then(
                             [this, key](LeaseOutcome lease) {
@@ -256,6 +261,12 @@ void TaskDispatcher::AfterTask(const std::string& key, Lease& lease) {
   uint64_t id = lease.id, generation = lease.generation;
   bool dead = lease.dead, idle = lease.in_flight == 0;
   if (dead && idle) Remove(key, id, /*disconnect=*/true);
+  if (!dead && idle && queues_[key].one_task_per_lease) {
+    // SPREAD: every task is placed by the node's policy, so its lease goes back at once.
+    Remove(key, id, /*disconnect=*/false);
+    Pump(key);
+    return;
+  }
   Pump(key);
   if (!dead && idle) ScheduleIdleReturn(key, id, generation);
 }

@@ -83,6 +83,9 @@ class TaskDispatcher {
     int requesting = 0;
     // The first of the lease requests in a row whose spillback target could not be reached.
     kj::Maybe<kj::TimePoint> unreachable_since;
+    // SPREAD: each lease runs one task and goes back after it, so that the node's policy places
+    // every task.
+    bool one_task_per_lease = false;
   };
   static std::string ShapeKey(const TaskOptions& options);
   void Pump(const std::string& key);

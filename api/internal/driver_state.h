@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "airt/scheduling_strategies.h"
 #include "common/ids.h"
+#include "common/scheduling_strategy.h"
 
 namespace airt {
 namespace core_worker {
@@ -33,6 +35,10 @@ ObjectId ObjectIdOf(const std::string& binary);
 ActorId ActorIdOfBinary(const std::string& binary);
 // Throws the exception of an object's error (its kind's type; what() names the function).
 [[noreturn]] void ThrowObjectError(const core_worker::ObjectError& e);
+// `strategy` and `label_selector` as the schedulers get them (api/scheduling_strategy.cc).
+// InvalidArgumentError for a node id that is not hex, a malformed selector or expression.
+sched::SchedulingStrategy CoreStrategy(const SchedulingStrategy& strategy,
+                                       const LabelSelector& label_selector);
 // Keeps track of pinned objects handed to the caller, so that Shutdown releases their pins
 // before the store connection they came from goes.
 void KeepPinned(const std::vector<std::shared_ptr<core_worker::GotObject>>& held);

@@ -133,6 +133,7 @@ struct ActorInfo {
   resources @16 :List(Resource);  # what it holds for its life (none by default, as Ray)
   acceleratorType @17 :Text; # the accelerator_type label its node must have; "" when any
   nodeId @18 :Data;          # 28 bytes: the node placeActor chose last; empty before
+  strategy @19 :SchedulingStrategy;  # how placeActor chooses its node (DEFAULT when unset)
 }
 
 # The node placeActor chose: the owner leases the actor's worker there and nowhere else.
@@ -287,4 +288,50 @@ struct PlacementGroupInfo {
   pendingReason @9 :Text;      # PENDING: why it is not placed yet
   infeasible @10 :Bool;        # PENDING and no set of alive nodes could ever hold it
   createMs @11 :UInt64;        # wall clock, ms since the epoch
+  # Ray 2.60's bundle_label_selector: bundle i goes only on a node whose labels match entry i
+  # (empty, or shorter than bundles: no constraint for the rest).
+  bundleLabelSelector @12 :List(LabelSelector);
+}
+
+# A scheduling strategy (DESIGN.md "Scheduling" 3): a field of the lease requests (Node's
+# requestWorkerLease) and of actors (ActorInfo), decided by the schedulers: the node's lease
+# policy (worker/scheduling) for tasks, the head's actor placement for actors. A placement
+# group's strategy travels as the bundle's formatted resource names (common/bundle_resources.h).
+enum StrategyKind {
+  default @0;       # pack onto the requester's node, then the best node with room
+  spread @1;        # round robin over the nodes with room
+  nodeAffinity @2;  # nodeId: hard (only there) or soft (there while it is alive and fits)
+  nodeLabel @3;     # hardLabels must match; nodes that also match softLabels first
+}
+
+# Ray's label operators: In and NotIn a set of values, Exists and DoesNotExist (no values).
+# NotIn and DoesNotExist match a node without the key.
+enum LabelOperator {
+  in @0;
+  notIn @1;
+  exists @2;
+  doesNotExist @3;
+}
+
+struct LabelExpression {
+  key @0 :Text;
+  op @1 :LabelOperator;
+  values @2 :List(Text);
+}
+
+# Expressions that must all hold.
+struct LabelSelector {
+  expressions @0 :List(LabelExpression);
+}
+
+struct SchedulingStrategy {
+  kind @0 :StrategyKind;
+  nodeId @1 :Data;                 # nodeAffinity: 28 bytes
+  soft @2 :Bool;                   # nodeAffinity: fall back to DEFAULT when the node is gone
+  spillOnUnavailable @3 :Bool;     # soft nodeAffinity: also fall back when it has no room now
+  failOnUnavailable @4 :Bool;      # hard nodeAffinity: fail instead of waiting for room
+  hardLabels @5 :List(LabelExpression);  # nodeLabel
+  softLabels @6 :List(LabelExpression);  # nodeLabel
+  # Ray 2.60's label_selector option: with any kind, only nodes whose labels match.
+  labelSelector @7 :List(LabelExpression);
 }

@@ -58,8 +58,12 @@ interface Node {
   # or the requester's connection broke: the process died) while the lease is still held, the
   # node returns the lease with disconnectWorker (the worker may be mid-task for a dead owner).
   # Detached leases are not returned that way: they outlive their creator.
+  # `strategy`: how the node chooses where the lease runs (cluster.capnp SchedulingStrategy);
+  # `spilled`: another node sent the requester here (a spillback), so a SPREAD or soft request
+  # is granted here when it fits instead of being decided again.
   requestWorkerLease @0 (shape :ResourceShape, jobId :Data, language :Language,
-                         codeSearchPath :Text, placed :Bool, detached :Bool)
+                         codeSearchPath :Text, placed :Bool, detached :Bool,
+                         strategy :Cluster.SchedulingStrategy, spilled :Bool)
       -> (reply :LeaseReply, holder :LeaseHolder);
   # Gives the lease back. `disconnectWorker` true: the worker is unusable (its task crashed it,
   # or it was blocked too long); the node stops it instead of reusing it.

@@ -10,6 +10,11 @@
 namespace airt::head::internal {
 namespace {
 
+using sched::LabelLookup;
+using sched::NodeLabelLookup;
+using sched::SchedulingStrategy;
+using sched::StrategyKind;
+
 // Amounts are compared in units of 1/10000, as the node's scheduler counts them, so that 0.1 + 0.2
 // fits in 0.3 here exactly when it does on the node.
 constexpr int64_t kUnitsPerWhole = 10000;
@@ -77,6 +82,33 @@ bool LabelMatches(const PlacementNode& node, const ActorDemand& demand) {
   return LabelOf(node.labels, kAcceleratorTypeLabel) == demand.accelerator_type;
 }
 
+using LabelMap = std::map<std::string, std::string, std::less<>>;
+
+LabelMap ToMap(const std::vector<Label>& labels) {
+  LabelMap out;
+  for (const Label& l : labels) out[l.key] = l.value;
+  return out;
+}
+
+// The actor's hard label constraints (label_selector, a NodeLabel strategy's hard expressions).
+bool LabelsAllow(const PlacementNode& node, const ActorDemand& demand) {
+  const SchedulingStrategy& s = demand.strategy;
+  bool node_label = s.kind == StrategyKind::kNodeLabel;
+  if (s.label_selector.empty() && (!node_label || s.hard_labels.empty())) return true;
+  LabelMap labels = ToMap(node.labels);
+  std::string hex = node.id.Hex();
+  LabelLookup lookup = NodeLabelLookup(labels, hex);
+  return LabelsMatch(s.label_selector, lookup) && (!node_label || LabelsMatch(s.hard_labels, lookup));
+}
+
+bool LabelsPrefer(const PlacementNode& node, const ActorDemand& demand) {
+  const SchedulingStrategy& s = demand.strategy;
+  if (s.kind != StrategyKind::kNodeLabel || s.soft_labels.empty()) return false;
+  LabelMap labels = ToMap(node.labels);
+  std::string hex = node.id.Hex();
+  return LabelsMatch(s.soft_labels, NodeLabelLookup(labels, hex));
+}
+
 bool FitsIn(const Units& demand, const Units& capacity) {
   for (const auto& [name, n] : demand) {
     if (n > Get(capacity, name)) return false;
@@ -86,8 +118,16 @@ bool FitsIn(const Units& demand, const Units& capacity) {
 
 std::string ShortId(const NodeId& id) { return id.Hex().substr(0, 8); }
 
-std::string DescribeNode(const PlacementNode& node) {
+std::string DescribeNode(const PlacementNode& node, bool with_labels = false) {
   std::string out = "node " + ShortId(node.id) + " has " + FormatSet(ToUnits(node.total), "");
+  if (with_labels) {
+    out += " (labels";
+    if (node.labels.empty()) out += " none";
+    for (size_t i = 0; i < node.labels.size(); ++i) {
+      out += (i ? ", " : " ") + node.labels[i].key + "=" + node.labels[i].value;
+    }
+    return out + ")";
+  }
   if (auto type = LabelOf(node.labels, kAcceleratorTypeLabel)) {
     out += " (" + std::string(kAcceleratorType) + " " + *type + ")";
   }
@@ -97,6 +137,9 @@ std::string DescribeNode(const PlacementNode& node) {
 std::string Infeasible(const ActorDemand& demand, const std::vector<PlacementNode>& nodes,
                        const std::set<NodeId>& avoid) {
   std::string message = "no node can ever run " + DescribeDemand(demand) + ": ";
+  const SchedulingStrategy& s = demand.strategy;
+  bool with_labels = !s.label_selector.empty() ||
+                     (s.kind == StrategyKind::kNodeLabel && !s.hard_labels.empty());
   size_t named = 0, unnamed = 0;
   for (const PlacementNode& node : nodes) {
     if (!node.alive) continue;
@@ -104,7 +147,7 @@ std::string Infeasible(const ActorDemand& demand, const std::vector<PlacementNod
       ++unnamed;
       continue;
     }
-    message += (named++ ? ", " : "") + DescribeNode(node);
+    message += (named++ ? ", " : "") + DescribeNode(node, with_labels);
   }
   if (named == 0) message += "no node is alive";
   if (unnamed > 0) message += ", and " + std::to_string(unnamed) + " more nodes";
@@ -144,24 +187,81 @@ double UtilizationAfter(const Units& demand, const Units& total, const Units& fr
 }  // namespace
 
 std::string DescribeDemand(const ActorDemand& demand) {
-  return FormatSet(ToUnits(demand.resources), demand.accelerator_type);
+  std::string out = FormatSet(ToUnits(demand.resources), demand.accelerator_type);
+  const SchedulingStrategy& s = demand.strategy;
+  if (!s.label_selector.empty()) out += " with label_selector {" + ToString(s.label_selector) + "}";
+  if (s.kind == StrategyKind::kNodeLabel && !s.hard_labels.empty()) {
+    out += " with node labels {" + ToString(s.hard_labels) + "}";
+  }
+  return out;
 }
+
+namespace {
+
+// Step 0 of DecidePlacement; nullopt: place it as any other actor.
+std::optional<PlacementDecision> DecideAffinity(const ActorDemand& demand,
+                                                const std::vector<PlacementNode>& nodes,
+                                                const std::set<NodeId>& avoid, bool grace_over) {
+  const SchedulingStrategy& s = demand.strategy;
+  std::string target = "node " + s.node.Hex() + " (NodeAffinitySchedulingStrategy, " +
+                       (s.soft ? "soft" : "hard") + ")";
+  Units wanted = ToUnits(demand.resources);
+  const PlacementNode* node = nullptr;
+  for (const PlacementNode& n : nodes) {
+    if (n.id == s.node) node = &n;
+  }
+  if (node != nullptr && node->alive && avoid.count(node->id) == 0 &&
+      LabelMatches(*node, demand) && LabelsAllow(*node, demand) &&
+      FitsIn(wanted, ToUnits(node->total))) {
+    bool free_now = FitsIn(wanted, FreeNow(*node));
+    if (free_now || (!s.soft && !s.fail_on_unavailable) || (s.soft && !s.spill_on_unavailable)) {
+      return PlaceOn{node->id};
+    }
+    if (!s.soft) {
+      return CannotPlace{target + " has no room for " + DescribeDemand(demand) +
+                         " now, and _fail_on_unavailable is set"};
+    }
+    return std::nullopt;
+  }
+  if (s.soft) return std::nullopt;
+  if (node == nullptr) {
+    if (!grace_over) return WaitForNodes{target + " is not registered yet; waiting for it"};
+    return CannotPlace{target + " does not exist (no node has that id)"};
+  }
+  if (!node->alive) return CannotPlace{target + " is dead: the actor cannot be placed there"};
+  if (avoid.count(node->id) != 0) return CannotPlace{target + " refused the actor"};
+  return CannotPlace{DescribeDemand(demand) + " can never run on " + target + ": " +
+                     DescribeNode(*node, true)};
+}
+
+}  // namespace
 
 PlacementDecision DecidePlacement(const ActorDemand& demand,
                                   const std::vector<PlacementNode>& nodes,
                                   const std::set<NodeId>& avoid, bool grace_over) {
+  if (demand.strategy.kind == StrategyKind::kNodeAffinity) {
+    if (auto decided = DecideAffinity(demand, nodes, avoid, grace_over)) return *decided;
+  }
   Units wanted = ToUnits(demand.resources);
-  // (fits now first, utilization, actors, registration order): the smallest wins.
-  using Score = std::tuple<bool, double, size_t, size_t>;
+  bool spread = demand.strategy.kind == StrategyKind::kSpread;
+  // (not preferred, fits now first, then for SPREAD the fewest actors before utilization,
+  // registration order): the smallest wins.
+  using Score = std::tuple<bool, bool, double, size_t, size_t>;
   std::optional<Score> best_score;
   const PlacementNode* best = nullptr;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const PlacementNode& node = nodes[i];
-    if (!node.alive || avoid.count(node.id) != 0 || !LabelMatches(node, demand)) continue;
+    if (!node.alive || avoid.count(node.id) != 0 || !LabelMatches(node, demand) ||
+        !LabelsAllow(node, demand)) {
+      continue;
+    }
     Units total = ToUnits(node.total);
     if (!FitsIn(wanted, total)) continue;
     Units free = FreeNow(node);
-    Score score{!FitsIn(wanted, free), UtilizationAfter(wanted, total, free), node.actors, i};
+    double utilization = UtilizationAfter(wanted, total, free);
+    Score score{!LabelsPrefer(node, demand), !FitsIn(wanted, free),
+                spread ? static_cast<double>(node.actors) : utilization,
+                spread ? static_cast<size_t>(utilization * 1e6) : node.actors, i};
     if (!best_score || score < *best_score) {
       best_score = score;
       best = &node;

@@ -4,8 +4,14 @@
 // with several nodes' views directly.
 //
 // The policy, in this order:
+//  0. A NodeAffinity strategy: its node when alive, not in `avoid`, and its totals hold the actor
+//     (hard: even when nothing is free there now, the lease then waits in its queue; with
+//     fail_on_unavailable, infeasible instead). Hard and the node dead or too small: infeasible
+//     at once naming it; unknown: wait through the grace period, then infeasible. Soft: otherwise
+//     (or, with spill_on_unavailable, when nothing is free there) placed as below.
 //  1. Candidates: alive nodes, not in `avoid`, whose accelerator_type label matches the actor's
-//     (when it names one) and whose totals hold every resource it asks for.
+//     (when it names one), whose labels match its label_selector and a NodeLabel strategy's
+//     hard expressions, and whose totals hold every resource it asks for.
 //  2. No candidate: wait while the grace period for joining nodes runs, then infeasible, with a
 //     message naming the shape and every alive node's totals (as a task's infeasible error does).
 //  3. Among the candidates, those with the resources free now come first. Free is the smaller of
@@ -16,7 +22,8 @@
 //     registered node. Actors thus spread over nodes with room instead of piling up on one (the
 //     owner's node has no preference); an actor asking for nothing goes where fewest actors are.
 //     When none has the resources free now, the least loaded candidate is still chosen and the
-//     actor's lease waits in that node's queue.
+//     actor's lease waits in that node's queue. SPREAD puts the fewest live actors first (then
+//     utilization); a NodeLabel strategy's soft expressions put their nodes first of all.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +33,7 @@
 #include <vector>
 
 #include "common/ids.h"
+#include "common/scheduling_strategy.h"
 #include "head/internal/records.h"
 
 namespace airt::head::internal {
@@ -45,6 +53,7 @@ struct PlacementNode {
 struct ActorDemand {
   std::vector<Resource> resources;
   std::string accelerator_type;  // "": any node
+  sched::SchedulingStrategy strategy{};   // see DecidePlacement's steps
 };
 
 struct PlaceOn {

@@ -171,7 +171,8 @@ std::vector<BundleNode> PlacementGroupManager::FreeNodes(const std::vector<NodeV
   std::vector<BundleNode> out;
   for (const NodeView& v : view) {
     if (!v.alive) continue;
-    BundleNode node{v.info.id, ToBundleUnits(v.info.total), {}};
+    BundleNode node{v.info.id, ToBundleUnits(v.info.total), {}, {}};
+    for (const Label& l : v.info.labels) node.labels[l.key] = l.value;
     BundleUnits reported = ToBundleUnits(v.load.available);
     for (const auto& [name, total] : node.total) {
       auto it = reported.find(name);
@@ -200,7 +201,8 @@ void PlacementGroupManager::Schedule() {
   std::vector<BundleNode> free = FreeNodes(view);
   for (const PlacementGroupId& id : pending) {
     std::optional<PlacementGroupRecord> group = table_.Find(id);
-    BundleDecision decision = DecideBundles(group->strategy, group->bundles, free);
+    BundleDecision decision = DecideBundles(group->strategy, group->bundles, free,
+                                            group->bundle_label_selector);
     if (auto* wait = std::get_if<BundlesWait>(&decision)) {
       if (wait->infeasible && warned_infeasible_.insert(id).second) {
         AIRT_LOG(WARNING) << "placement group " << id.Hex() << " cannot be placed on any alive "

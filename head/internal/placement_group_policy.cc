@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -91,7 +92,27 @@ std::string DescribeBundle(const std::vector<Resource>& bundle) {
 
 BundleDecision DecideBundles(PlacementStrategy strategy,
                              const std::vector<std::vector<Resource>>& bundles,
-                             const std::vector<BundleNode>& nodes) {
+                             const std::vector<BundleNode>& nodes,
+                             const std::vector<sched::LabelSelector>& selectors) {
+  // matches[b][n]: bundle b's selector allows node n.
+  std::vector<std::vector<bool>> matches(bundles.size(), std::vector<bool>(nodes.size(), true));
+  for (size_t b = 0; b < bundles.size() && b < selectors.size(); ++b) {
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      std::string hex = nodes[n].id.Hex();
+      matches[b][n] = sched::LabelsMatch(selectors[b], sched::NodeLabelLookup(nodes[n].labels, hex));
+    }
+  }
+  auto selector_of = [&](size_t b) {
+    return b < selectors.size() && !selectors[b].empty()
+               ? " with bundle_label_selector {" + sched::ToString(selectors[b]) + "}"
+               : std::string();
+  };
+  auto all_match = [&](size_t n) {
+    for (size_t b = 0; b < bundles.size(); ++b) {
+      if (!matches[b][n]) return false;
+    }
+    return true;
+  };
   std::vector<BundleUnits> demand;
   BundleUnits sum;
   std::map<std::string, double> sum_amounts;
@@ -103,28 +124,43 @@ BundleDecision DecideBundles(PlacementStrategy strategy,
   std::vector<Resource> sum_resources;
   for (const auto& [name, amount] : sum_amounts) sum_resources.push_back({name, amount});
   // Never: a bundle (STRICT_PACK: their sum) bigger than every node's totals.
-  auto fits_some_total = [&](const BundleUnits& d) {
-    return std::any_of(nodes.begin(), nodes.end(),
-                       [&](const BundleNode& n) { return Fits(d, n.total); });
+  auto fits_some_total = [&](const BundleUnits& d, const std::function<bool(size_t)>& allowed) {
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      if (allowed(n) && Fits(d, nodes[n].total)) return true;
+    }
+    return false;
   };
-  if (strategy == PlacementStrategy::kStrictPack && !fits_some_total(sum)) {
+  if (strategy == PlacementStrategy::kStrictPack && !fits_some_total(sum, all_match)) {
     return BundlesWait{"STRICT_PACK: the bundles' sum " + DescribeBundle(sum_resources) +
                            " is bigger than every alive node's totals",
                        true};
   }
   for (size_t i = 0; i < bundles.size(); ++i) {
-    if (!fits_some_total(demand[i])) {
-      return BundlesWait{"bundle " + std::to_string(i) + " " + DescribeBundle(bundles[i]) +
-                             " is bigger than every alive node's totals",
-                         true};
+    if (!fits_some_total(demand[i], [&](size_t n) { return bool(matches[i][n]); })) {
+      std::string reason = "bundle " + std::to_string(i) + " " + DescribeBundle(bundles[i]);
+      if (selector_of(i).empty()) {
+        reason += " is bigger than every alive node's totals";
+      } else {
+        reason += selector_of(i) + " fits no alive node whose labels match:";
+        for (const BundleNode& n : nodes) {
+          reason += " node " + n.id.Hex().substr(0, 8) + " (labels";
+          if (n.labels.empty()) reason += " none";
+          bool first = true;
+          for (const auto& [key, value] : n.labels) {
+            reason += (first ? " " : ", ") + key + "=" + value;
+            first = false;
+          }
+          reason += ")";
+        }
+      }
+      return BundlesWait{reason, true};
     }
   }
   std::vector<BundleUnits> free;
   for (const BundleNode& n : nodes) free.push_back(n.free);
-  auto all = [](size_t) { return true; };
 
   if (strategy == PlacementStrategy::kStrictPack || strategy == PlacementStrategy::kPack) {
-    if (std::optional<size_t> one = Choose(sum, nodes, free, /*fullest=*/true, all)) {
+    if (std::optional<size_t> one = Choose(sum, nodes, free, /*fullest=*/true, all_match)) {
       return BundlesOn{std::vector<NodeId>(bundles.size(), nodes[*one].id)};
     }
     if (strategy == PlacementStrategy::kStrictPack) {
@@ -140,7 +176,9 @@ BundleDecision DecideBundles(PlacementStrategy strategy,
     }
     std::vector<std::vector<bool>> fits(bundles.size(), std::vector<bool>(nodes.size()));
     for (size_t b = 0; b < bundles.size(); ++b) {
-      for (size_t n = 0; n < nodes.size(); ++n) fits[b][n] = Fits(demand[b], free[n]);
+      for (size_t n = 0; n < nodes.size(); ++n) {
+        fits[b][n] = matches[b][n] && Fits(demand[b], free[n]);
+      }
     }
     std::vector<int> node_of(bundles.size(), -1), bundle_on(nodes.size(), -1);
     for (size_t b = 0; b < bundles.size(); ++b) {
@@ -161,14 +199,18 @@ BundleDecision DecideBundles(PlacementStrategy strategy,
   for (size_t b = 0; b < bundles.size(); ++b) {
     std::optional<size_t> chosen;
     if (strategy == PlacementStrategy::kPack) {
-      chosen = Choose(demand[b], nodes, free, true, [&](size_t i) { return uses[i] > 0; });
-      if (!chosen) chosen = Choose(demand[b], nodes, free, true, all);
+      chosen = Choose(demand[b], nodes, free, true,
+                      [&](size_t i) { return uses[i] > 0 && matches[b][i]; });
+      if (!chosen) {
+        chosen = Choose(demand[b], nodes, free, true, [&](size_t i) { return bool(matches[b][i]); });
+      }
     } else {
-      chosen = Choose(demand[b], nodes, free, false, [&](size_t i) { return uses[i] == 0; });
+      chosen = Choose(demand[b], nodes, free, false,
+                      [&](size_t i) { return uses[i] == 0 && matches[b][i]; });
       if (!chosen) {
         size_t fewest = SIZE_MAX;
         for (size_t i = 0; i < nodes.size(); ++i) {
-          if (Fits(demand[b], free[i]) && uses[i] < fewest) {
+          if (matches[b][i] && Fits(demand[b], free[i]) && uses[i] < fewest) {
             fewest = uses[i];
             chosen = i;
           }

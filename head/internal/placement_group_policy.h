@@ -28,6 +28,7 @@ struct BundleNode {
   NodeId id;
   BundleUnits total;
   BundleUnits free;
+  std::map<std::string, std::string, std::less<>> labels;  // for bundle_label_selector
 };
 
 struct BundlesOn {
@@ -41,10 +42,13 @@ struct BundlesWait {
 };
 using BundleDecision = std::variant<BundlesOn, BundlesWait>;
 
-// `nodes`: the alive ones, in registration order (the order breaks ties).
+// `nodes`: the alive ones, in registration order (the order breaks ties). `selectors[i]` (when
+// there) limits bundle i to the nodes whose labels match it (Ray's bundle_label_selector); a
+// bundle no alive node's labels and totals allow is infeasible, its reason naming the selector.
 BundleDecision DecideBundles(PlacementStrategy strategy,
                              const std::vector<std::vector<Resource>>& bundles,
-                             const std::vector<BundleNode>& nodes);
+                             const std::vector<BundleNode>& nodes,
+                             const std::vector<sched::LabelSelector>& selectors = {});
 
 // "{CPU: 1, GPU: 1}" with the node scheduler's naming order.
 std::string DescribeBundle(const std::vector<Resource>& bundle);

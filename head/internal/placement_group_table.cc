@@ -8,6 +8,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
+#include "common/strategy_wire.h"
 #include "common/logging.h"
 #include "common/rpc_status.h"
 #include "head/internal/wire.h"
@@ -121,6 +122,17 @@ Result<PlacementGroupRecord> ParsePlacementGroupSpec(proto::PlacementGroupInfo::
     }
     group.bundles.push_back(std::move(resources));
   }
+  auto selectors = info.getBundleLabelSelector();
+  if (selectors.size() > bundles.size()) {
+    return InvalidArgument("info.bundleLabelSelector: " + std::to_string(selectors.size()) +
+                           " selectors for " + std::to_string(bundles.size()) + " bundles");
+  }
+  for (size_t i = 0; i < selectors.size(); ++i) {
+    AIRT_ASSIGN_OR_RETURN(sched::LabelSelector selector,
+                          ReadLabelSelector(selectors[i].getExpressions(),
+                                            "info.bundleLabelSelector[" + std::to_string(i) + "]"));
+    group.bundle_label_selector.push_back(std::move(selector));
+  }
   group.detached = info.getDetached();
   return group;
 }
@@ -132,6 +144,11 @@ void FillPlacementGroupInfo(const PlacementGroupRecord& group,
   out.setNamespace(group.ns);
   out.setJobId(AsData(group.job.data(), JobId::kSize));
   out.setStrategy(static_cast<proto::PlacementStrategy>(group.strategy));
+  auto selectors = out.initBundleLabelSelector(group.bundle_label_selector.size());
+  for (size_t i = 0; i < group.bundle_label_selector.size(); ++i) {
+    const sched::LabelSelector& selector = group.bundle_label_selector[i];
+    WriteLabelSelector(selector, selectors[i].initExpressions(selector.size()));
+  }
   auto bundles = out.initBundles(group.bundles.size());
   for (size_t i = 0; i < group.bundles.size(); ++i) {
     auto list = bundles[i].initResources(group.bundles[i].size());

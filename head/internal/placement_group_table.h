@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/scheduling_strategy.h"
 #include "common/ids.h"
 #include "common/proto/cluster.capnp.h"
 #include "common/status.h"
@@ -30,6 +31,9 @@ struct PlacementGroupRecord {
   JobId job;
   PlacementStrategy strategy = PlacementStrategy::kPack;
   std::vector<std::vector<Resource>> bundles;  // each non-empty, amounts > 0
+  // Ray 2.60's bundle_label_selector: bundle i only on a node whose labels match entry i (at
+  // most one entry per bundle; missing ones are no constraint).
+  std::vector<sched::LabelSelector> bundle_label_selector;
   GroupState state = GroupState::kPending;
   std::vector<NodeId> bundle_nodes;  // CREATED: one per bundle
   bool detached = false;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/scheduling_strategy.h"
 #include "common/ids.h"
 
 namespace airt::head::internal {
@@ -108,6 +109,7 @@ struct ActorRecord {
   std::vector<Resource> resources;
   std::string accelerator_type;  // "": any node
   std::optional<NodeId> node;    // where the head placed it last (placeActor)
+  sched::SchedulingStrategy strategy{};   // how placeActor chooses its node; fixed at registration
   friend bool operator==(const ActorRecord&, const ActorRecord&) = default;
 };
 

@@ -9,6 +9,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
+#include "common/strategy_wire.h"
 #include "common/proto/node.capnp.h"
 #include "common/rpc_status.h"
 
@@ -290,6 +291,9 @@ Result<ActorRecord> ParseActorInfo(proto::ActorInfo::Reader in, std::string_view
   if (in.getNodeId().size() != 0) {
     AIRT_ASSIGN_OR_RETURN(actor.node, ParseNodeId(in.getNodeId(), Join(field, "nodeId")));
   }
+  if (in.hasStrategy()) {
+    AIRT_ASSIGN_OR_RETURN(actor.strategy, ReadStrategy(in.getStrategy(), Join(field, "strategy")));
+  }
   return actor;
 }
 
@@ -397,6 +401,7 @@ void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out) {
   FillResources(actor.resources, out.initResources(actor.resources.size()));
   out.setAcceleratorType(AsText(actor.accelerator_type));
   if (actor.node) out.setNodeId(AsData(actor.node->data(), NodeId::kSize));
+  WriteStrategy(actor.strategy, out.initStrategy());
 }
 
 std::string EncodeNodeRow(const NodeRow& node) {

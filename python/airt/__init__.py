@@ -21,7 +21,6 @@ __version__ = "0.1.0"
 
 from airt import _airt
 from airt import exceptions
-from airt._private import options as _options
 from airt import cross_language
 from airt import runtime_context as _runtime_context
 from airt import runtime_env as _runtime_env
@@ -109,7 +108,6 @@ def _address_of_local_session():
 def shutdown():
     """Disconnects (and stops the local cluster init() started)."""
     _runtime_env.set_parent({}, None)
-    _options.forget_nodes()
     _airt.shutdown()
 
 

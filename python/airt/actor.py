@@ -169,7 +169,9 @@ class ActorClass:
         if concurrency is None:
             concurrency = ASYNC_DEFAULT_CONCURRENCY if self._is_async else 1
         env_key = runtime_env.key_for(o["runtime_env"])
-        encoded = encode_python_args(args, kwargs, _options.call_settings({}, env_key))
+        encoded = encode_python_args(
+            args, kwargs,
+            _options.call_settings({"scheduling_strategy": o["scheduling_strategy"]}, env_key))
         try:
             actor_id = _create_actor(
                 FUNCTION_PREFIX + self._key, encoded, _options.resource_shape(o, 0), o,
@@ -183,10 +185,12 @@ class ActorClass:
 
 
 def _create_actor(factory, encoded, shape, o, concurrency, python):
+    strategy, selector = _options.strategy_args(o)
     return _airt.create_actor(factory, encoded, shape, o.get("name") or "",
                               o.get("namespace") or "", int(o.get("max_restarts") or 0),
                               concurrency, python, o.get("accelerator_type") or "",
-                              o.get("lifetime") == "detached", int(o.get("max_task_retries") or 0))
+                              o.get("lifetime") == "detached", int(o.get("max_task_retries") or 0),
+                              strategy, selector)
 
 
 class CppActorHandle:

@@ -24,10 +24,12 @@ class CppFunction:
     def remote(self, *args):
         """Submits the call; arguments are msgpack-encoded values or ObjectRefs (their values)."""
         o = self._options
+        strategy, selector = _options.strategy_args(o)
         try:
             ids = _airt.submit(self._name, encode_cpp_args(args), _options.resource_shape(o, 1),
                                int(o["max_retries"]), False, max(o["num_returns"], 1),
-                               o["accelerator_type"] or "", o["name"] or self._name)
+                               o["accelerator_type"] or "", o["name"] or self._name, strategy,
+                               selector)
         except _airt.Error as error:
             raise exceptions.translate(error) from None
         return wrap_returns(ids, o["num_returns"], ObjectRef.MSGPACK)

@@ -72,11 +72,12 @@ class RemoteFunction:
         encoded = encode_python_args(args, kwargs, _options.call_settings(o, env_key))
         # A zero-return task still gets one (None) return to wait on inside airt.
         num_returns = o["num_returns"]
+        strategy, selector = _options.strategy_args(o)
         try:
             ids = _airt.submit(FUNCTION_PREFIX + self._exported_key(), encoded,
                                _options.resource_shape(o, 1), int(o["max_retries"]), True,
                                max(num_returns, 1), o["accelerator_type"] or "",
-                               o["name"] or self.__name__)
+                               o["name"] or self.__name__, strategy, selector)
         except _airt.Error as error:
             raise exceptions.translate(error) from None
         return wrap_returns(ids, num_returns)
@@ -86,11 +87,12 @@ class RemoteFunction:
         o = {**o, "num_returns": generator.STREAMING}
         env_key = runtime_env.key_for(o["runtime_env"])
         encoded = encode_python_args(args, kwargs, _options.call_settings(o, env_key))
+        strategy, selector = _options.strategy_args(o)
         try:
             completed = _airt.submit_streaming(
                 FUNCTION_PREFIX + self._exported_key(), encoded, _options.resource_shape(o, 1),
                 int(o["max_retries"]), True, o["accelerator_type"] or "",
-                o["name"] or self.__name__, generator.backpressure(o))
+                o["name"] or self.__name__, generator.backpressure(o), strategy, selector)
         except _airt.Error as error:
             raise exceptions.translate(error) from None
         return generator.ObjectRefGenerator(completed)

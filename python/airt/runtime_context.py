@@ -4,6 +4,7 @@ task running now), as Ray's does."""
 
 import json
 import os
+import threading
 import warnings
 
 from airt import _airt
@@ -15,20 +16,37 @@ _worker_mode = [False]
 # none of this): {"name", "resources", "restarts"}.
 _actor = {}
 
-# Resource names that are not resources a task holds: the node constraint a scheduling strategy
-# adds (airt._private.options asks for a sliver of the node's "node:<id>" resource).
+# Resource names that are not resources a task holds: Ray's "node:<address>" constraints.
 _CONSTRAINT_PREFIX = "node:"
+# Whether the task running on this thread was started with placement_group_capture_child_tasks
+# (airt._private.worker sets it from the call's settings).
+_task_capture = threading.local()
 
 
 def enter_worker_mode():
     _worker_mode[0] = True
 
 
-def record_actor_creation():
+def record_actor_creation(capture=False):
     """Called by the worker inside an actor's creation task: what the actor is, for its life."""
     name, resources, restarts = _airt.current_task_info()
     _actor.update(name=name, resources=_held(resources), restarts=int(restarts),
-                  id=_running()[1].hex())
+                  id=_running()[1].hex(), capture=bool(capture))
+
+
+def set_task_capture(capture):
+    """The running task's placement_group_capture_child_tasks (airt._private.worker)."""
+    _task_capture.value = bool(capture)
+
+
+def captures_child_tasks():
+    """Whether work started here without a strategy of its own runs in the running task's (or
+    actor's) placement group, as Ray's placement_group_capture_child_tasks."""
+    if not _worker_mode[0]:
+        return False
+    if _actor:
+        return bool(_actor.get("capture", False))
+    return bool(getattr(_task_capture, "value", False))
 
 
 def _held(resources):
@@ -125,7 +143,7 @@ class RuntimeContext:
 
     @property
     def should_capture_child_tasks_in_placement_group(self):
-        return False
+        return captures_child_tasks()
 
     def get_assigned_resources(self):
         """What the running task holds ({"CPU": 1.0} for a default task); in an actor, what the

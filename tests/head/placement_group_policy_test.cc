@@ -11,9 +11,15 @@
 namespace airt::head::internal {
 namespace {
 
-BundleNode Node(double cpus, double free_cpus) {
-  return BundleNode{NodeId::FromRandom(), ToBundleUnits({{"CPU", cpus}}),
-                    ToBundleUnits({{"CPU", free_cpus}})};
+BundleNode Node(double cpus, double free_cpus, std::string zone = "") {
+  BundleNode node{NodeId::FromRandom(), ToBundleUnits({{"CPU", cpus}}),
+                  ToBundleUnits({{"CPU", free_cpus}}), {}};
+  if (!zone.empty()) node.labels["zone"] = zone;
+  return node;
+}
+
+sched::LabelSelector Zone(const std::string& value) {
+  return *sched::ParseLabelSelector({{"zone", value}});
 }
 
 std::vector<std::vector<Resource>> Bundles(int n, double cpus) {
@@ -80,6 +86,34 @@ TEST(PlacementGroupPolicy, ABundleBiggerThanEveryNodeIsReportedInfeasible) {
   }
   // Busy now, but it fits node 1 once that node's CPUs are free: it waits.
   EXPECT_FALSE(Waits(DecideBundles(PlacementStrategy::kPack, Bundles(1, 3), nodes)).infeasible);
+}
+
+TEST(PlacementGroupPolicy, BundleLabelSelectorsKeepEachBundleOnMatchingNodes) {
+  std::vector<BundleNode> nodes = {Node(4, 4, "a"), Node(4, 4, "b"), Node(4, 4, "c")};
+  for (PlacementStrategy strategy : {PlacementStrategy::kPack, PlacementStrategy::kSpread,
+                                     PlacementStrategy::kStrictSpread}) {
+    std::vector<NodeId> on = On(DecideBundles(strategy, Bundles(2, 1), nodes,
+                                              {Zone("b"), Zone("!in(a,b)")}));
+    ASSERT_EQ(on.size(), 2u);
+    EXPECT_EQ(on[0], nodes[1].id) << StrategyName(strategy);
+    EXPECT_EQ(on[1], nodes[2].id) << StrategyName(strategy);
+  }
+  // STRICT_PACK: one node that every bundle's selector allows.
+  std::vector<NodeId> packed =
+      On(DecideBundles(PlacementStrategy::kStrictPack, Bundles(2, 1), nodes, {Zone("in(b,c)"), Zone("c")}));
+  EXPECT_EQ(packed, (std::vector<NodeId>{nodes[2].id, nodes[2].id}));
+}
+
+TEST(PlacementGroupPolicy, ABundleNoNodesLabelsAllowIsInfeasibleNamingTheSelector) {
+  std::vector<BundleNode> nodes = {Node(4, 4, "a"), Node(4, 4)};
+  BundlesWait wait = Waits(DecideBundles(PlacementStrategy::kPack, Bundles(2, 1), nodes,
+                                         {{}, Zone("mars")}));
+  EXPECT_TRUE(wait.infeasible);
+  EXPECT_NE(wait.reason.find("bundle 1 {CPU: 1} with bundle_label_selector {zone in (mars)}"),
+            std::string::npos)
+      << wait.reason;
+  EXPECT_NE(wait.reason.find("(labels zone=a)"), std::string::npos) << wait.reason;
+  EXPECT_NE(wait.reason.find("(labels none)"), std::string::npos) << wait.reason;
 }
 
 }  // namespace

@@ -88,10 +88,28 @@ def test_objects_leave_the_store_with_their_last_ref(cluster):
     assert airt.get(airt.put("still fine")) == "still fine"
 
 
-def test_what_is_not_built_says_so(cluster):
+def test_bad_strategies_and_selectors_are_value_errors(cluster):
     from airt.util.placement_group import placement_group
-    with pytest.raises(airt.exceptions.UnimplementedError, match="bundle_label_selector"):
-        placement_group([{"CPU": 1}], bundle_label_selector=[{"zone": "a"}])
+    from airt.util.scheduling_strategies import NodeAffinitySchedulingStrategy, NodeLabelSchedulingStrategy
+
+    @airt.remote
+    def f():
+        return 1
+
+    with pytest.raises(ValueError, match="one dict per bundle"):
+        placement_group([{"CPU": 1}], bundle_label_selector=[{}, {}])
+    with pytest.raises(ValueError, match="in"):
+        placement_group([{"CPU": 1}], bundle_label_selector=[{"zone": "in(a"}])
+    with pytest.raises(ValueError, match="label_selector"):
+        f.options(label_selector={"zone": "in(a,)"}).remote()
+    with pytest.raises(ValueError, match="label_selector"):
+        f.options(label_selector=["zone"]).remote()
+    with pytest.raises(ValueError, match="not a node's hex id"):
+        f.options(scheduling_strategy=NodeAffinitySchedulingStrategy("zz", soft=False)).remote()
+    with pytest.raises(ValueError, match="cannot both be empty"):
+        NodeLabelSchedulingStrategy({})
+    with pytest.raises(ValueError, match="scheduling_strategy"):
+        f.options(scheduling_strategy="NEAREST").remote()
 
 
 def test_a_placement_group_strategy_needs_a_placement_group(cluster):

@@ -205,8 +205,12 @@ TEST(LeasePolicy, FractionalGpuSpillsToANodeWithAShareFree) {
   NodeResources local = Node("GPU: 1");
   ASSERT_TRUE(local.Acquire(Shape("GPU: 0.75")).ok());
   ClusterView view{{View(0x20, "GPU: 1", "GPU: 0.25"), View(0x30, "GPU: 1", "GPU: 0.5")}};
-  EXPECT_TRUE(std::holds_alternative<GrantLocally>(
-      Policy().Decide(Request("GPU: 0.25"), local, view, At(0))));
+  // The local GPU fits a quarter more but is 75% used, past the hybrid threshold: the least used
+  // node with a share free takes it (Ray's hybrid policy).
+  EXPECT_EQ(SpilledTo(Policy().Decide(Request("GPU: 0.25"), local, view, At(0))), IdOf(0x30));
+  LeaseRequest spilled = Request("GPU: 0.25");
+  spilled.spilled = true;  // sent here by another node: granted where it fits
+  EXPECT_TRUE(std::holds_alternative<GrantLocally>(Policy().Decide(spilled, local, view, At(0))));
   EXPECT_EQ(SpilledTo(Policy().Decide(Request("GPU: 0.5"), local, view, At(0))), IdOf(0x30));
 }
 

@@ -78,7 +78,8 @@ kj::Promise<LeaseOutcome> LeaseManager::RequestLease(LeaseAsk ask) {
   uint64_t id = next_request_id_++;
   TimePoint now = Now();
   Result<worker::scheduling::LeaseDecision> decision =
-      queue_.Submit(worker::scheduling::LeaseRequest{id, ask.shape, now, ask.placed},
+      queue_.Submit(worker::scheduling::LeaseRequest{id, ask.shape, now, ask.placed,
+                                                     ask.strategy, ask.spilled},
                     cordoned_ ? none_ : resources_, remote_.view, now);
   if (!decision.ok()) return ToKjException(Internal(decision.status().ToString()));
   AIRT_LOG(DEBUG) << "lease request " << id << " for " << ask.shape.ToString() << ": "
@@ -118,6 +119,7 @@ void LeaseManager::StartGrant(uint64_t id, Request& request) {
     return;
   }
   request.granting = true;
+  LendBundleGpus(*allocation);
   std::string cuda = VisibleDevices(*allocation);
   WorkerEnv gpu_env = GpuEnv(*allocation);
   request.allocation = std::move(*allocation);
@@ -151,7 +153,7 @@ void LeaseManager::OnWorkerReady(uint64_t id, const WorkerAddress& worker) {
     ScheduleDispatch();
     return;
   }
-  const std::vector<uint32_t>& ids = request->allocation->gpu_ids;
+  const std::vector<uint32_t> ids = GpuIdsOf(*request->allocation);
   if (std::any_of(ids.begin(), ids.end(), [&](uint32_t g) { return quarantined_.count(g); })) {
     // A GPU of this grant was quarantined while its worker started: decide the request again.
     Release(*request->allocation);
@@ -159,7 +161,8 @@ void LeaseManager::OnWorkerReady(uint64_t id, const WorkerAddress& worker) {
     request->allocation.reset();
     request->granting = false;
     Status queued = queue_.Enqueue(
-        worker::scheduling::LeaseRequest{id, request->ask.shape, Now(), request->ask.placed});
+        worker::scheduling::LeaseRequest{id, request->ask.shape, Now(), request->ask.placed,
+                                         request->ask.strategy, request->ask.spilled});
     if (!queued.ok()) {
       request->reply->reject(ToKjException(Internal("re-queueing: " + queued.ToString())));
       return;
@@ -169,7 +172,7 @@ void LeaseManager::OnWorkerReady(uint64_t id, const WorkerAddress& worker) {
     return;
   }
   uint64_t lease_id = next_lease_id_++;
-  LeaseGranted granted{lease_id, worker, request->allocation->gpu_ids};
+  LeaseGranted granted{lease_id, worker, GpuIdsOf(*request->allocation)};
   leases_.emplace(lease_id, Lease{worker.id, std::move(*request->allocation),
                                   request->ask.detached, worker.pid});
   lease_of_worker_[worker.id] = lease_id;
@@ -325,7 +328,7 @@ void LeaseManager::WorkerBlocked(const WorkerId& worker, bool blocked) {
 
 std::string LeaseManager::VisibleDevices(const worker::scheduling::Allocation& allocation) const {
   std::string out;
-  for (uint32_t id : allocation.gpu_ids) {
+  for (uint32_t id : GpuIdsOf(allocation)) {
     auto name = options_.gpu_visible_names.find(id);
     out += (out.empty() ? "" : ",") +
            (name == options_.gpu_visible_names.end() ? std::to_string(id) : name->second);
@@ -334,9 +337,10 @@ std::string LeaseManager::VisibleDevices(const worker::scheduling::Allocation& a
 }
 
 WorkerEnv LeaseManager::GpuEnv(const worker::scheduling::Allocation& allocation) const {
-  double amount = allocation.resources.Get(worker::scheduling::kGpu).ToDouble();
-  if (amount <= 0 || amount >= 1 || allocation.gpu_ids.size() != 1) return {};
-  auto memory = options_.gpu_memory.find(allocation.gpu_ids[0]);
+  double amount = GpuAmountOf(allocation);
+  std::vector<uint32_t> ids = GpuIdsOf(allocation);
+  if (amount <= 0 || amount >= 1 || ids.size() != 1) return {};
+  auto memory = options_.gpu_memory.find(ids[0]);
   if (memory == options_.gpu_memory.end() || memory->second == 0) return {};
   char fraction[32];
   std::snprintf(fraction, sizeof fraction, "%g", amount);
@@ -350,7 +354,7 @@ Status LeaseManager::QuarantineGpu(uint32_t gpu_id, const std::string& reason) {
   quarantined_.insert(gpu_id);
   std::vector<WorkerId> holding;
   for (const auto& [lease_id, lease] : leases_) {
-    const auto& ids = lease.allocation.gpu_ids;
+    const std::vector<uint32_t> ids = GpuIdsOf(lease.allocation);
     if (std::find(ids.begin(), ids.end(), gpu_id) != ids.end()) holding.push_back(lease.worker);
   }
   for (const WorkerId& worker : holding) {
@@ -394,16 +398,17 @@ std::vector<GpuLease> LeaseManager::GpuLeases() const {
   std::map<WorkerId, int32_t> pids;  // the processes the pool started (what NVML lists)
   for (const WorkerSnapshot& w : pool_.Snapshot().workers) pids[w.id] = w.pid;
   for (const auto& [lease_id, lease] : leases_) {
-    if (lease.allocation.gpu_ids.empty()) continue;
+    std::vector<uint32_t> ids = GpuIdsOf(lease.allocation);
+    if (ids.empty()) continue;
     auto pid = pids.find(lease.worker);
-    out.push_back(GpuLease{lease.worker, pid == pids.end() ? lease.pid : pid->second,
-                           lease.allocation.gpu_ids,
-                           lease.allocation.resources.Get(worker::scheduling::kGpu).ToDouble()});
+    out.push_back(GpuLease{lease.worker, pid == pids.end() ? lease.pid : pid->second, ids,
+                           GpuAmountOf(lease.allocation)});
   }
   return out;
 }
 
 void LeaseManager::Release(const worker::scheduling::Allocation& allocation) {
+  ReturnBundleGpus(allocation.id);
   Status released = resources_.Release(allocation);
   if (!released.ok()) AIRT_LOG(ERROR) << "releasing a lease: " << released.ToString();
 }

@@ -35,6 +35,8 @@ struct LeaseAsk {
   std::string code_search_path;  // the job's own code, loaded besides the node's
   bool placed = false;    // the head placed it here: never spilled back (LeaseRequest::placed)
   bool detached = false;  // a detached actor's: the lease and its worker outlive the job
+  sched::SchedulingStrategy strategy{};  // decided by the LeasePolicy (LeaseRequest::strategy)
+  bool spilled = false;         // another node spilled it here (LeaseRequest::spilled)
 };
 
 struct LeaseGranted {
@@ -195,6 +197,15 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   // The CUDA_VISIBLE_DEVICES and memory-limit variables of a worker holding `allocation`.
   std::string VisibleDevices(const worker::scheduling::Allocation& allocation) const;
   WorkerEnv GpuEnv(const worker::scheduling::Allocation& allocation) const;
+  // The GPU ids of a lease: its allocation's, or those lent from its placement-group bundle.
+  std::vector<uint32_t> GpuIdsOf(const worker::scheduling::Allocation& allocation) const;
+  // The GPU share of a lease (its GPU, or its bundle's GPU resource): 0 when none.
+  double GpuAmountOf(const worker::scheduling::Allocation& allocation) const;
+  // A lease asking for a bundle's GPU (GPU_group_<i>_<hex>, or GPU_group_<hex> for any bundle)
+  // gets ids of that bundle's reserved GPUs: whole ones for a whole amount, a shared one for a
+  // fraction (lease_manager_bundles.cc). Given back by ReturnBundleGpus (Release calls it).
+  void LendBundleGpus(const worker::scheduling::Allocation& allocation);
+  void ReturnBundleGpus(uint64_t allocation_id);
 
   LeaseManagerOptions options_;
   worker::scheduling::NodeResources resources_;
@@ -211,7 +222,15 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
     uint32_t index = 0;
     worker::scheduling::Allocation allocation;
     worker::scheduling::ResourceSet committed;  // the formatted names, once committed
+    std::map<uint32_t, worker::scheduling::Amount> gpu_used;  // of allocation.gpu_ids, lent out
   };
+  struct BundleGpuLoan {
+    PlacementGroupId group;
+    uint32_t index = 0;
+    std::vector<uint32_t> ids;
+    worker::scheduling::Amount amount;  // per id: the fraction, or 1 for each whole id
+  };
+  std::map<uint64_t, BundleGpuLoan> bundle_gpu_loans_;  // by allocation id
   std::map<PlacementGroupId, std::vector<ReservedBundle>> bundles_;
   std::set<uint64_t> ended_leases_;  // ended here and not returned yet; the latest few
   bool cordoned_ = false;

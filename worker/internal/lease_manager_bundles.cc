@@ -1,5 +1,6 @@
 // LeaseManager's placement-group side: bundles prepared, committed and cancelled (docs/cluster.md
 // "Placement groups").
+#include <optional>
 #include <utility>
 
 #include "common/bundle_resources.h"
@@ -97,6 +98,81 @@ void LeaseManager::CancelBundles(const PlacementGroupId& group) {
   }
   bundles_.erase(it);
   ScheduleDispatch();
+}
+
+}  // namespace airt::worker
+
+namespace airt::worker {
+
+std::vector<uint32_t> LeaseManager::GpuIdsOf(
+    const worker::scheduling::Allocation& allocation) const {
+  if (!allocation.gpu_ids.empty()) return allocation.gpu_ids;
+  auto loan = bundle_gpu_loans_.find(allocation.id);
+  return loan == bundle_gpu_loans_.end() ? std::vector<uint32_t>{} : loan->second.ids;
+}
+
+double LeaseManager::GpuAmountOf(const worker::scheduling::Allocation& allocation) const {
+  double own = allocation.resources.Get(worker::scheduling::kGpu).ToDouble();
+  if (own > 0) return own;
+  auto loan = bundle_gpu_loans_.find(allocation.id);
+  if (loan == bundle_gpu_loans_.end()) return 0;
+  const BundleGpuLoan& l = loan->second;
+  return l.amount.ToDouble() * (l.amount.IsWhole() ? static_cast<double>(l.ids.size()) : 1.0);
+}
+
+void LeaseManager::LendBundleGpus(const worker::scheduling::Allocation& allocation) {
+  using worker::scheduling::Amount;
+  if (!allocation.gpu_ids.empty()) return;
+  for (auto& [group, reserved] : bundles_) {
+    std::string hex = group.Hex();
+    Amount wildcard = allocation.resources.Get(BundleResourceName("GPU", -1, hex));
+    if (wildcard.IsZero()) continue;
+    // The bundle it asks for by index, else (any bundle) the first here with room.
+    std::optional<uint32_t> wanted;
+    for (const ReservedBundle& bundle : reserved) {
+      if (!allocation.resources.Get(BundleResourceName("GPU", bundle.index, hex)).IsZero()) {
+        wanted = bundle.index;
+      }
+    }
+    {
+      for (ReservedBundle& bundle : reserved) {
+        if (bundle.committed.empty() || bundle.allocation.gpu_ids.empty()) continue;
+        if (wanted && bundle.index != *wanted) continue;
+        BundleGpuLoan loan{group, bundle.index, {}, wildcard.IsWhole() ? Amount::Whole(1) : wildcard};
+        int64_t whole = wildcard.units() / Amount::kUnitsPerWhole;
+        for (uint32_t id : bundle.allocation.gpu_ids) {
+          Amount used = bundle.gpu_used[id];
+          bool fits = wildcard.IsWhole() ? used.IsZero() : used + wildcard <= Amount::Whole(1);
+          if (!fits) continue;
+          loan.ids.push_back(id);
+          if (!wildcard.IsWhole() || static_cast<int64_t>(loan.ids.size()) == whole) break;
+        }
+        bool enough = wildcard.IsWhole() ? static_cast<int64_t>(loan.ids.size()) == whole
+                                         : loan.ids.size() == 1;
+        if (!enough) continue;
+        for (uint32_t id : loan.ids) bundle.gpu_used[id] = bundle.gpu_used[id] + loan.amount;
+        bundle_gpu_loans_[allocation.id] = std::move(loan);
+        return;
+      }
+    }
+    AIRT_LOG(WARNING) << "a lease in placement group " << hex << " asks for " << wildcard.ToString()
+                      << " of its bundles' GPUs, but no bundle here has those ids free: it runs "
+                      << "without CUDA_VISIBLE_DEVICES ids";
+    return;
+  }
+}
+
+void LeaseManager::ReturnBundleGpus(uint64_t allocation_id) {
+  auto it = bundle_gpu_loans_.find(allocation_id);
+  if (it == bundle_gpu_loans_.end()) return;
+  BundleGpuLoan loan = std::move(it->second);
+  bundle_gpu_loans_.erase(it);
+  auto group = bundles_.find(loan.group);
+  if (group == bundles_.end()) return;  // cancelled: its bundles are gone
+  for (ReservedBundle& bundle : group->second) {
+    if (bundle.index != loan.index) continue;
+    for (uint32_t id : loan.ids) bundle.gpu_used[id] = bundle.gpu_used[id] - loan.amount;
+  }
 }
 
 }  // namespace airt::worker

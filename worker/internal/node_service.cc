@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "common/rpc_status.h"
+#include "common/strategy_wire.h"
 
 namespace airt::worker {
 namespace {
@@ -78,6 +79,10 @@ Result<LeaseAsk> ParseLeaseAsk(proto::Node::RequestWorkerLeaseParams::Reader par
   }
   ask.code_search_path = std::string(code);
   ask.placed = params.getPlaced();
+  ask.spilled = params.getSpilled();
+  if (params.hasStrategy()) {
+    AIRT_ASSIGN_OR_RETURN(ask.strategy, ReadStrategy(params.getStrategy(), "strategy"));
+  }
   ask.detached = params.getDetached();
   return ask;
 }

@@ -11,7 +11,10 @@ namespace {
 
 // Requests the head placed here never spill back, so they queue apart from those that may.
 std::string QueueKey(const LeaseRequest& request) {
-  return (request.placed ? "placed " : "") + request.shape.ToString();
+  std::string key = (request.placed ? "placed " : "") + request.shape.ToString();
+  if (!(request.strategy == SchedulingStrategy())) key += " " + ToString(request.strategy);
+  if (request.spilled) key += " spilled";
+  return key;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/ids.h"
+#include "common/scheduling_strategy.h"
 #include "common/status.h"
 
 namespace airt::worker::scheduling {
@@ -29,6 +30,9 @@ namespace airt::worker::scheduling {
 namespace internal {
 class GpuIdPool;
 }  // namespace internal
+
+using sched::SchedulingStrategy;
+using sched::StrategyKind;
 
 inline constexpr std::string_view kCpu = "CPU";
 inline constexpr std::string_view kGpu = "GPU";
@@ -261,6 +265,11 @@ struct LeaseRequest {
   // The head placed it on this node (an actor's worker): it is granted here or queued here, never
   // spilled back, and Infeasible at once when this node's totals can never hold it.
   bool placed = false;
+  // How to choose its node (common/scheduling_strategy.h); LeasePolicy says what each kind does.
+  SchedulingStrategy strategy{};
+  // Another node spilled it here: granted here when it fits (no hybrid threshold, no new SPREAD
+  // turn), else decided as usual.
+  bool spilled = false;
 };
 
 // The decisions. Run it here now: the caller Acquires the shape (which then succeeds).
@@ -290,15 +299,31 @@ struct LeasePolicyOptions {
   // How long an unrunnable request waits, from its waiting_since, for a node that can run it to
   // register before it is Infeasible.
   Duration infeasible_grace = std::chrono::seconds(10);
+  // DEFAULT's hybrid policy (Ray's scheduler_spread_threshold): the local node is preferred while
+  // its utilization of the requested resources is below this; past it, the least utilized node
+  // with the shape free wins (the local node on a tie).
+  double spread_threshold = 0.5;
 };
 
-// What the node does with a lease request, in this order: grant it if it fits here now; else
-// spill it back to the alive node with the most free of the requested resources (GPU, then
-// CPU, then memory, then the others by name; the lowest node id on a tie); else queue it if
-// some alive node's totals (this node's included) fit it; else queue it until the grace period
-// ends, and then it is Infeasible. A shape naming an accelerator_type only fits nodes with that
-// label. A request the head placed here is granted, else queued if this node's totals fit it,
-// else Infeasible (the head chose from a view that was wrong about this node).
+// What the node does with a lease request. Only nodes whose labels match the request's hard
+// constraints are candidates (its accelerator_type, its label_selector, a NodeLabel strategy's
+// hard expressions); the first of these steps that applies decides:
+//  - placed by the head: granted here, else queued if this node's totals fit it, else Infeasible
+//    (the head chose from a view that was wrong about this node).
+//  - NodeAffinity to this node: granted, else queued (Infeasible at once with
+//    fail_on_unavailable), Infeasible when this node can never hold it; soft: decided as DEFAULT
+//    instead when this node can never hold it (or, with spill_on_unavailable, is full now).
+//  - NodeAffinity to another node: spilled back to it when alive and its totals fit; a dead node
+//    is Infeasible at once naming it, an unknown one after the grace period; soft: DEFAULT when
+//    the node is dead, unknown or too small (or full now, with spill_on_unavailable).
+//  - SPREAD (not spilled): the next candidate, round robin by node id, that has the shape free
+//    now: granted when that is this node, else spilled back to it.
+//  - DEFAULT (and NodeLabel, whose soft expressions' nodes come first): Ray's hybrid policy over
+//    the candidates with the shape free now, this node first: a node's score is its utilization
+//    of the requested resources (0 while below spread_threshold), the lowest wins; a spilled
+//    request is granted here whenever it fits.
+//  - Nothing free anywhere: queued if some alive candidate's totals fit it; else queued until
+//    the grace period ends, and then Infeasible naming the shape, the constraints and the nodes.
 class LeasePolicy {
  public:
   explicit LeasePolicy(const LeasePolicyOptions& options) : options_(options) {}
@@ -308,7 +333,14 @@ class LeasePolicy {
   const LeasePolicyOptions& options() const { return options_; }
 
  private:
+  LeaseDecision DecideAffinity(const LeaseRequest& request, const NodeResources& local,
+                               const ClusterView& view, TimePoint now) const;
+  LeaseDecision DecideAmong(const LeaseRequest& request, const NodeResources& local,
+                            const ClusterView& view, TimePoint now) const;
+
   LeasePolicyOptions options_;
+  // SPREAD's round-robin position; advances with every SPREAD decision.
+  mutable uint64_t spread_next_ = 0;
 };
 
 // A queued request that has left the queue; `decision` is never QueueLocally.
@@ -361,7 +393,8 @@ class LeaseQueue {
     LeaseRequest request;
   };
   LeasePolicy policy_;
-  // Keyed by shape.ToString(), with "placed " before it for requests the head placed.
+  // Keyed by shape.ToString(), with "placed " before it for requests the head placed and the
+  // strategy after it when it is not DEFAULT.
   std::map<std::string, std::deque<Entry>> by_shape_;
   uint64_t next_seq_ = 0;
   size_t size_ = 0;

@@ -54,6 +54,8 @@ struct ActorSettings {
   // SetPlacementGroup: the group's hex id ("": none) and bundle (-1: any of its bundles).
   std::string placement_group_id;
   int bundle_index = -1;
+  SchedulingStrategy strategy;  // SetSchedulingStrategy
+  LabelSelector label_selector;  // SetLabelSelector
 };
 
 std::string CreateActor(const std::string& factory, std::vector<Argument> args,

@@ -28,6 +28,7 @@
 #include "airt/internal/function_registry.h"
 #include "airt/internal/serialization.h"
 #include "airt/runtime_env.h"
+#include "airt/scheduling_strategies.h"
 
 namespace airt {
 
@@ -110,6 +111,10 @@ struct PlacementGroupCreationOptions {
   std::vector<std::map<std::string, double>> bundles;  // each asks for some positive amount
   PlacementStrategy strategy = PlacementStrategy::PACK;
   bool detached = false;  // outlives its job (Ray's lifetime="detached")
+  // Ray 2.60's bundle_label_selector: bundle i only on a node whose labels match entry i (the
+  // label_selector forms of airt/scheduling_strategies.h); fewer entries than bundles: the rest
+  // go anywhere. InvalidArgumentError for more entries than bundles or a malformed one.
+  std::vector<LabelSelector> bundle_label_selector;
 };
 
 // A handle: the group's id and what it was created with, as read when the handle was made.
@@ -249,6 +254,8 @@ struct TaskSettings {
   // SetPlacementGroup: the group's hex id ("": none) and bundle (-1: any of its bundles).
   std::string placement_group_id;
   int bundle_index = -1;
+  SchedulingStrategy strategy;  // SetSchedulingStrategy
+  LabelSelector label_selector;  // SetLabelSelector
 };
 
 // The env_vars of `env`, checked: UnimplementedError names a field airt's C++ workers cannot
@@ -394,6 +401,17 @@ class SchedulingOptions {
   Self& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
     settings_.placement_group_id = group.ID();
     settings_.bundle_index = bundle_index;
+    return self();
+  }
+  // How the schedulers choose its node (airt/scheduling_strategies.h). A bad node id or label
+  // expression throws InvalidArgumentError when the work is submitted.
+  Self& SetSchedulingStrategy(SchedulingStrategy strategy) {
+    settings_.strategy = std::move(strategy);
+    return self();
+  }
+  // Only nodes whose labels match every entry (Ray 2.60's label_selector), with any strategy.
+  Self& SetLabelSelector(LabelSelector selector) {
+    settings_.label_selector = std::move(selector);
     return self();
   }
 

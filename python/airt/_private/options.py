@@ -1,8 +1,7 @@
 """The options of @remote and .options(), checked as Ray checks them, and what they become: the
-resource shape, the node constraint a scheduling strategy adds, and the per-call settings a
-Python worker reads (num_returns, retry_exceptions, runtime_env)."""
-
-import time
+resource shape (a placement group's bundle names), the scheduling strategy the schedulers decide
+(airt.util.scheduling_strategies), and the per-call settings a Python worker reads (num_returns,
+retry_exceptions, runtime_env, whether child tasks stay in the placement group)."""
 
 import cloudpickle
 
@@ -12,24 +11,22 @@ from airt import exceptions
 TASK_OPTIONS = {
     "num_cpus", "num_gpus", "memory", "resources", "accelerator_type", "num_returns",
     "max_retries", "retry_exceptions", "scheduling_strategy", "name", "runtime_env",
-    "_generator_backpressure_num_objects",
+    "_generator_backpressure_num_objects", "label_selector",
 }
 ACTOR_OPTIONS = {
     "num_cpus", "num_gpus", "memory", "resources", "accelerator_type", "max_restarts",
     "max_task_retries", "max_concurrency", "name", "namespace", "lifetime",
-    "scheduling_strategy", "runtime_env", "get_if_exists",
+    "scheduling_strategy", "runtime_env", "get_if_exists", "label_selector",
 }
 TASK_DEFAULTS = dict(num_cpus=1, num_gpus=0, memory=None, resources=None, accelerator_type=None,
                      num_returns=1, max_retries=3, retry_exceptions=False,
                      scheduling_strategy=None, name=None, runtime_env=None,
-                     _generator_backpressure_num_objects=None)
+                     _generator_backpressure_num_objects=None, label_selector=None)
 ACTOR_DEFAULTS = dict(num_cpus=None, num_gpus=0, memory=None, resources=None,
                       accelerator_type=None, max_restarts=0, max_task_retries=0,
                       max_concurrency=None, name=None, namespace=None, lifetime=None,
-                      scheduling_strategy=None, runtime_env=None, get_if_exists=False)
-
-# A node-affinity request asks for this much of the node's own "node:<id>" resource.
-_NODE_SLIVER = 0.001
+                      scheduling_strategy=None, runtime_env=None, get_if_exists=False,
+                      label_selector=None)
 
 
 def check(options, allowed, what):
@@ -60,7 +57,8 @@ def check(options, allowed, what):
 
 
 def resource_shape(options, default_cpus):
-    """{"CPU": .., "GPU": .., "memory": .., custom..., node constraint}: what the task holds."""
+    """{"CPU": .., "GPU": .., "memory": .., custom...}: what the task holds; in a placement group
+    (its strategy's, or the running task's when that captures its children), the bundle's names."""
     shape = {}
     cpus = options.get("num_cpus")
     cpus = default_cpus if cpus is None else cpus
@@ -80,51 +78,36 @@ def resource_shape(options, default_cpus):
             raise ValueError(f"placement_group_bundle_index {index} is out of range: the group "
                              f"has {len(bundles)} bundles")
         return _airt.in_placement_group(shape, strategy.placement_group.id.hex(), index)
-    node = _strategy_node(strategy, shape)
-    if node:
-        shape["node:" + node] = _NODE_SLIVER
+    captured = _captured_group(strategy)
+    if captured:
+        return _airt.in_placement_group(shape, captured, -1)
     return shape
 
 
-_spread_next = [0]
-
-
-def _strategy_node(strategy, shape):
-    """The node (hex id) a scheduling strategy pins the work to, or None for the default."""
-    from airt.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    if strategy is None or strategy == "DEFAULT":
+def _captured_group(strategy):
+    """The hex id of the running task's placement group when the work (with no strategy of its
+    own) is captured into it, as Ray's placement_group_capture_child_tasks; else None."""
+    if strategy is not None:
         return None
-    if isinstance(strategy, NodeAffinitySchedulingStrategy):
-        if not strategy.soft:
-            return strategy.node_id
-        fits = [n["NodeID"] for n in _fitting_nodes(shape)]
-        return strategy.node_id if strategy.node_id in fits else None
-    if strategy == "SPREAD":
-        # Round-robin over the alive nodes whose totals fit, each call pinned to its node.
-        fits = sorted(n["NodeID"] for n in _fitting_nodes(shape))
-        if not fits:
-            return None  # the default path reports the infeasible shape
-        _spread_next[0] += 1
-        return fits[_spread_next[0] % len(fits)]
-    raise ValueError(f"scheduling_strategy={strategy!r}: expected 'DEFAULT', 'SPREAD' or a "
-                     f"NodeAffinitySchedulingStrategy")
+    from airt import runtime_context
+    if not runtime_context.captures_child_tasks():
+        return None
+    return runtime_context.get_runtime_context().get_placement_group_id()
 
 
-_NODES_TTL_S = 1.0  # SPREAD and soft affinity read the node list at most once a second
-_nodes_cache = {"at": float("-inf"), "nodes": []}
-
-
-def forget_nodes():
-    """At shutdown: the next cluster's nodes are other ones."""
-    _nodes_cache["at"] = float("-inf")
-
-
-def _fitting_nodes(shape):
-    now = time.monotonic()
-    if now - _nodes_cache["at"] > _NODES_TTL_S:
-        _nodes_cache.update(at=now, nodes=_airt.nodes())
-    return [n for n in _nodes_cache["nodes"]
-            if n["Alive"] and all(n["Resources"].get(k, 0.0) >= v for k, v in shape.items())]
+def strategy_args(options):
+    """(strategy, label_selector) as airt._airt takes them; ValueError for a bad one."""
+    from airt.util.scheduling_strategies import _wire
+    selector = options.get("label_selector")
+    if selector is None:
+        selector = {}
+    if not isinstance(selector, dict):
+        raise ValueError(f"label_selector must be a dict of str to str, got {selector!r}")
+    for key, value in selector.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError(f"label_selector must be a dict of str to str, got {key!r}: "
+                             f"{value!r}")
+    return _wire(options.get("scheduling_strategy")), dict(selector)
 
 
 def call_settings(options, runtime_env_key):
@@ -139,4 +122,15 @@ def call_settings(options, runtime_env_key):
                                         else cloudpickle.dumps(tuple(retry)))
     if runtime_env_key:
         settings["env"] = runtime_env_key
+    if _captures(options):
+        settings["capture_pg"] = True
     return settings or None
+
+
+def _captures(options):
+    """Whether the work's own tasks and actors are to run in its placement group."""
+    from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    strategy = options.get("scheduling_strategy")
+    if isinstance(strategy, PlacementGroupSchedulingStrategy):
+        return bool(strategy.placement_group_capture_child_tasks)
+    return _captured_group(strategy) is not None

@@ -173,9 +173,10 @@ def _call(kind, name, actor, args, interrupter=None):
             return False, f"{name} is not a Python function of airt (a C++ one on a Python worker?)"
         target = _function(name)
         if kind == "create":
-            runtime_context.record_actor_creation()
+            runtime_context.record_actor_creation(settings.get("capture_pg", False))
             environment = _apply_env(settings.get("env"))  # never restored: the actor's process
             return True, _Actor(target(*positional, **keywords), environment, interrupter)
+        runtime_context.set_task_capture(settings.get("capture_pg", False))
         if emitter is not None:
             return True, _run_task(target, positional, keywords, settings,
                                    lambda result: generator.drain(result, emitter))

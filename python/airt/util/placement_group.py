@@ -158,13 +158,25 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_targ
     if lifetime not in (None, "detached"):
         raise ValueError("Placement group `lifetime` argument must be either `None` or "
                          f"'detached'. Got {lifetime}.")
+    selectors = []
     if bundle_label_selector is not None:
-        from airt import exceptions
-        raise exceptions.UnimplementedError("placement_group(bundle_label_selector=...): label "
-                                            "selectors for bundles are not built yet")
+        if (not isinstance(bundle_label_selector, (list, tuple))
+                or len(bundle_label_selector) != len(bundles)):
+            raise ValueError("bundle_label_selector must be a list with one dict per bundle, "
+                             f"got {bundle_label_selector!r} for {len(bundles)} bundles")
+        for selector in bundle_label_selector:
+            if not isinstance(selector, dict) or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in selector.items()):
+                raise ValueError("each bundle_label_selector entry must be a dict of str to "
+                                 f"str, got {selector!r}")
+        selectors = [dict(s) for s in bundle_label_selector]
     clean = [{k: float(v) for k, v in b.items() if v} for b in bundles]
-    hex_id = _airt.create_placement_group(name or "", clean, _STRATEGIES.index(strategy),
-                                          lifetime == "detached")
+    try:
+        hex_id = _airt.create_placement_group(name or "", clean, _STRATEGIES.index(strategy),
+                                              lifetime == "detached", selectors)
+    except _airt.Error as error:
+        from airt import exceptions
+        raise exceptions.translate(error) from None
     return PlacementGroup(hex_id, clean)
 
 
