@@ -226,10 +226,10 @@ std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,
     HoldArguments(*task);
     PendingTask* raw = task.get();
     live_tasks_[raw->id] = raw;
-    loop_->tasks.add(Run(raw)
-                         .then([this, raw] { KeepLineage(*raw); })
-                         .attach(kj::mv(task),
-                                 kj::defer([this, id = raw->id] { live_tasks_.erase(id); })));
+    loop_->tasks.add(
+        Run(raw)
+            .then([this, raw] { KeepLineage(*raw); })
+            .attach(kj::mv(task), kj::defer([this, id = raw->id] { live_tasks_.erase(id); })));
   });
   return returns;
 }

@@ -29,8 +29,8 @@ uint64_t DefaultMaxLineageBytes() {
   if (env == nullptr || *env == '\0') return kDefault;
   Result<uint64_t> bytes = ParseByteSize(env);
   if (!bytes.ok()) {
-    AIRT_LOG(WARNING) << "AIRT_MAX_LINEAGE_BYTES=" << env << " ignored: "
-                      << bytes.status().ToString();
+    AIRT_LOG(WARNING) << "AIRT_MAX_LINEAGE_BYTES=" << env
+                      << " ignored: " << bytes.status().ToString();
     return kDefault;
   }
   return *bytes;
@@ -58,8 +58,9 @@ kj::Promise<bool> CoreWorker::Impl::AskHeadUntilDead(const std::string& node,
   auto again = [this, node, deadline]() -> kj::Promise<bool> {
     kj::Timer& timer = loop_->io.provider->getTimer();
     if (stopping_ || timer.now() >= deadline) return false;
-    return timer.afterDelay(kWatchInterval).then(
-        [this, node, deadline] { return AskHeadUntilDead(node, deadline); });
+    return timer.afterDelay(kWatchInterval).then([this, node, deadline] {
+      return AskHeadUntilDead(node, deadline);
+    });
   };
   return loop_->head.clusterViewRequest().send().then(
       [this, node, again](auto view) -> kj::Promise<bool> {
@@ -82,7 +83,7 @@ void CoreWorker::Impl::NodeDied(const std::string& node) {
   if (!dead_nodes_.insert(node).second) return;
   std::vector<ObjectId> there = memory_.LocatedAt(node);
   AIRT_LOG(INFO) << "node " << node << " died; " << there.size()
-                 << " objects of this process lay there";
+                 << " objects of this process lay there (rebuilt from lineage where they can be)";
   for (const ObjectId& id : there) {
     if (borrowed_.count(id) > 0) continue;  // its owner rebuilds it (and answers again)
     Recover(id, node);
@@ -111,20 +112,21 @@ void CoreWorker::Impl::Recover(const ObjectId& id, const std::string& node) {
   if (task == nullptr) {
     bool evicted = lineage_.Evicted(task_id);
     std::string why =
-        evicted ? "its task's lineage was released to keep this process under its lineage cap "
-                  "(max_lineage_bytes " +
-                      std::to_string(lineage_.Stats().max_bytes) +
-                      "; AIRT_MAX_LINEAGE_BYTES raises it)"
+        evicted
+            ? "its task's lineage was released to keep this process under its lineage cap "
+              "(max_lineage_bytes " +
+                  std::to_string(lineage_.Stats().max_bytes) + "; AIRT_MAX_LINEAGE_BYTES raises it)"
         : task_id.Actor() == ActorId::NilFor(task_id.Job())
             ? "its task's lineage is not kept (a streaming generator's item, or a task whose "
               "returns were all inline)"
             : "it was made by an actor task, whose returns airt does not rebuild";
-    return SetError(id, ObjectError{evicted ? ErrorKind::OBJECT_RECONSTRUCTION_FAILED_LINEAGE_EVICTED
-                                            : ErrorKind::OBJECT_RECONSTRUCTION_FAILED,
-                                    "",
-                                    "object " + id.Hex() + " is lost (its only copy was on node " +
-                                        node + ", which died) and cannot be rebuilt: " + why + ".",
-                                    ""});
+    return SetError(
+        id, ObjectError{evicted ? ErrorKind::OBJECT_RECONSTRUCTION_FAILED_LINEAGE_EVICTED
+                                : ErrorKind::OBJECT_RECONSTRUCTION_FAILED,
+                        "",
+                        "object " + id.Hex() + " is lost (its only copy was on node " + node +
+                            ", which died) and cannot be rebuilt: " + why + ".",
+                        ""});
   }
   if (task->retries_left == 0) {
     ObjectError error{ErrorKind::OBJECT_RECONSTRUCTION_FAILED_MAX_ATTEMPTS_EXCEEDED, task->function,
@@ -149,8 +151,8 @@ void CoreWorker::Impl::Resubmit(LineageTask& lineage) {
   rebuilding_.insert(task_id);
   if (lineage.retries_left > 0) --lineage.retries_left;
   ++tasks_rebuilt_;
-  AIRT_LOG(INFO) << "re-running task " << task_id.Hex() << " (" << TaskName(lineage)
-                 << ") to rebuild its lost returns (" << tasks_rebuilt_ << " re-runs so far)";
+  AIRT_LOG(DEBUG) << "re-running task " << task_id.Hex() << " (" << TaskName(lineage)
+                  << ") to rebuild its lost returns (" << tasks_rebuilt_ << " re-runs so far)";
   // Its lost returns wait for the re-run (a Get of one blocks until it answers).
   for (const ObjectId& r : lineage.returns) {
     std::optional<ObjectEntry> e = memory_.Peek(r);
@@ -199,7 +201,7 @@ void CoreWorker::Impl::EnsureArgument(const ObjectId& id) {
     }
     return;
   }
-  if (borrowed_.count(id) > 0) return;       // its owner answers where it is
+  if (borrowed_.count(id) > 0) return;           // its owner answers where it is
   if (live_tasks_.count(id.Task()) > 0) return;  // its task runs (or runs again): it answers
   // Freed since (nothing referenced it but the lineage): made again, or why it cannot be.
   LineageTask* task = id.IsPut() ? nullptr : lineage_.Find(id.Task());
@@ -239,7 +241,8 @@ void CoreWorker::Impl::KeepLineage(const PendingTask& task) {
   kept.options = task.options;
   kept.returns = task.returns;
   int32_t max = task.options.max_retries;
-  kept.retries_left = max < 0 ? -1 : std::max<int32_t>(0, max - static_cast<int32_t>(task.attempts));
+  kept.retries_left =
+      max < 0 ? -1 : std::max<int32_t>(0, max - static_cast<int32_t>(task.attempts));
   lineage_.Add(std::move(kept), live);
 }
 
@@ -292,11 +295,13 @@ Result<std::optional<ObjectEntry>> CoreWorker::Impl::Rebuilt(const ObjectId& id,
     OnLoop([&]() -> kj::Promise<void> {
       if (borrowed_.count(id) > 0) return kj::READY_NOW;
       kj::Promise<void> wait =
-          WatchNode(where.node_address).then([this, id, where, &rebuilt](bool dead) -> kj::Promise<void> {
-            if (!dead) return kj::READY_NOW;
-            Recover(id, where.node_address);  // nothing when it is rebuilt or being rebuilt
-            return memory_.WhenReady(id).then([&rebuilt](ObjectEntry entry) { rebuilt = entry; });
-          });
+          WatchNode(where.node_address)
+              .then([this, id, where, &rebuilt](bool dead) -> kj::Promise<void> {
+                if (!dead) return kj::READY_NOW;
+                Recover(id, where.node_address);  // nothing when it is rebuilt or being rebuilt
+                return memory_.WhenReady(id).then(
+                    [&rebuilt](ObjectEntry entry) { rebuilt = entry; });
+              });
       if (timeout_ms < 0) return wait;
       return loop_->io.provider->getTimer()
           .timeoutAfter(timeout_ms * kj::MILLISECONDS, kj::mv(wait))

@@ -190,8 +190,7 @@ ObjectError LostObject(const ObjectLocation& where, const Status& why) {
   }
   return ObjectError{ErrorKind::OBJECT_LOST, "",
                      "object " + where.id.Hex() + " is lost: its copy on node " + node +
-                         " cannot be read (" + why.ToString() +
-                         "), and airt keeps no other.",
+                         " cannot be read (" + why.ToString() + "), and airt keeps no other.",
                      ""};
 }
 

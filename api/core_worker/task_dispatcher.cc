@@ -144,9 +144,9 @@ void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* tas
             if (task->done) task->done->fulfill();
           } else if (task->intercept_lost_arguments && reply.getFailed() &&
                      reply.getError().getKind() == ErrorKind::OBJECT_LOST) {
-            task->lost_argument = ObjectError{ErrorKind::OBJECT_LOST,
-                                              reply.getError().getFunctionName().cStr(),
-                                              reply.getError().getMessage().cStr(), ""};
+            task->lost_argument =
+                ObjectError{ErrorKind::OBJECT_LOST, reply.getError().getFunctionName().cStr(),
+                            reply.getError().getMessage().cStr(), ""};
             if (task->done) task->done->fulfill();
           } else {
             RecordTaskReply(memory_, *task, reply);

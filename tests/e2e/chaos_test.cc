@@ -52,10 +52,8 @@ TEST(Chaos, ChainedTasksOverThreeNodesAreAllRightWhenANodeIsKilledMidRun) {
   for (int i = 0; i < kChains; ++i) {
     ObjectRef<std::vector<uint8_t>> made =
         Task(MadeBytes).SetResource("special", 1).SetMaxRetries(-1).Remote(markers, kSize, i);
-    results.push_back(Task(AddToBytes)
-                          .SetResource("special", 1)
-                          .SetMaxRetries(-1)
-                          .Remote(markers, made, 1, 150));
+    results.push_back(
+        Task(AddToBytes).SetResource("special", 1).SetMaxRetries(-1).Remote(markers, made, 1, 150));
   }
   // Kill `second` once a third of the chains' second tasks have started.
   auto deadline = std::chrono::steady_clock::now() + 120s;
