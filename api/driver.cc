@@ -182,6 +182,7 @@ void Init(const Config& config) {
   options.node_address = config.node_address;
   options.code_search_path = JobCodeSearchPath(config);
   options.ns = config.ray_namespace;
+  options.max_lineage_bytes = core_worker::DefaultMaxLineageBytes();
   Result<std::unique_ptr<core_worker::CoreWorker>> core = core_worker::CoreWorker::Connect(options);
   if (!core.ok()) Throw(Unreachable(core.status()));
   g_core = std::move(*core);

@@ -23,6 +23,10 @@ void ThrowError(ErrorKind kind, const std::string& what, std::string data) {
     case ErrorKind::kInvalidArgument: throw InvalidArgumentError(what);
     case ErrorKind::kUnimplemented: throw UnimplementedError(what);
     case ErrorKind::kSystem: break;
+    case ErrorKind::kObjectReconstructionFailedMaxAttemptsExceeded:
+      throw ObjectReconstructionFailedMaxAttemptsExceededError(what);
+    case ErrorKind::kObjectReconstructionFailedLineageEvicted:
+      throw ObjectReconstructionFailedLineageEvictedError(what);
   }
   throw Exception(what);
 }

@@ -183,6 +183,9 @@ void CoreWorker::Impl::MakeSubmitters() {
       [this](const std::string& a) { return Connect(a); },
       [this](const std::string& a) { Forget(a); }, node_address_, job_id_,
       options_.code_search_path);
+  // A worker that died may have died with its node: the owner asks the head (lineage).
+  loop_->dispatcher->OnWorkerLost(
+      [this](const std::string& node) { loop_->tasks.add(WatchNode(node).ignoreResult()); });
   loop_->actors = kj::heap<ActorManager>(
       loop_->io.provider->getTimer(), loop_->tasks, memory_,
       [this](const std::string& a) { return Connect(a); },
@@ -224,7 +227,9 @@ std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,
     PendingTask* raw = task.get();
     live_tasks_[raw->id] = raw;
     loop_->tasks.add(
-        Run(raw).attach(kj::mv(task), kj::defer([this, id = raw->id] { live_tasks_.erase(id); })));
+        Run(raw)
+            .then([this, raw] { KeepLineage(*raw); })
+            .attach(kj::mv(task), kj::defer([this, id = raw->id] { live_tasks_.erase(id); })));
   });
   return returns;
 }
@@ -234,11 +239,26 @@ kj::Promise<void> CoreWorker::Impl::Run(PendingTask* task) {
   return ResolveArguments(memory_, *task)
       .then([this, task](std::optional<ObjectError> failed) -> kj::Promise<void> {
         if (task->cancelled) return kj::READY_NOW;  // cancelled while its arguments resolved
+        // An argument on a node known dead is rebuilt first (lineage), then resolved again.
+        for (size_t i = 0; i < task->args.size(); ++i) {
+          const ObjectEntry& dep = task->resolved[i];
+          if (!task->args[i].ref || !dep.location || borrowed_.count(*task->args[i].ref) > 0 ||
+              dead_nodes_.count(dep.location->node_address) == 0) {
+            continue;
+          }
+          Recover(*task->args[i].ref, dep.location->node_address);
+          std::optional<ObjectEntry> now = memory_.Peek(*task->args[i].ref);
+          if (now && now->location && now->location->node_address == dep.location->node_address) {
+            continue;  // not this process's to rebuild now: the worker's fetch says what it is
+          }
+          return Run(task);
+        }
         if (failed) {
           loop_->dispatcher->Fail(*task, failed->kind, failed->message, failed->data);
           return kj::READY_NOW;
         }
-        return loop_->dispatcher->Dispatch(task);
+        task->intercept_lost_arguments = task->kind == proto::TaskKind::NORMAL;
+        return loop_->dispatcher->Dispatch(task).then([this, task] { return AfterDispatch(task); });
       });
 }
 

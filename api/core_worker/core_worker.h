@@ -58,7 +58,18 @@ struct CoreWorkerOptions {
   std::string ns;
   // Opens every connection and a worker's port; null: TCP (TcpPeerConnector).
   std::shared_ptr<PeerConnector> connector;
+  // Lineage (docs/fault_tolerance.md): the most bytes of task specs kept to rebuild lost objects
+  // (Ray's max_lineage_bytes); past it the oldest are released. DefaultMaxLineageBytes() reads
+  // AIRT_MAX_LINEAGE_BYTES.
+  uint64_t max_lineage_bytes = 1ull << 30;
+  // How long the owner asks the head whether a node it could not reach died, before it takes the
+  // node for alive (and a copy there that cannot be read for lost).
+  uint64_t node_death_wait_ms = 30'000;
 };
+
+// AIRT_MAX_LINEAGE_BYTES (a byte count, K/M/G suffixes allowed), else 1 GiB as Ray's default. A
+// malformed value is logged and ignored.
+uint64_t DefaultMaxLineageBytes();
 
 // What a worker process's core worker serves (CoreWorker::ServeWorker).
 struct WorkerServing {

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <capnp/rpc-twoparty.h>
@@ -22,6 +23,7 @@
 #include "api/core_worker/actor_manager.h"
 #include "api/core_worker/core_worker.h"
 #include "api/core_worker/generator_stream.h"
+#include "api/core_worker/lineage.h"
 #include "api/core_worker/memory_store.h"
 #include "api/core_worker/reference_counter.h"
 #include "api/core_worker/task_dispatcher.h"
@@ -193,6 +195,35 @@ class CoreWorker::Impl {
   void OpenStream(PendingTask& task, const StreamOptions& stream);
   // Frees the copy of `id` in the store of the node at `node`, leaving the owner's entry alone.
   void FreeAt(const std::string& node, const ObjectId& id);
+  // Node death and lineage (core_worker_recovery.cc, docs/fault_tolerance.md), loop thread.
+  // Asks the head until it shows the node whose Node service is at `node` dead (then NodeDied),
+  // or node_death_wait_ms passes; resolves whether it died. One watch per node at a time.
+  kj::Promise<bool> WatchNode(const std::string& node);
+  kj::Promise<bool> AskHeadUntilDead(const std::string& node, kj::TimePoint deadline);
+  // The node died: the copies there leave the location table, and each owned object that lay
+  // there is rebuilt or given its error (Recover).
+  void NodeDied(const std::string& node);
+  // Owned `id`'s copy on dead `node` is gone: its task runs again (its entry leaves the memory
+  // store until the re-run answers), or its entry becomes why it cannot (ObjectLost for a put,
+  // the lineage errors). Nothing when its entry no longer lies on `node`.
+  void Recover(const ObjectId& id, const std::string& node);
+  // Runs lineage task `task` again, rebuilding its lost or freed arguments first.
+  void Resubmit(LineageTask& task);
+  // What a re-run needs of argument `id`: rebuilt when lost or freed; an error entry when it
+  // cannot be (so that the re-run fails instead of waiting).
+  void EnsureArgument(const ObjectId& id);
+  // After a normal task finished: its spec enters the lineage when a return lies in a store.
+  void KeepLineage(const PendingTask& task);
+  // After Dispatch: a task whose worker could not fetch an argument runs again once the
+  // argument's node is known dead and the argument rebuilt; else the error is recorded.
+  kj::Promise<void> AfterDispatch(PendingTask* task);
+  // Any thread: a Get's copy of `id` at `where` could not be read. Once the head shows that node
+  // dead, the entry of the rebuilt object (or its error); none when the node is alive or `id` is
+  // borrowed; kDeadlineExceeded past timeout_ms.
+  Result<std::optional<ObjectEntry>> Rebuilt(const ObjectId& id, const ObjectLocation& where,
+                                             int64_t timeout_ms);
+  // Replaces `id`'s entry with `error`.
+  void SetError(const ObjectId& id, ObjectError error);
   // A new task of `kind` with `num_returns` return ids (at least one).
   kj::Own<PendingTask> NewTask(proto::TaskKind kind, const ActorId& actor, std::string function,
                                std::vector<TaskArgument> args, uint32_t num_returns);
@@ -237,6 +268,13 @@ class CoreWorker::Impl {
   std::condition_variable serving_cv_;
   bool serving_ = false;  // guarded by serving_mu_: ServeWorker succeeded, serving not ended
   GeneratorStreams generators_;  // the open streams (thread-safe)
+  // Loop thread: lineage kept, nodes known dead (by Node service address), the watches asking
+  // the head, the tasks being re-run to rebuild their returns.
+  Lineage lineage_{options_.max_lineage_bytes};
+  std::unordered_set<std::string> dead_nodes_;
+  std::map<std::string, kj::ForkedPromise<bool>> node_watches_;
+  std::unordered_set<TaskId> rebuilding_;
+  uint64_t tasks_rebuilt_ = 0;  // loop thread: re-runs started to rebuild lost objects
 };
 
 }  // namespace airt::core_worker

@@ -102,6 +102,7 @@ void CoreWorker::Impl::HoldArguments(PendingTask& task) {
 void CoreWorker::Impl::Free(const ObjectId& id) {
   if (borrowed_.count(id) > 0) return ReleaseBorrowed(id);  // the owner frees it
   if (stopping_) return;  // the job's end frees what is left (the nodes delete its objects)
+  lineage_.ReleaseReturn(id);
   std::optional<ObjectEntry> entry = memory_.Erase(id);
   if (!entry) {
     // Its task has not answered yet: free it when it does.
@@ -252,6 +253,38 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
     return end;
   };
 
+  // A copy at `where` could not be read (`why`): when its node died, the object is rebuilt from
+  // its lineage and read again (a few times, should the rebuilt copy's node die too); else the
+  // object's error says it is lost. Only the caller's deadline fails the whole Get.
+  auto read_rebuilt = [&](size_t i, ObjectLocation where, Status why, GotObject& got) -> Status {
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      AIRT_ASSIGN_OR_RETURN(std::optional<ObjectEntry> rebuilt, Rebuilt(ids[i], where, left()));
+      if (!rebuilt) break;
+      got.error = std::move(rebuilt->error);
+      got.value = std::move(rebuilt->value);
+      if (!rebuilt->location) return Status::Ok();
+      where = *rebuilt->location;
+      if (Remote(*rebuilt, *store_)) {
+        std::vector<objectstore::PullRequest> wanted_one{{where.id, where.transfer_address}};
+        std::vector<Status> one = Puller().PullEach(wanted_one, left());
+        if (one[0].code() == Code::kDeadlineExceeded) return one[0];
+        if (!one[0].ok()) {
+          why = std::move(one[0]);
+          continue;
+        }
+      }
+      Result<objectstore::ObjectPin> pin = store_->Get(where.id, left());
+      if (pin.status().code() == Code::kDeadlineExceeded) return pin.status();
+      if (pin.ok()) {
+        got.pin = std::move(*pin);
+        return Status::Ok();
+      }
+      why = pin.status();
+    }
+    got.error = LostObject(where, why);
+    return Status::Ok();
+  };
+
   size_t window_end = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i == window_end && any_remote) {
@@ -267,8 +300,9 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
     if (entries[i].location) {
       const ObjectLocation& where = *entries[i].location;
       if (!pulled[i].ok()) {
-        // This object alone fails (the message names it and its node); the others arrive.
-        got.error = LostObject(where, pulled[i]);
+        // This object alone is rebuilt or fails (the message names it and its node); the others
+        // arrive.
+        AIRT_RETURN_IF_ERROR(read_rebuilt(i, where, pulled[i], got));
         use(i, got);
         continue;
       }

@@ -158,6 +158,22 @@ std::optional<ObjectEntry> MemoryStore::Erase(const ObjectId& id) {
   return entry;
 }
 
+std::optional<ObjectEntry> MemoryStore::Peek(const ObjectId& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<ObjectId> MemoryStore::LocatedAt(const std::string& node_address) const {
+  std::vector<ObjectId> ids;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, entry] : entries_) {
+    if (entry.location && entry.location->node_address == node_address) ids.push_back(id);
+  }
+  return ids;
+}
+
 }  // namespace airt::core_worker
 
 namespace airt::core_worker {
@@ -174,9 +190,7 @@ ObjectError LostObject(const ObjectLocation& where, const Status& why) {
   }
   return ObjectError{ErrorKind::OBJECT_LOST, "",
                      "object " + where.id.Hex() + " is lost: its copy on node " + node +
-                         " cannot be read (" + why.ToString() +
-                         "), and airt keeps no other (lineage reconstruction is not built yet). "
-                         "Put the value again, or re-run the task that made it.",
+                         " cannot be read (" + why.ToString() + "), and airt keeps no other.",
                      ""};
 }
 

@@ -83,6 +83,12 @@ class MemoryStore {
   // thread only.
   std::optional<ObjectEntry> Erase(const ObjectId& id);
 
+  // Any thread: `id`'s entry now, or none.
+  std::optional<ObjectEntry> Peek(const ObjectId& id) const;
+  // Any thread: the ids whose entries lie in the store of the node whose Node service is at
+  // `node_address` (one look, for a node's death).
+  std::vector<ObjectId> LocatedAt(const std::string& node_address) const;
+
  private:
   // A thread blocked in Wait or WaitFor: woken once `remaining` of its ids have arrived, not at
   // every Put (a Get of 1000 task returns wakes once, not 1000 times).

@@ -147,6 +147,12 @@ void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* tas
             // Its returns hold the cancellation already; what it made is dropped.
             DropTaskReply(connect_, background_, reply);
             if (task->done) task->done->fulfill();
+          } else if (task->intercept_lost_arguments && reply.getFailed() &&
+                     reply.getError().getKind() == ErrorKind::OBJECT_LOST) {
+            task->lost_argument =
+                ObjectError{ErrorKind::OBJECT_LOST, reply.getError().getFunctionName().cStr(),
+                            reply.getError().getMessage().cStr(), ""};
+            if (task->done) task->done->fulfill();
           } else {
             RecordTaskReply(memory_, *task, reply);
           }
@@ -161,6 +167,7 @@ void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* tas
           if (l.id != lease_id) continue;
           --l.in_flight;
           l.dead = true;
+          if (on_worker_lost_) on_worker_lost_(l.node);
           if (task->cancelled) {
             if (task->done) task->done->fulfill();
             AfterTask(key, l);

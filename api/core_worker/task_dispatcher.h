@@ -52,6 +52,12 @@ class TaskDispatcher {
   // its caller, which must not dispatch it.
   void Cancel(PendingTask& task, bool force, bool recursive);
 
+  // Called with the node of a lease whose worker died (or whose connection broke) while it ran a
+  // task: the owner asks whether that node died (docs/fault_tolerance.md).
+  void OnWorkerLost(std::function<void(const std::string& node)> on_lost) {
+    on_worker_lost_ = std::move(on_lost);
+  }
+
   // Records `message` as the error of every return of `task`.
   void Fail(PendingTask& task, ErrorKind kind, const std::string& message,
             const std::string& data = "") {
@@ -108,6 +114,7 @@ class TaskDispatcher {
   std::string code_search_path_;  // the job's code, for the workers its leases start
   std::map<std::string, ShapeQueue> queues_;
   std::unordered_map<const PendingTask*, uint64_t> pushed_;  // tasks on a worker: their lease
+  std::function<void(const std::string& node)> on_worker_lost_;
 };
 
 }  // namespace airt::core_worker

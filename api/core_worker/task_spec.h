@@ -43,6 +43,12 @@ struct PendingTask {
   kj::Own<kj::PromiseFulfiller<void>> done;  // set by whoever dispatches it
   // A streaming generator's call: where its items go (each push carries a sink over it).
   std::shared_ptr<GeneratorStream> stream;
+  // Set by whoever runs it: a reply saying an argument could not be fetched (OBJECT_LOST) is not
+  // recorded but kept here, and `done` fulfilled, so that the runner can learn whether the
+  // argument's node died, rebuild it and run the task again (docs/fault_tolerance.md).
+  bool intercept_lost_arguments = false;
+  std::optional<ObjectError> lost_argument;
+  uint32_t argument_rebuilds = 0;  // runs again after an argument was rebuilt (not retries)
 };
 
 // Resolves once every reference argument of `task` has an entry in the memory store, copied into

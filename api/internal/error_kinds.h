@@ -30,6 +30,10 @@ AIRT_SAME_KIND(kRuntimeEnvSetup, RUNTIME_ENV_SETUP);
 AIRT_SAME_KIND(kInvalidArgument, INVALID_ARGUMENT);
 AIRT_SAME_KIND(kUnimplemented, UNIMPLEMENTED);
 AIRT_SAME_KIND(kSystem, SYSTEM);
+AIRT_SAME_KIND(kObjectReconstructionFailedMaxAttemptsExceeded,
+               OBJECT_RECONSTRUCTION_FAILED_MAX_ATTEMPTS_EXCEEDED);
+AIRT_SAME_KIND(kObjectReconstructionFailedLineageEvicted,
+               OBJECT_RECONSTRUCTION_FAILED_LINEAGE_EVICTED);
 #undef AIRT_SAME_KIND
 
 inline proto::ErrorKind ToProto(ErrorKind kind) { return static_cast<proto::ErrorKind>(kind); }

@@ -78,6 +78,7 @@ int RunWorker(const WorkerOptions& options, Fallback fallback, Interrupt interru
   api.job = options.job_id;
   api.worker = options.worker_id;
   api.store_socket = options.store_socket;
+  api.max_lineage_bytes = core_worker::DefaultMaxLineageBytes();
   api.transfer_address = options.transfer_address;
   api.code_search_path = options.code_search_path;  // nested work loads what this worker did
   Result<std::unique_ptr<core_worker::CoreWorker>> core =

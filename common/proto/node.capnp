@@ -208,6 +208,10 @@ enum ErrorKind {
   invalidArgument @16;            # the request is malformed (ValueError-like)
   unimplemented @17;              # what airt does not build yet; the message names it
   system @18;                     # airt's own failure (Ray's RaySystemError)
+  # Lineage (docs/fault_tolerance.md): the lost object's task may be re-run no more (max_retries),
+  # or its lineage was released past the owner's cap (max_lineage_bytes).
+  objectReconstructionFailedMaxAttemptsExceeded @19;
+  objectReconstructionFailedLineageEvicted @20;
 }
 
 struct TaskError {

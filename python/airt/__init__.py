@@ -50,7 +50,7 @@ _ACCEPTED_AND_IGNORED = {"include_dashboard", "logging_level", "log_to_driver",
 
 def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespace=None,
          runtime_env=None, code_search_path=None, ignore_reinit_error=False,
-         object_store_memory=None, **ignored):
+         object_store_memory=None, _system_config=None, **ignored):
     """Joins a cluster, or starts a local one, as ray.init() does.
 
     address: "host:port" of a head; None: AIRT_ADDRESS, else a local head and node that
@@ -63,6 +63,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
     unknown = set(ignored) - _ACCEPTED_AND_IGNORED
     if unknown:
         raise TypeError(f"init() got unexpected arguments {sorted(unknown)}")
+    _apply_system_config(_system_config)
     job_env = _runtime_env.validate(runtime_env)
     if namespace is not None and not isinstance(namespace, str):
         raise TypeError("namespace must be a str")
@@ -87,6 +88,22 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
         raise exceptions.translate(error) from None
     key = _runtime_env.store(job_env)
     _runtime_env.set_parent(_runtime_env.fetch(key) if key else {}, key)
+
+
+def _apply_system_config(config):
+    """init(_system_config=): the settings airt reads, as Ray's names. max_lineage_bytes: the
+    lineage this driver keeps to rebuild lost objects (docs/fault_tolerance.md)."""
+    if not config:
+        return
+    unknown = set(config) - {"max_lineage_bytes"}
+    if unknown:
+        raise ValueError(f"_system_config: airt does not read {sorted(unknown)} "
+                         f"(it reads max_lineage_bytes)")
+    if "max_lineage_bytes" in config:
+        value = config["max_lineage_bytes"]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"_system_config max_lineage_bytes must be a byte count, got {value!r}")
+        os.environ["AIRT_MAX_LINEAGE_BYTES"] = str(value)
 
 
 def _address_of_local_session():

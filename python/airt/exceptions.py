@@ -85,6 +85,14 @@ class ObjectReconstructionFailedError(ObjectLostError):
     """The object was lost and re-running its task did not bring it back."""
 
 
+class ObjectReconstructionFailedMaxAttemptsExceededError(ObjectReconstructionFailedError):
+    """The lost object's task was run as many times as its max_retries allows."""
+
+
+class ObjectReconstructionFailedLineageEvictedError(ObjectReconstructionFailedError):
+    """The lost object's lineage was released past the owner's cap (max_lineage_bytes)."""
+
+
 class GetTimeoutError(RayError, TimeoutError):
     """get() ran out of time."""
 
@@ -132,6 +140,9 @@ TYPES = {
     "invalidArgument": InvalidArgumentError,
     "unimplemented": UnimplementedError,
     "system": RaySystemError,
+    "objectReconstructionFailedMaxAttemptsExceeded":
+        ObjectReconstructionFailedMaxAttemptsExceededError,
+    "objectReconstructionFailedLineageEvicted": ObjectReconstructionFailedLineageEvictedError,
 }
 
 

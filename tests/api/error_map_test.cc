@@ -58,6 +58,12 @@ std::vector<Row> Table() {
       {ErrorKind::kInvalidArgument, "invalidArgument", IsExactly<InvalidArgumentError>()},
       {ErrorKind::kUnimplemented, "unimplemented", IsExactly<UnimplementedError>()},
       {ErrorKind::kSystem, "system", IsExactly<Exception>()},
+      {ErrorKind::kObjectReconstructionFailedMaxAttemptsExceeded,
+       "objectReconstructionFailedMaxAttemptsExceeded",
+       IsExactly<ObjectReconstructionFailedMaxAttemptsExceededError>()},
+      {ErrorKind::kObjectReconstructionFailedLineageEvicted,
+       "objectReconstructionFailedLineageEvicted",
+       IsExactly<ObjectReconstructionFailedLineageEvictedError>()},
   };
 }
 
@@ -92,6 +98,11 @@ TEST(ErrorMap, TypesKeepRayLikeBases) {
   EXPECT_TRUE(Is<ActorError>()(ActorDiedError("a")));
   EXPECT_TRUE(Is<ActorError>()(ActorUnavailableError("a")));
   EXPECT_TRUE(Is<ObjectLostError>()(OwnerDiedError("o")));
+  EXPECT_TRUE(Is<ObjectReconstructionFailedError>()(
+      ObjectReconstructionFailedMaxAttemptsExceededError("m")));
+  EXPECT_TRUE(
+      Is<ObjectReconstructionFailedError>()(ObjectReconstructionFailedLineageEvictedError("l")));
+  EXPECT_TRUE(Is<ObjectLostError>()(ObjectReconstructionFailedLineageEvictedError("l")));
   EXPECT_TRUE(Is<ObjectLostError>()(ObjectReconstructionFailedError("o")));
   EXPECT_FALSE(Is<ObjectLostError>()(ObjectStoreFullError("s")));
 }

@@ -36,6 +36,23 @@ TEST(MemoryStore, TryGetReturnsEveryEntryWhenAllAreHere) {
   EXPECT_EQ(*(*got)[1].value, "a");
 }
 
+TEST(MemoryStore, LocatedAtListsTheEntriesOnANodeAndPeekReadsOne) {
+  MemoryStore memory;
+  ObjectId a = Id(1), b = Id(2), c = Id(3);
+  memory.PutNew(a, Stored(a, "host:2"));  // on node:1
+  memory.PutNew(b, Inline("b"));
+  ObjectEntry elsewhere = Stored(c, "host:3");
+  elsewhere.location->node_address = "node:2";
+  memory.PutNew(c, elsewhere);
+  EXPECT_EQ(memory.LocatedAt("node:1"), std::vector<ObjectId>{a});
+  EXPECT_EQ(memory.LocatedAt("node:2"), std::vector<ObjectId>{c});
+  EXPECT_TRUE(memory.LocatedAt("node:9").empty());
+  ASSERT_TRUE(memory.Peek(b).has_value());
+  EXPECT_EQ(*memory.Peek(b)->value, "b");
+  memory.Erase(b);
+  EXPECT_FALSE(memory.Peek(b).has_value());
+}
+
 TEST(MemoryStore, TryGetReturnsNoneWhenAnyIsMissing) {
   MemoryStore memory;
   ObjectId a = Id(1), missing = Id(2);

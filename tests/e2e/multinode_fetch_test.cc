@@ -39,11 +39,12 @@ class MultiNodeFetch : public ::testing::Test {
     ASSERT_NO_FATAL_FAILURE(cluster_.AddNode("third", {"--resources={\"third\": 1}"}));
     cluster_.Init();
   }
-  // `n` objects made on node `resource`, seeds from `seed`; waits until all are made.
+  // `n` objects made on node `resource`, seeds from `seed`; waits until all are made. Their
+  // tasks may not run again, so a dead node's objects are lost, not rebuilt (lineage).
   std::vector<ObjectRef<std::vector<uint8_t>>> Make(const std::string& resource, int n, int seed) {
     std::vector<ObjectRef<std::vector<uint8_t>>> refs;
     for (int i = 0; i < n; ++i) {
-      refs.push_back(Task(Bytes).SetResource(resource, 1).Remote(kSize, seed + i));
+      refs.push_back(Task(Bytes).SetResource(resource, 1).SetMaxRetries(0).Remote(kSize, seed + i));
     }
     EXPECT_TRUE(Wait(refs, n, 60000).unready.empty());
     return refs;

@@ -39,6 +39,10 @@ DOCUMENTED = {
     "invalidArgument": exceptions.InvalidArgumentError,
     "unimplemented": exceptions.UnimplementedError,
     "system": exceptions.RaySystemError,
+    "objectReconstructionFailedMaxAttemptsExceeded":
+        exceptions.ObjectReconstructionFailedMaxAttemptsExceededError,
+    "objectReconstructionFailedLineageEvicted":
+        exceptions.ObjectReconstructionFailedLineageEvictedError,
 }
 
 
@@ -61,6 +65,9 @@ def test_types_keep_rays_hierarchy():
     assert issubclass(exceptions.ActorUnavailableError, exceptions.RayActorError)
     assert issubclass(exceptions.OwnerDiedError, exceptions.ObjectLostError)
     assert issubclass(exceptions.ObjectReconstructionFailedError, exceptions.ObjectLostError)
+    for lineage in (exceptions.ObjectReconstructionFailedMaxAttemptsExceededError,
+                    exceptions.ObjectReconstructionFailedLineageEvictedError):
+        assert issubclass(lineage, exceptions.ObjectReconstructionFailedError)
     assert issubclass(exceptions.GetTimeoutError, TimeoutError)
     assert issubclass(exceptions.FunctionNotFoundError, exceptions.RayTaskError)
     assert issubclass(exceptions.InvalidArgumentError, ValueError)

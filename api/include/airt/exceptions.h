@@ -34,8 +34,10 @@ enum class ErrorKind : uint16_t {
   kInvalidArgument = 16,
   kUnimplemented = 17,
   kSystem = 18,
+  kObjectReconstructionFailedMaxAttemptsExceeded = 19,
+  kObjectReconstructionFailedLineageEvicted = 20,
 };
-inline constexpr int kNumErrorKinds = 19;
+inline constexpr int kNumErrorKinds = 21;
 
 // The base of every airt error (Ray: ray::internal::RayException). kind() says which failure it
 // is; data() what the failure carries besides its message (a task's exception: below).
@@ -124,6 +126,25 @@ class ObjectReconstructionFailedError : public ObjectLostError {
  public:
   explicit ObjectReconstructionFailedError(const std::string& what)
       : ObjectLostError(ErrorKind::kObjectReconstructionFailed, what) {}
+
+ protected:
+  ObjectReconstructionFailedError(ErrorKind kind, const std::string& what)
+      : ObjectLostError(kind, what) {}
+};
+// The lost object's task has been run as many times as its max_retries allows. Ray's name.
+class ObjectReconstructionFailedMaxAttemptsExceededError : public ObjectReconstructionFailedError {
+ public:
+  explicit ObjectReconstructionFailedMaxAttemptsExceededError(const std::string& what)
+      : ObjectReconstructionFailedError(ErrorKind::kObjectReconstructionFailedMaxAttemptsExceeded,
+                                        what) {}
+};
+// The lost object's lineage was released to keep the owner under its cap (max_lineage_bytes).
+// Ray's name.
+class ObjectReconstructionFailedLineageEvictedError : public ObjectReconstructionFailedError {
+ public:
+  explicit ObjectReconstructionFailedLineageEvictedError(const std::string& what)
+      : ObjectReconstructionFailedError(ErrorKind::kObjectReconstructionFailedLineageEvicted,
+                                        what) {}
 };
 // A Put, or a task's return, does not fit in the node's object store even after evicting and
 // spilling; what() names the object, its size and the store's capacity. What the store held
