@@ -202,6 +202,10 @@ interface Head {
   # when it is or becomes REMOVED, kNotFound when unknown. Dropping the call stops the wait (the
   # client's timeout: pg.wait(timeout_seconds)).
   waitPlacementGroup @20 (groupId :Data) -> (info :PlacementGroupInfo);
+
+  # Deletes every key of `namespace` starting with `prefix` (not empty) in one write: a collective
+  # group's rendezvous keys. `deleted`: how many there were.
+  kvDeletePrefix @21 (namespace :Text, prefix :Text) -> (deleted :UInt32);
 }
 
 # Ray's placement strategies: PACK (as few nodes as possible, best effort), SPREAD (as many nodes
