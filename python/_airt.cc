@@ -118,10 +118,11 @@ int64_t TimeoutMs(std::optional<double> seconds) {
 }  // namespace
 
 void BindPlacementGroups(py::module_& m);  // _airt_placement_groups.cc
+void BindCollective(py::module_& m);       // _airt_collective.cc
 
 PYBIND11_MODULE(_airt, m) {
   m.doc() = "airt's driver API (the core worker), for the airt package";
-  BindPlacementGroups(m);
+  for (auto bind : {BindPlacementGroups, BindCollective}) bind(m);
 
   // airt's errors: the base type here, and each C++ exception raised as the airt package's type
   // for its kind (airt.exceptions.from_core, the one map; all derive from Error).
