@@ -47,6 +47,48 @@ std::optional<std::string> KvGet(const std::string& ns, const std::string& key) 
   return *value;
 }
 
+bool KvDelete(const std::string& ns, const std::string& key) {
+  if (Local()) LocalModeLacks("the head's KV");
+  Result<bool> deleted = Core().KvDelete(ns, key);
+  if (!deleted.ok()) Throw(deleted.status());
+  return *deleted;
+}
+
+uint32_t KvDeletePrefix(const std::string& ns, const std::string& prefix) {
+  if (Local()) LocalModeLacks("the head's KV");
+  Result<uint32_t> deleted = Core().KvDeletePrefix(ns, prefix);
+  if (!deleted.ok()) Throw(deleted.status());
+  return *deleted;
+}
+
+void RecordCollectiveProgress(const std::string& group, std::optional<uint64_t> entered) {
+  if (Local()) LocalModeLacks("collective groups");
+  Core().RecordCollectiveProgress(group, entered);
+}
+
+std::string CollectiveProgressAddress() {
+  if (Local()) LocalModeLacks("collective groups");
+  Result<std::string> address = Core().CollectiveProgressAddress();
+  if (!address.ok()) Throw(address.status());
+  return *address;
+}
+
+std::optional<std::pair<uint64_t, bool>> QueryCollectiveProgress(const std::string& address,
+                                                                 const std::string& group,
+                                                                 int64_t timeout_ms) {
+  if (Local()) LocalModeLacks("collective groups");
+  Result<std::optional<core_worker::CollectiveProgress>> got =
+      Core().QueryCollectiveProgress(address, group, timeout_ms);
+  if (!got.ok()) Throw(got.status());
+  if (!got->has_value()) return std::nullopt;
+  return std::make_pair((*got)->entered, (*got)->left);
+}
+
+std::string NodeAddress() {
+  if (Local()) LocalModeLacks("the cluster's nodes");
+  return Core().node_address();
+}
+
 std::string LookupActor(const std::string& name, const std::string& ns) {
   local::LocalRuntime* local = Local();
   Result<ActorId> id = local ? local->Lookup(name, ns) : Core().GetActor(name, ns);

@@ -51,7 +51,16 @@ Result<GpuPlugin> GpuPlugin::Load(const std::string& path) {
     dlclose(handle);
     return Internal(std::move(message));
   }
-  return GpuPlugin(path, handle, e);
+  GpuPlugin plugin(path, handle, e);
+  NcclEntries& n = plugin.nccl_;
+  n.unique_id = reinterpret_cast<airt_nccl_unique_id_fn>(dlsym(handle, AIRT_NCCL_UNIQUE_ID_SYMBOL));
+  n.comm_init = reinterpret_cast<airt_nccl_comm_init_fn>(dlsym(handle, AIRT_NCCL_COMM_INIT_SYMBOL));
+  n.run = reinterpret_cast<airt_nccl_run_fn>(dlsym(handle, AIRT_NCCL_RUN_SYMBOL));
+  n.comm_destroy =
+      reinterpret_cast<airt_nccl_comm_destroy_fn>(dlsym(handle, AIRT_NCCL_COMM_DESTROY_SYMBOL));
+  n.memory = reinterpret_cast<airt_gpu_memory_fn>(dlsym(handle, AIRT_GPU_MEMORY_SYMBOL));
+  if (!n.unique_id || !n.comm_init || !n.run || !n.comm_destroy || !n.memory) n = NcclEntries{};
+  return plugin;
 }
 
 GpuPlugin::GpuPlugin(std::string path, void* handle, Entries entries)
@@ -60,7 +69,8 @@ GpuPlugin::GpuPlugin(std::string path, void* handle, Entries entries)
 GpuPlugin::GpuPlugin(GpuPlugin&& other) noexcept
     : path_(std::move(other.path_)),
       handle_(std::exchange(other.handle_, nullptr)),
-      e_(std::exchange(other.e_, Entries{})) {}
+      e_(std::exchange(other.e_, Entries{})),
+      nccl_(std::exchange(other.nccl_, NcclEntries{})) {}
 
 GpuPlugin& GpuPlugin::operator=(GpuPlugin&& other) noexcept {
   if (this != &other) {
@@ -68,6 +78,7 @@ GpuPlugin& GpuPlugin::operator=(GpuPlugin&& other) noexcept {
     path_ = std::move(other.path_);
     handle_ = std::exchange(other.handle_, nullptr);
     e_ = std::exchange(other.e_, Entries{});
+    nccl_ = std::exchange(other.nccl_, NcclEntries{});
   }
   return *this;
 }
@@ -78,6 +89,7 @@ void GpuPlugin::Close() {
   if (handle_ != nullptr) dlclose(handle_);
   handle_ = nullptr;
   e_ = Entries{};
+  nccl_ = NcclEntries{};
 }
 
 int GpuPlugin::DeviceCount() const { return e_.device_count != nullptr ? e_.device_count() : 0; }

@@ -67,6 +67,17 @@ class GpuPlugin {
 
   const std::string& path() const { return path_; }
 
+  // The NCCL entry points (plugin_abi.h "NCCL"), for collective/'s nccl backend; all null when
+  // the plugin predates them. Raw C calls: the caller translates their return values.
+  struct NcclEntries {
+    airt_nccl_unique_id_fn unique_id = nullptr;
+    airt_nccl_comm_init_fn comm_init = nullptr;
+    airt_nccl_run_fn run = nullptr;
+    airt_nccl_comm_destroy_fn comm_destroy = nullptr;
+    airt_gpu_memory_fn memory = nullptr;
+  };
+  const NcclEntries& nccl() const { return nccl_; }
+
  private:
   struct Entries {
     airt_gpu_device_count_fn device_count = nullptr;
@@ -82,6 +93,7 @@ class GpuPlugin {
   std::string path_;
   void* handle_ = nullptr;
   Entries e_;
+  NcclEntries nccl_;
 };
 
 }  // namespace airt

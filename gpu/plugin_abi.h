@@ -87,6 +87,53 @@ typedef int (*airt_gpu_bandwidth_fn)(int device, unsigned long long bytes, doubl
                                      char* error, unsigned long error_len);
 #define AIRT_GPU_BANDWIDTH_SYMBOL "airt_gpu_bandwidth"
 
+/* ---- NCCL: the "nccl" backend of collective/ (collective/nccl_backend.cc) -------------------
+ * The plugin opens libnccl.so.2 at the first of these calls (so it still loads where NCCL is
+ * absent). Each returns AIRT_GPU_PROBE_OK, AIRT_GPU_PROBE_INVALID_ARGUMENT, AIRT_GPU_NCCL_TIMEOUT
+ * or AIRT_GPU_PROBE_CUDA_ERROR (NCCL or CUDA failed, or NCCL is absent) with a message. */
+#define AIRT_GPU_NCCL_TIMEOUT 5
+#define AIRT_NCCL_UNIQUE_ID_BYTES 128
+
+/* A new NCCL unique id (rank 0's, handed to the others through the head's KV). */
+typedef int (*airt_nccl_unique_id_fn)(char* id, char* error, unsigned long error_len);
+#define AIRT_NCCL_UNIQUE_ID_SYMBOL "airt_nccl_unique_id"
+
+/* Joins the communicator of `id` as `rank` of `world` on CUDA device `device`; *comm is the
+ * handle the other calls take. */
+typedef int (*airt_nccl_comm_init_fn)(int world, int rank, const char* id, int device,
+                                      void** comm, char* error, unsigned long error_len);
+#define AIRT_NCCL_COMM_INIT_SYMBOL "airt_nccl_comm_init"
+
+/* One operation on device memory. `kind`, `dtype` and `reduce_op` are collective/'s OpKind,
+ * DataType and ReduceOp values (allreduce 0, broadcast 1, allgather 2, reducescatter 3, reduce 4,
+ * send 5, recv 6, barrier 7; int8, uint8, int32, int64, float16, float32, float64; SUM, PRODUCT,
+ * MIN, MAX, AVERAGE). `count`: elements of `output` (of `input` for allgather). `peer`: the root
+ * or the other rank. Blocks until done or `timeout_ms` passed (AIRT_GPU_NCCL_TIMEOUT: the
+ * communicator was aborted and must be destroyed). */
+typedef struct airt_nccl_op_t {
+  int kind;
+  const void* input;
+  void* output;
+  unsigned long long count;
+  int dtype;
+  int reduce_op;
+  int peer;
+  long long timeout_ms;
+} airt_nccl_op_t;
+typedef int (*airt_nccl_run_fn)(void* comm, const airt_nccl_op_t* op, char* error,
+                                unsigned long error_len);
+#define AIRT_NCCL_RUN_SYMBOL "airt_nccl_run"
+
+typedef void (*airt_nccl_comm_destroy_fn)(void* comm);
+#define AIRT_NCCL_COMM_DESTROY_SYMBOL "airt_nccl_comm_destroy"
+
+/* Device memory for callers without a CUDA runtime of their own (tests, the Python binding's
+ * checks): `what` 0 allocates `bytes` on `device` into *device_ptr, 1 frees *device_ptr, 2 copies
+ * `bytes` from `host` to *device_ptr, 3 from *device_ptr to `host`. Returns as airt_gpu_probe. */
+typedef int (*airt_gpu_memory_fn)(int device, int what, void** device_ptr, void* host,
+                                  unsigned long long bytes, char* error, unsigned long error_len);
+#define AIRT_GPU_MEMORY_SYMBOL "airt_gpu_memory"
+
 #ifdef __cplusplus
 }
 #endif

@@ -102,6 +102,7 @@ class HeadServer final : public proto::Head::Server {
   kj::Promise<void> kvGet(KvGetContext context) override;
   kj::Promise<void> kvDelete(KvDeleteContext context) override;
   kj::Promise<void> kvKeys(KvKeysContext context) override;
+  kj::Promise<void> kvDeletePrefix(KvDeletePrefixContext context) override;
   kj::Promise<void> registerJob(RegisterJobContext context) override;
   kj::Promise<void> finishJob(FinishJobContext context) override;
   kj::Promise<void> listJobs(ListJobsContext context) override;

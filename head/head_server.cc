@@ -346,6 +346,23 @@ kj::Promise<void> HeadServer::kvKeys(KvKeysContext context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> HeadServer::kvDeletePrefix(KvDeletePrefixContext context) {
+  auto params = context.getParams();
+  Result<std::string> ns = ParseNamespace(params.getNamespace());
+  if (!ns.ok()) return Fail(ns.status());
+  Result<std::string> prefix =
+      ParseText(params.getPrefix(), "prefix", kMaxKvKeyBytes, /*allow_empty=*/false);
+  if (!prefix.ok()) return Fail(prefix.status());
+  auto deleted = std::make_shared<uint32_t>(0);
+  return Answer(Commit([this, ns = std::move(*ns), prefix = std::move(*prefix),
+                        deleted]() -> Result<internal::Change> {
+                  internal::Staged<uint32_t> staged = kv_->DeletePrefix(ns, prefix);
+                  *deleted = staged.value;
+                  return std::move(staged.change);
+                }),
+                [context, deleted]() mutable { context.getResults().setDeleted(*deleted); });
+}
+
 // ---- jobs -------------------------------------------------------------------------------------
 
 kj::Promise<void> HeadServer::registerJob(RegisterJobContext context) {

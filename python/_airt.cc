@@ -119,14 +119,14 @@ int64_t TimeoutMs(std::optional<double> seconds) {
 
 void BindPlacementGroups(py::module_& m);  // _airt_placement_groups.cc
 void BindAutoscaler(py::module_& m);       // _airt_autoscaler.cc
+void BindCollective(py::module_& m);       // _airt_collective.cc
 void ApplyStrategy(const py::object& strategy, const std::map<std::string, std::string>& selector,
                    airt::SchedulingStrategy* out,
                    airt::LabelSelector* label_selector);  // _airt_strategies.cc
 
 PYBIND11_MODULE(_airt, m) {
   m.doc() = "airt's driver API (the core worker), for the airt package";
-  BindPlacementGroups(m);
-  BindAutoscaler(m);
+  for (auto bind : {BindPlacementGroups, BindAutoscaler, BindCollective}) bind(m);
 
   // airt's errors: the base type here, and each C++ exception raised as the airt package's type
   // for its kind (airt.exceptions.from_core, the one map; all derive from Error).

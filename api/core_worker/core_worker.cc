@@ -465,6 +465,23 @@ Result<std::optional<std::string>> CoreWorker::KvGet(const std::string& ns,
                                                      const std::string& key) {
   return impl_->KvGet(ns, key);
 }
+Result<bool> CoreWorker::KvDelete(const std::string& ns, const std::string& key) {
+  return impl_->KvDelete(ns, key);
+}
+Result<uint32_t> CoreWorker::KvDeletePrefix(const std::string& ns, const std::string& prefix) {
+  return impl_->KvDeletePrefix(ns, prefix);
+}
+void CoreWorker::RecordCollectiveProgress(const std::string& group,
+                                          std::optional<uint64_t> entered) {
+  impl_->RecordCollectiveProgress(group, entered);
+}
+Result<std::string> CoreWorker::CollectiveProgressAddress() {
+  return impl_->CollectiveProgressAddress();
+}
+Result<std::optional<CollectiveProgress>> CoreWorker::QueryCollectiveProgress(
+    const std::string& address, const std::string& group, int64_t timeout_ms) {
+  return impl_->QueryCollectiveProgress(address, group, timeout_ms);
+}
 Result<ActorId> CoreWorker::CreateActor(const std::string& factory, std::vector<TaskArgument> args,
                                         const ActorOptions& options) {
   return impl_->CreateActor(factory, std::move(args), options);

@@ -164,6 +164,12 @@ struct ReferenceSnapshot {
   size_t borrowers = 0;     // processes that borrow it from this one (its owner)
 };
 
+// One process's progress in a collective group (RecordCollectiveProgress).
+struct CollectiveProgress {
+  uint64_t entered = 0;  // the last operation it entered
+  bool left = false;     // it has left the group since
+};
+
 class CoreWorker {
  public:
   // Registers a job with the head (or joins options.job) and connects to this machine's node and
@@ -273,6 +279,24 @@ class CoreWorker {
   Result<bool> KvPut(const std::string& ns, const std::string& key, const std::string& value,
                      bool overwrite);
   Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
+  // true: the key was there.
+  Result<bool> KvDelete(const std::string& ns, const std::string& key);
+  // Deletes every key of `ns` starting with `prefix` (not empty: kInvalidArgument); how many.
+  Result<uint32_t> KvDeletePrefix(const std::string& ns, const std::string& prefix);
+
+  // Collective groups' progress (collective/, docs/collective.md): the sequence number of the
+  // last operation this process entered in `group`, kept in this process's memory only (nullopt:
+  // the process left the group, which is remembered with its last number). Any thread; never
+  // blocks on the loop.
+  void RecordCollectiveProgress(const std::string& group, std::optional<uint64_t> entered);
+  // Where other ranks read it (this process's proto::Owner, served from this call on), host:port.
+  // kUnavailable: the port cannot be bound.
+  Result<std::string> CollectiveProgressAddress();
+  // What the process serving proto::Owner at `address` recorded for `group` (nullopt: it has no
+  // such group). kUnavailable: it cannot be reached; kDeadlineExceeded after timeout_ms.
+  Result<std::optional<CollectiveProgress>> QueryCollectiveProgress(const std::string& address,
+                                                                    const std::string& group,
+                                                                    int64_t timeout_ms);
 
   // Placement groups (docs/cluster.md "Placement groups"; placement_groups.cc). Strategy and
   // state are the schema's values (cluster.capnp PlacementStrategy, PlacementGroupState).

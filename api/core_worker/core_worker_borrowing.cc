@@ -122,6 +122,18 @@ class OwnerService final : public proto::Owner::Server {
     });
   }
 
+  kj::Promise<void> collectiveProgress(CollectiveProgressContext context) override {
+    std::optional<CollectiveProgress> progress =
+        impl_.CollectiveProgressOf(context.getParams().getGroup().cStr());
+    auto results = context.getResults();
+    results.setKnown(progress.has_value());
+    if (progress) {
+      results.setEntered(progress->entered);
+      results.setLeft(progress->left);
+    }
+    return kj::READY_NOW;
+  }
+
  private:
   CoreWorker::Impl& impl_;
 };

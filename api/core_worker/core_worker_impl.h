@@ -95,6 +95,15 @@ class CoreWorker::Impl {
                      bool overwrite);
   Result<std::optional<std::string>> KvGet(const std::string& ns, const std::string& key);
   Result<std::vector<CoreWorker::NodeView>> ClusterView();
+  Result<bool> KvDelete(const std::string& ns, const std::string& key);
+  Result<uint32_t> KvDeletePrefix(const std::string& ns, const std::string& prefix);
+  // Collective groups' progress: collective_progress.cc.
+  void RecordCollectiveProgress(const std::string& group, std::optional<uint64_t> entered);
+  std::optional<CollectiveProgress> CollectiveProgressOf(const std::string& group);
+  Result<std::string> CollectiveProgressAddress();
+  Result<std::optional<CollectiveProgress>> QueryCollectiveProgress(const std::string& address,
+                                                                    const std::string& group,
+                                                                    int64_t timeout_ms);
   // Placement groups: placement_groups.cc.
   Result<PlacementGroupId> CreatePlacementGroup(const CoreWorker::PlacementGroupSpec& spec);
   Status RemovePlacementGroup(const PlacementGroupId& id);
@@ -275,6 +284,8 @@ class CoreWorker::Impl {
   std::map<std::string, kj::ForkedPromise<bool>> node_watches_;
   std::unordered_set<TaskId> rebuilding_;
   uint64_t tasks_rebuilt_ = 0;  // loop thread: re-runs started to rebuild lost objects
+  std::mutex progress_mu_;
+  std::map<std::string, CollectiveProgress> progress_;  // guarded by progress_mu_: by group
 };
 
 }  // namespace airt::core_worker

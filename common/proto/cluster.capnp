@@ -251,6 +251,9 @@ interface Head {
   # when it is already; 0 always answers at once). Dropping the call stops the wait; the
   # autoscaler keeps one pending, so it hears of each change as it happens.
   waitDemand @22 (sinceVersion :UInt64) -> (demand :Demand);
+  # Deletes every key of `namespace` starting with `prefix` (not empty) in one write: a collective
+  # group's rendezvous keys. `deleted`: how many there were.
+  kvDeletePrefix @23 (namespace :Text, prefix :Text) -> (deleted :UInt32);
 }
 
 # Ray's placement strategies: PACK (as few nodes as possible, best effort), SPREAD (as many nodes

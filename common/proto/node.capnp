@@ -268,6 +268,11 @@ interface Owner {
   # or its location, or the error it holds (`failed`). A freed or unknown object: `failed` with an
   # objectLost error naming it.
   getObject @2 (objectId :Data) -> (value :TaskReturn, error :TaskError, failed :Bool);
+  # How far this process got in collective group `group` (collective/): the sequence number of
+  # the last operation it entered (0: none yet); `left`: it has destroyed the group since.
+  # `known`: false when the process never joined such a group. Read only when a rank's operation
+  # passed its deadline.
+  collectiveProgress @3 (group :Text) -> (known :Bool, entered :UInt64, left :Bool);
 }
 
 # A borrower's registration with one owner (Owner.addBorrower). No methods: when the owner sees

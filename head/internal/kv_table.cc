@@ -55,6 +55,25 @@ Staged<bool> KvTable::Delete(std::string_view ns, std::string_view key) {
   return out;
 }
 
+Staged<uint32_t> KvTable::DeletePrefix(std::string_view ns, std::string_view prefix) {
+  Staged<uint32_t> out{0, {}};
+  std::string start = RowKey(ns, prefix);
+  std::vector<std::string> rows;
+  for (auto it = rows_.lower_bound(start); it != rows_.end(); ++it) {
+    if (it->first.compare(0, start.size(), start) != 0) break;
+    rows.push_back(it->first);
+  }
+  if (rows.empty()) return out;
+  out.value = static_cast<uint32_t>(rows.size());
+  out.change.what = "deleting " + std::to_string(rows.size()) + " keys with prefix '" +
+                    std::string(prefix) + "' in namespace '" + std::string(ns) + "'";
+  for (const std::string& row : rows) out.change.rows.Delete(row);
+  out.change.on_written.push_back([this, rows = std::move(rows)] {
+    for (const std::string& row : rows) rows_.erase(row);
+  });
+  return out;
+}
+
 std::vector<std::string> KvTable::Keys(std::string_view ns, std::string_view prefix) const {
   std::string row_prefix = RowKey(ns, "");
   std::string start = row_prefix + std::string(prefix);

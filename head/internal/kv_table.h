@@ -33,6 +33,9 @@ class KvTable {
   std::optional<std::string> Get(std::string_view ns, std::string_view key) const;
   // true: the key was there (otherwise the change is empty).
   Staged<bool> Delete(std::string_view ns, std::string_view key);
+  // Deletes the keys of `ns` starting with `prefix` in one change; the value counts them (0: the
+  // change is empty).
+  Staged<uint32_t> DeletePrefix(std::string_view ns, std::string_view prefix);
   // The keys of `ns` starting with `prefix`, in ascending byte order.
   std::vector<std::string> Keys(std::string_view ns, std::string_view prefix) const;
 

@@ -135,6 +135,26 @@ TEST_F(HeadServerTest, KvRoundTripsBinaryValuesAcrossCalls) {
   EXPECT_FALSE(KvGet("collective", "group/0")->has_value());
 }
 
+TEST_F(HeadServerTest, KvDeletePrefixDeletesTheGroupsKeysAndRefusesAnEmptyPrefix) {
+  ASSERT_TRUE(*KvPut("collective", "g1/0", "a"));
+  ASSERT_TRUE(*KvPut("collective", "g1/1", "b"));
+  ASSERT_TRUE(*KvPut("collective", "g10/0", "c"));
+  auto del = [&](const char* prefix) {
+    auto request = head().kvDeletePrefixRequest();
+    request.setNamespace("collective");
+    request.setPrefix(prefix);
+    return Send(kj::mv(request));
+  };
+  auto deleted = del("g1/");
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(deleted->getDeleted(), 2u);
+  EXPECT_FALSE(KvGet("collective", "g1/0")->has_value());
+  EXPECT_EQ(**KvGet("collective", "g10/0"), "c");
+  auto empty = del("");
+  EXPECT_EQ(empty.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(**KvGet("collective", "g10/0"), "c");
+}
+
 TEST_F(HeadServerTest, JobsGetFreshIdsAndFinish) {
   auto reg = [&] {
     auto request = head().registerJobRequest();

@@ -63,6 +63,28 @@ TEST_F(KvTableTest, DeleteReportsWhetherTheKeyWasThere) {
   EXPECT_FALSE(kv_.Get("ns", "k").has_value());
 }
 
+TEST_F(KvTableTest, DeletePrefixRemovesOnlyThePrefixOfItsNamespaceAndSurvivesReload) {
+  for (const char* k : {"g/a/0", "g/a/1", "g/ab", "g/b/0"}) {
+    ASSERT_TRUE(commit_(kv_.Put("collective", k, "v", false)).ok());
+  }
+  ASSERT_TRUE(commit_(kv_.Put("other", "g/a/0", "v", false)).ok());
+  EXPECT_EQ(*commit_(kv_.DeletePrefix("collective", "g/a/")), 2u);
+  EXPECT_EQ(kv_.Keys("collective", ""), (Keys{"g/ab", "g/b/0"}));
+  EXPECT_EQ(kv_.Keys("other", ""), Keys{"g/a/0"});
+  EXPECT_EQ(*commit_(kv_.DeletePrefix("collective", "g/a/")), 0u);
+  KvTable restarted(store_);
+  ASSERT_TRUE(restarted.Load().ok());
+  EXPECT_EQ(restarted.Keys("collective", ""), (Keys{"g/ab", "g/b/0"}));
+}
+
+TEST_F(KvTableTest, FailedDeletePrefixKeepsEveryKey) {
+  ASSERT_TRUE(commit_(kv_.Put("c", "p/1", "v", false)).ok());
+  ASSERT_TRUE(commit_(kv_.Put("c", "p/2", "v", false)).ok());
+  store_.FailNextWrites(1, Unavailable("injected"));
+  EXPECT_EQ(commit_(kv_.DeletePrefix("c", "p/")).status().code(), Code::kUnavailable);
+  EXPECT_EQ(kv_.Keys("c", ""), (Keys{"p/1", "p/2"}));
+}
+
 TEST_F(KvTableTest, FailedPutNamesTheKeyAndKeepsTheEarlierValue) {
   ASSERT_TRUE(commit_(kv_.Put("actors", "a", "first", false)).ok());
   store_.write_error = Unavailable("injected: redis went away");
