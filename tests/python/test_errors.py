@@ -195,3 +195,33 @@ def test_a_put_larger_than_a_small_store_raises_object_store_full(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.split() == ["put:", "ObjectStoreFullError", "kept:", "intact",
                                      "return:", "ObjectStoreFullError", "OK"], result.stdout
+
+
+def test_a_call_in_flight_is_unavailable_while_its_actor_restarts_and_dead_once_it_cannot(cluster):
+    import signal
+    import time
+
+    @airt.remote(max_restarts=1)
+    class Sleeper:
+        def pid(self):
+            return os.getpid()
+
+        def sleep(self, seconds):
+            time.sleep(seconds)
+
+    sleeper = Sleeper.remote()
+    pid = airt.get(sleeper.pid.remote(), timeout=60)
+    busy = sleeper.sleep.remote(60)
+    os.kill(pid, signal.SIGKILL)
+    # Ray's ActorUnavailableError: the call is not sent again (max_task_retries=0), the actor
+    # comes back.
+    with pytest.raises(exceptions.ActorUnavailableError, match="restarting"):
+        airt.get(busy, timeout=60)
+    second = airt.get(sleeper.pid.remote(), timeout=60)  # queued behind the restart
+    assert second != pid
+    busy = sleeper.sleep.remote(60)
+    os.kill(second, signal.SIGKILL)
+    # Its one restart is spent: dead for good.
+    with pytest.raises(exceptions.ActorDiedError, match="max_restarts=1"):
+        airt.get(busy, timeout=60)
+
