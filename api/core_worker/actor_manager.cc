@@ -111,6 +111,7 @@ void ActorManager::Lease(const ActorId& id, uint64_t incarnation, const std::str
   LeaseRequest shape{actor.options.resources, actor.options.accelerator_type,
                      code_search_path_,       actor.options.python,
                      /*placed=*/true,         actor.options.detached};
+  shape.retriable = actor.options.max_restarts != 0;
   background_.add(
       RequestLease(connect_, node_address, shape, job_)
           .then(

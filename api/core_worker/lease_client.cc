@@ -20,6 +20,7 @@ kj::Promise<LeaseOutcome> RequestLeaseHop(const ConnectFn& connect, const std::s
   request.setCodeSearchPath(lease.code_search_path);
   request.setPlaced(lease.placed);
   request.setDetached(lease.detached);
+  request.setRetriable(lease.retriable);
   return request.send().then([&connect, node, lease, job,
                               hops](auto response) -> kj::Promise<LeaseOutcome> {
     auto reply = response.getReply();

@@ -23,6 +23,7 @@ struct LeaseRequest {
   bool python = false;           // a Python worker, not a C++ one
   bool placed = false;           // the head chose this node (an actor's): it does not spill it back
   bool detached = false;         // a detached actor's: the node keeps its worker after the job ends
+  bool retriable = false;        // its tasks are retried, or its actor restarts, when it dies
 };
 
 struct LeaseOutcome {

@@ -225,3 +225,40 @@ def test_a_call_in_flight_is_unavailable_while_its_actor_restarts_and_dead_once_
     with pytest.raises(exceptions.ActorDiedError, match="max_restarts=1"):
         airt.get(busy, timeout=60)
 
+
+OOM_DRIVER = textwrap.dedent("""
+    import os, sys, time
+    import airt
+    from airt import exceptions
+
+    usage = sys.argv[1]
+    airt.init()
+
+    @airt.remote(max_retries=0)
+    def hog():
+        time.sleep(60)
+
+    with open(usage + ".new", "w") as f:  # what the node reads as its memory use
+        f.write(f"{99 << 30} {100 << 30}\\n")
+    os.replace(usage + ".new", usage)
+    try:
+        airt.get(hog.remote(), timeout=60)
+        print("no error")
+    except exceptions.OutOfMemoryError as error:
+        print("OutOfMemoryError:", error)
+""")
+
+
+def test_a_node_above_its_memory_threshold_stops_the_task_and_get_raises_out_of_memory(tmp_path):
+    usage = str(tmp_path / "memory-usage")
+    cluster = Cluster(str(tmp_path))
+    try:
+        cluster.start_head()
+        cluster.add_node("--num-cpus=1", "--memory-monitor-interval-ms=50",
+                         f"--memory-usage-file={usage}")
+        out = cluster.run_driver(OOM_DRIVER, usage)
+    finally:
+        cluster.stop()
+    assert out.startswith("OutOfMemoryError:"), out
+    assert "hog" in out and "99.00 GiB of 100.00 GiB in use (0.990)" in out, out
+    assert "threshold 0.950" in out, out

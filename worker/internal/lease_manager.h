@@ -20,6 +20,7 @@
 
 #include "common/ids.h"
 #include "common/status.h"
+#include "worker/internal/memory_monitor.h"
 #include "worker/internal/resource_report.h"
 #include "worker/internal/worker_pool.h"
 #include "worker/scheduling/scheduling.h"
@@ -34,6 +35,7 @@ struct LeaseAsk {
   std::string code_search_path;  // the job's own code, loaded besides the node's
   bool placed = false;    // the head placed it here: never spilled back (LeaseRequest::placed)
   bool detached = false;  // a detached actor's: the lease and its worker outlive the job
+  bool retriable = false;  // its tasks are retried or its actor restarts (the memory monitor's)
 };
 
 struct LeaseGranted {
@@ -69,6 +71,12 @@ struct LeaseManagerOptions {
   // (a fractional share's worker gets AIRT_GPU_MEMORY_LIMIT_BYTES = share x memory).
   std::map<uint32_t, std::string> gpu_visible_names;
   std::map<uint32_t, uint64_t> gpu_memory;
+};
+
+// Why the node stopped a worker (LeaseManager::StopWorker).
+struct WorkerExit {
+  std::string reason;
+  bool out_of_memory = false;  // the memory monitor stopped it: its task fails with kOutOfMemory
 };
 
 // A lease's hold on GPUs, for the GPU monitor.
@@ -153,10 +161,12 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   void SetCordoned(bool cordoned);
   bool cordoned() const { return cordoned_; }
   // Stops worker `worker` as KillWorker does, remembering `reason` as its ExitReason.
-  bool StopWorker(const WorkerId& worker, const std::string& reason);
+  bool StopWorker(const WorkerId& worker, const std::string& reason, bool out_of_memory = false);
   // Why the node stopped worker `worker` (QuarantineGpu, StopWorker); nullopt for any other
   // exit. The latest few hundred are kept.
-  std::optional<std::string> ExitReason(const WorkerId& worker) const;
+  std::optional<WorkerExit> ExitReason(const WorkerId& worker) const;
+  // Every held lease's worker, for the memory monitor (memory_monitor.h).
+  std::vector<KillCandidate> Leased() const;
   std::vector<GpuLease> GpuLeases() const;
 
   // Available amounts of every resource the node has, GPU ids in use and quarantined.
@@ -187,6 +197,7 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
     worker::scheduling::Allocation allocation;
     bool detached = false;
     int32_t pid = 0;
+    bool retriable = false;
   };
   // The CUDA_VISIBLE_DEVICES and memory-limit variables of a worker holding `allocation`.
   std::string VisibleDevices(const worker::scheduling::Allocation& allocation) const;
@@ -213,7 +224,7 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   bool cordoned_ = false;
   std::set<uint32_t> quarantined_;  // GPU ids
   worker::scheduling::NodeResources none_;  // what a cordoned node offers new requests
-  std::map<WorkerId, std::string> exit_reasons_;
+  std::map<WorkerId, WorkerExit> exit_reasons_;
   std::vector<WorkerId> exit_reason_order_;
   uint64_t next_request_id_ = 1;
   uint64_t next_lease_id_ = 1;

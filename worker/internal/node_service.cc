@@ -79,6 +79,7 @@ Result<LeaseAsk> ParseLeaseAsk(proto::Node::RequestWorkerLeaseParams::Reader par
   ask.code_search_path = std::string(code);
   ask.placed = params.getPlaced();
   ask.detached = params.getDetached();
+  ask.retriable = params.getRetriable();
   return ask;
 }
 
@@ -271,7 +272,10 @@ kj::Promise<void> NodeService::workerExitReason(WorkerExitReasonContext context)
   if (!leases.ok()) return Fail(leases.status());
   Result<WorkerId> worker = WorkerIdField(context.getParams().getWorkerId(), "workerId");
   if (!worker.ok()) return Fail(worker.status());
-  context.getResults().setReason((*leases)->ExitReason(*worker).value_or(""));
+  std::optional<WorkerExit> exit = (*leases)->ExitReason(*worker);
+  auto results = context.getResults();
+  results.setReason(exit ? exit->reason : "");
+  results.setOutOfMemory(exit && exit->out_of_memory);
   return kj::READY_NOW;
 }
 
