@@ -129,3 +129,13 @@ def test_an_actor_borrowing_from_a_killed_task_gets_owner_died_naming_the_owner(
         time.sleep(0.05)
     assert address in text and "owner" in text, text
 
+
+def test_refs_inside_a_cpp_value_arrive_as_object_refs_and_go_back_as_refs(cluster):
+    # PutBlocks (tests/e2e/borrow_functions.cc) returns std::vector<ObjectRef<...>>: the C++ task's
+    # worker owns the objects, this process borrows them.
+    refs = airt.get(airt.cpp_function("PutBlocks").remote(2, 1024), timeout=60)
+    assert [type(r).__name__ for r in refs] == ["ObjectRef", "ObjectRef"]
+    assert [len(airt.get(r, timeout=60)) for r in refs] == [1024, 1024]
+    # Inside an argument they travel as refs again: CountRefs reads none of them.
+    assert airt.get(airt.cpp_function("CountRefs").remote(refs), timeout=60) == 2
+    assert airt.get(airt.cpp_function("SumRefsAfter").remote(refs, 0), timeout=60) == 2048
