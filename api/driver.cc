@@ -28,7 +28,9 @@ using internal::ThrowError;
 
 std::mutex g_mu;
 std::unique_ptr<LocalCluster> g_cluster;   // what Init started, if anything; guarded by g_mu
-std::unique_ptr<core_worker::CoreWorker> g_core;  // a driver's, made by Init; guarded by g_mu
+// A driver's, made by Init; guarded by g_mu. Shared with the API calls running on it: one that
+// races Shutdown finishes on it, and the last holder destroys it.
+std::shared_ptr<core_worker::CoreWorker> g_core;
 // In airt-worker: the process's one core worker (RunWorker owns it; Shutdown leaves it alone),
 // and why the API cannot use it, if it cannot ("" when it can). Guarded by g_mu.
 core_worker::CoreWorker* g_worker_core = nullptr;
@@ -57,6 +59,11 @@ local::LocalRuntime* Local() {
 
 // The process's core worker, or null. g_mu held.
 core_worker::CoreWorker* Current() { return g_worker_core ? g_worker_core : g_core.get(); }
+// The same, held for a call made outside g_mu. g_mu held.
+std::shared_ptr<core_worker::CoreWorker> CurrentHeld() {
+  if (g_worker_core) return {std::shared_ptr<void>(), g_worker_core};  // RunWorker's
+  return g_core;
+}
 
 // Every failure the API throws goes through one of the two Throws: a Status's (internal::
 // ThrowStatus, the one Status map), or an object's error (below); both end in ThrowError, the one
@@ -70,20 +77,25 @@ Status Unreachable(const Status& status) {
   return Unavailable(status.ToString());
 }
 
-core_worker::CoreWorker& Core() {
+std::shared_ptr<core_worker::CoreWorker> Core() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_worker_core) {
     if (!g_worker_unusable.empty()) Throw(Unavailable(g_worker_unusable));
-    return *g_worker_core;
+    // RunWorker owns it and outlives every call of its process: not counted here.
+    return std::shared_ptr<core_worker::CoreWorker>(std::shared_ptr<void>(), g_worker_core);
   }
-  if (!g_core) Throw(Unavailable("airt is not initialized: call airt::Init() first"));
-  return *g_core;
+  if (!g_core) {
+    Throw(
+        Unavailable("airt is not initialized, or was shut down: call airt::Init() (Python: "
+                    "airt.init()) first"));
+  }
+  return g_core;
 }
 
 }  // namespace
 
 namespace internal {
-core_worker::CoreWorker& CurrentCore() { return Core(); }
+std::shared_ptr<core_worker::CoreWorker> CurrentCore() { return Core(); }
 }  // namespace internal
 
 namespace {
@@ -237,7 +249,7 @@ bool IsInitialized() {
 }
 
 void Shutdown() {
-  std::unique_ptr<core_worker::CoreWorker> core;
+  std::shared_ptr<core_worker::CoreWorker> core;
   std::unique_ptr<LocalCluster> cluster;
   std::unique_ptr<local::LocalRuntime> local_runtime;
   {
@@ -252,13 +264,13 @@ void Shutdown() {
     }
     g_pinned.clear();
   }
-  core.reset();  // the driver leaves before its cluster stops
+  core.reset();  // the driver leaves before its cluster stops (or after the calls still on it)
   local_runtime.reset();  // waits for its running tasks
 }
 
 std::string GetNamespace() {
   if (local::LocalRuntime* local = Local()) return local->ns();
-  return Core().ns();
+  return Core()->ns();
 }
 
 void ExitActor() {
@@ -270,7 +282,8 @@ void ExitActor() {
   }
   std::string actor = internal::CurrentActorId();
   if (actor.empty()) throw Exception(kOutside);
-  Status marked = Core().MarkActorDead(ActorIdOf(actor), "the actor called ExitActor (ray::ExitActor)");
+  Status marked =
+      Core()->MarkActorDead(ActorIdOf(actor), "the actor called ExitActor (ray::ExitActor)");
   if (!marked.ok()) Throw(marked.WithContext("ExitActor"));
   // Dead for good in the directory: the owner finds the connection gone and fails the calls.
   std::fflush(nullptr);
@@ -281,7 +294,7 @@ bool WasCurrentActorRestarted() {
   if (local::LocalRuntime* local = Local()) return local->CurrentActorRestarted();
   std::string actor = internal::CurrentActorId();
   if (actor.empty()) return false;
-  Result<uint32_t> restarts = Core().ActorRestarts(ActorIdOf(actor));
+  Result<uint32_t> restarts = Core()->ActorRestarts(ActorIdOf(actor));
   if (!restarts.ok()) Throw(restarts.status().WithContext("WasCurrentActorRestarted"));
   return *restarts > 0;
 }
@@ -316,10 +329,10 @@ RefOwner OwnerOfRef(const std::string& id) {
   if (id.size() != ObjectId::kSize) throw Exception("an ObjectRef without an object is written");
   ObjectId object = IdOf(id);
   if (t_contained) t_contained->Add(id);
-  core_worker::CoreWorker* core;
+  std::shared_ptr<core_worker::CoreWorker> core;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    core = Current();
+    core = CurrentHeld();
   }
   if (!core) return RefOwner{};  // local mode: one process, nothing to borrow
   Result<core_worker::OwnerAddress> owner = core->OwnerOf(object, /*escrow=*/!t_contained);
@@ -334,10 +347,10 @@ std::shared_ptr<void> HoldBorrowed(const std::string& id, const RefOwner& owner)
   core_worker::OwnerAddress from{
       owner.address, WorkerId::FromRaw(reinterpret_cast<const uint8_t*>(owner.worker.data()))};
   uint64_t generation;
-  core_worker::CoreWorker* core;
+  std::shared_ptr<core_worker::CoreWorker> core;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    core = Current();
+    core = CurrentHeld();
     if (!core) return nullptr;
     generation = g_generation;
   }
@@ -461,7 +474,7 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
   options.stream.streaming = settings.streaming;
   options.stream.backpressure = settings.generator_backpressure;
   options.strategy = CoreStrategy(settings.strategy, settings.label_selector);
-  return Binaries(Core().SubmitTask(target, CoreArguments(std::move(args)), options));
+  return Binaries(Core()->SubmitTask(target, CoreArguments(std::move(args)), options));
 }
 
 std::string CreateActor(const std::string& factory, std::vector<Argument> args,
@@ -491,7 +504,7 @@ std::string CreateActor(const std::string& factory, std::vector<Argument> args,
   } else {
     std::string target = factory;
     WrapWithEnv(kActorWithEnv, CallEnv(settings.env_vars), settings.python, &target, &args);
-    id = Core().CreateActor(target, CoreArguments(std::move(args)), options);
+    id = Core()->CreateActor(target, CoreArguments(std::move(args)), options);
   }
   if (!id.ok()) Throw(id.status());  // a taken name: kAlreadyExists, InvalidArgumentError
   return id->Binary();
@@ -504,22 +517,22 @@ std::vector<std::string> SubmitActorTask(const std::string& actor_id, const std:
                                            CoreArguments(std::move(args)),
                                            static_cast<uint32_t>(std::max(num_returns, 1))));
   }
-  return Binaries(Core().SubmitActorTask(ActorIdOf(actor_id), method,
-                                         CoreArguments(std::move(args)),
-                                         static_cast<uint32_t>(std::max(num_returns, 1))));
+  return Binaries(Core()->SubmitActorTask(ActorIdOf(actor_id), method,
+                                          CoreArguments(std::move(args)),
+                                          static_cast<uint32_t>(std::max(num_returns, 1))));
 }
 
 std::string JobIdHex() {
   if (local::LocalRuntime* local = Local()) return local->job_id().Hex();
-  return Core().job_id().Hex();
+  return Core()->job_id().Hex();
 }
 std::string WorkerIdHex() {
-  const WorkerId& id = Core().worker_id();  // Nil in a driver: its core worker serves no tasks
+  const WorkerId& id = Core()->worker_id();  // Nil in a driver: its core worker serves no tasks
   if (!id.IsNil()) return id.Hex();
   std::lock_guard<std::mutex> lock(g_mu);
   return g_driver_worker.Hex();
 }
-std::string HeadAddress() { return Core().head_address(); }
+std::string HeadAddress() { return Core()->head_address(); }
 
 void CancelOwnedTasks(bool force) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -543,13 +556,13 @@ std::string CurrentActorId() { return ThisThreadsTask().actor_id; }
 std::vector<std::string> SubmitStreamingActorTask(const std::string& actor_id,
                                                   const std::string& method,
                                                   std::vector<Argument> args, int backpressure) {
-  return Binaries(Core().SubmitActorTask(ActorIdOf(actor_id), method,
-                                         CoreArguments(std::move(args)), 1,
-                                         core_worker::StreamOptions{true, backpressure}));
+  return Binaries(Core()->SubmitActorTask(ActorIdOf(actor_id), method,
+                                          CoreArguments(std::move(args)), 1,
+                                          core_worker::StreamOptions{true, backpressure}));
 }
 
 std::string NextGeneratorItem(const std::string& completed, int64_t timeout_ms) {
-  Result<std::optional<ObjectId>> next = Core().NextGeneratorItem(IdOf(completed), timeout_ms);
+  Result<std::optional<ObjectId>> next = Core()->NextGeneratorItem(IdOf(completed), timeout_ms);
   if (!next.ok()) {
     Code code = next.status().code();
     if (code == Code::kDeadlineExceeded) throw TimeoutError(next.status().message());

@@ -11,7 +11,7 @@ namespace airt::internal {
 namespace {
 
 local::LocalRuntime* Local() { return CurrentLocal(); }
-core_worker::CoreWorker& Core() { return CurrentCore(); }
+std::shared_ptr<core_worker::CoreWorker> Core() { return CurrentCore(); }
 ObjectId IdOf(const std::string& binary) { return ObjectIdOf(binary); }
 ActorId ActorIdOf(const std::string& binary) { return ActorIdOfBinary(binary); }
 [[noreturn]] void Throw(const Status& status) { ThrowStatus(status); }
@@ -21,7 +21,8 @@ ActorId ActorIdOf(const std::string& binary) { return ActorIdOfBinary(binary); }
 
 std::vector<NodeInfo> ClusterNodes() {
   if (Local()) LocalModeLacks("the cluster's node list");
-  core_worker::CoreWorker& core = Core();
+  std::shared_ptr<core_worker::CoreWorker> holder = Core();
+  core_worker::CoreWorker& core = *holder;
   Result<std::vector<core_worker::CoreWorker::NodeView>> view = core.ClusterView();
   if (!view.ok()) Throw(view.status());
   std::vector<NodeInfo> out;
@@ -35,40 +36,40 @@ std::vector<NodeInfo> ClusterNodes() {
 bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
            bool overwrite) {
   if (Local()) LocalModeLacks("the head's KV");
-  Result<bool> added = Core().KvPut(ns, key, value, overwrite);
+  Result<bool> added = Core()->KvPut(ns, key, value, overwrite);
   if (!added.ok()) Throw(added.status());
   return *added;
 }
 
 std::optional<std::string> KvGet(const std::string& ns, const std::string& key) {
   if (Local()) LocalModeLacks("the head's KV");
-  Result<std::optional<std::string>> value = Core().KvGet(ns, key);
+  Result<std::optional<std::string>> value = Core()->KvGet(ns, key);
   if (!value.ok()) Throw(value.status());
   return *value;
 }
 
 bool KvDelete(const std::string& ns, const std::string& key) {
   if (Local()) LocalModeLacks("the head's KV");
-  Result<bool> deleted = Core().KvDelete(ns, key);
+  Result<bool> deleted = Core()->KvDelete(ns, key);
   if (!deleted.ok()) Throw(deleted.status());
   return *deleted;
 }
 
 uint32_t KvDeletePrefix(const std::string& ns, const std::string& prefix) {
   if (Local()) LocalModeLacks("the head's KV");
-  Result<uint32_t> deleted = Core().KvDeletePrefix(ns, prefix);
+  Result<uint32_t> deleted = Core()->KvDeletePrefix(ns, prefix);
   if (!deleted.ok()) Throw(deleted.status());
   return *deleted;
 }
 
 void RecordCollectiveProgress(const std::string& group, std::optional<uint64_t> entered) {
   if (Local()) LocalModeLacks("collective groups");
-  Core().RecordCollectiveProgress(group, entered);
+  Core()->RecordCollectiveProgress(group, entered);
 }
 
 std::string CollectiveProgressAddress() {
   if (Local()) LocalModeLacks("collective groups");
-  Result<std::string> address = Core().CollectiveProgressAddress();
+  Result<std::string> address = Core()->CollectiveProgressAddress();
   if (!address.ok()) Throw(address.status());
   return *address;
 }
@@ -78,7 +79,7 @@ std::optional<std::pair<uint64_t, bool>> QueryCollectiveProgress(const std::stri
                                                                  int64_t timeout_ms) {
   if (Local()) LocalModeLacks("collective groups");
   Result<std::optional<core_worker::CollectiveProgress>> got =
-      Core().QueryCollectiveProgress(address, group, timeout_ms);
+      Core()->QueryCollectiveProgress(address, group, timeout_ms);
   if (!got.ok()) Throw(got.status());
   if (!got->has_value()) return std::nullopt;
   return std::make_pair((*got)->entered, (*got)->left);
@@ -86,12 +87,12 @@ std::optional<std::pair<uint64_t, bool>> QueryCollectiveProgress(const std::stri
 
 std::string NodeAddress() {
   if (Local()) LocalModeLacks("the cluster's nodes");
-  return Core().node_address();
+  return Core()->node_address();
 }
 
 std::string LookupActor(const std::string& name, const std::string& ns) {
   local::LocalRuntime* local = Local();
-  Result<ActorId> id = local ? local->Lookup(name, ns) : Core().GetActor(name, ns);
+  Result<ActorId> id = local ? local->Lookup(name, ns) : Core()->GetActor(name, ns);
   if (id.ok()) return id->Binary();
   if (id.status().code() == Code::kNotFound) return "";
   Throw(id.status());
@@ -100,7 +101,7 @@ std::string LookupActor(const std::string& name, const std::string& ns) {
 void KillActor(const std::string& actor_id, bool no_restart) {
   local::LocalRuntime* local = Local();
   Status killed = local ? local->Kill(ActorIdOf(actor_id), no_restart)
-                        : Core().KillActor(ActorIdOf(actor_id), no_restart);
+                        : Core()->KillActor(ActorIdOf(actor_id), no_restart);
   if (killed.ok()) return;
   // An actor the head does not know is dead (Ray: ActorDiedError at kill of a dead actor).
   if (killed.code() == Code::kNotFound) ThrowError(ErrorKind::kActorDied, killed.message());
@@ -109,7 +110,7 @@ void KillActor(const std::string& actor_id, bool no_restart) {
 
 void CancelTask(const std::string& object_id, bool force, bool recursive) {
   if (Local()) LocalModeLacks("Cancel");
-  Status cancelled = Core().CancelTask(IdOf(object_id), force, recursive);
+  Status cancelled = Core()->CancelTask(IdOf(object_id), force, recursive);
   if (cancelled.ok()) return;
   Throw(cancelled);
 }

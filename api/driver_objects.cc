@@ -13,7 +13,7 @@ namespace airt::internal {
 namespace {
 
 local::LocalRuntime* Local() { return CurrentLocal(); }
-core_worker::CoreWorker& Core() { return CurrentCore(); }
+std::shared_ptr<core_worker::CoreWorker> Core() { return CurrentCore(); }
 ObjectId IdOf(const std::string& binary) { return ObjectIdOf(binary); }
 [[noreturn]] void Throw(const Status& status) { ThrowStatus(status); }
 [[noreturn]] void Throw(const core_worker::ObjectError& e) { ThrowObjectError(e); }
@@ -31,14 +31,14 @@ std::vector<local::LocalObject> GetLocal(local::LocalRuntime& local,
 
 std::string PutBytes(std::string bytes) {
   if (local::LocalRuntime* local = Local()) return local->Put(std::move(bytes)).Binary();
-  Result<ObjectId> id = Core().Put(std::move(bytes));
+  Result<ObjectId> id = Core()->Put(std::move(bytes));
   if (!id.ok()) Throw(id.status());  // a full store: ObjectStoreFullError
   return id->Binary();
 }
 
 std::vector<std::pair<std::string, uint64_t>> LocalStoreStats() {
   if (Local()) LocalModeLacks("the object store's stats");
-  Result<objectstore::StoreStats> stats = Core().store().Stats();
+  Result<objectstore::StoreStats> stats = Core()->store().Stats();
   if (!stats.ok()) Throw(stats.status());
   return {{"capacity_bytes", stats->capacity_bytes}, {"used_bytes", stats->used_bytes},
           {"num_objects", stats->num_objects}, {"num_spilled", stats->num_spilled},
@@ -51,7 +51,7 @@ std::string PutWith(uint64_t size, const std::function<void(uint8_t* out)>& writ
     write(reinterpret_cast<uint8_t*>(bytes.data()));
     return local->Put(std::move(bytes)).Binary();
   }
-  Result<ObjectId> id = Core().Put(size, write);
+  Result<ObjectId> id = Core()->Put(size, write);
   if (!id.ok()) Throw(id.status());  // a full store: ObjectStoreFullError
   return id->Binary();
 }
@@ -73,7 +73,7 @@ void GetEach(const std::vector<std::string>& ids, int64_t timeout_ms,
     return;
   }
   Status got =
-      Core().GetEach(object_ids, timeout_ms, [&](size_t i, const core_worker::GotObject& g) {
+      Core()->GetEach(object_ids, timeout_ms, [&](size_t i, const core_worker::GotObject& g) {
         if (g.error) Throw(*g.error);
         use(i, g.bytes());
       });
@@ -93,7 +93,7 @@ std::vector<PinnedBytes> GetPinned(const std::vector<std::string>& ids, int64_t 
     return out;
   }
   std::vector<std::shared_ptr<core_worker::GotObject>> held;
-  Status got = Core().GetEach(object_ids, timeout_ms, [&](size_t i, core_worker::GotObject& g) {
+  Status got = Core()->GetEach(object_ids, timeout_ms, [&](size_t i, core_worker::GotObject& g) {
     if (g.error) Throw(*g.error);
     auto object = std::make_shared<core_worker::GotObject>(std::move(g));
     out[i] = PinnedBytes{object->bytes(), object};
@@ -117,7 +117,7 @@ std::vector<bool> WaitReady(const std::vector<std::string>& ids, int num_ready,
   if (local::LocalRuntime* local = Local()) {
     return local->Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
   }
-  return Core().Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
+  return Core()->Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
 }
 
 }  // namespace airt::internal

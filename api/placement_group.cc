@@ -32,7 +32,7 @@ namespace internal {
 
 std::vector<PlacementGroupEntry> ListPlacementGroups() {
   Result<std::vector<core_worker::CoreWorker::PlacementGroupView>> listed =
-      CurrentCore().ListPlacementGroups();
+      CurrentCore()->ListPlacementGroups();
   if (!listed.ok()) Throw(listed.status());
   std::vector<PlacementGroupEntry> out;
   for (const auto& v : *listed) {
@@ -54,7 +54,7 @@ std::vector<PlacementGroupEntry> ListPlacementGroups() {
 }
 
 bool WaitPlacementGroupMs(const std::string& id, int64_t timeout_ms) {
-  Result<bool> ready = CurrentCore().WaitPlacementGroup(GroupIdOf(id), timeout_ms);
+  Result<bool> ready = CurrentCore()->WaitPlacementGroup(GroupIdOf(id), timeout_ms);
   if (!ready.ok()) Throw(ready.status());
   return *ready;
 }
@@ -86,13 +86,13 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options
   for (const LabelSelector& selector : options.bundle_label_selector) {
     spec.bundle_label_selector.push_back(internal::CoreStrategy({}, selector).label_selector);
   }
-  Result<PlacementGroupId> id = internal::CurrentCore().CreatePlacementGroup(spec);
+  Result<PlacementGroupId> id = internal::CurrentCore()->CreatePlacementGroup(spec);
   if (!id.ok()) Throw(id.status());
   return PlacementGroup(id->Hex(), options);
 }
 
 void RemovePlacementGroup(const std::string& placement_group_id) {
-  Status removed = internal::CurrentCore().RemovePlacementGroup(GroupIdOf(placement_group_id));
+  Status removed = internal::CurrentCore()->RemovePlacementGroup(GroupIdOf(placement_group_id));
   if (!removed.ok()) Throw(removed);
 }
 
@@ -109,7 +109,7 @@ PlacementGroup GetPlacementGroupById(const std::string& id) {
 }
 
 PlacementGroup GetPlacementGroup(const std::string& name) {
-  const std::string& ns = internal::CurrentCore().ns();
+  std::string ns = internal::CurrentCore()->ns();
   for (const internal::PlacementGroupEntry& e : internal::ListPlacementGroups()) {
     if (e.name == name && e.ns == ns && e.state != static_cast<int>(PlacementGroupState::REMOVED)) {
       return HandleOf(e);

@@ -6,10 +6,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <cstring>
 #include <span>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 
 #include <map>
 #include <memory>
@@ -23,16 +25,16 @@
 #include "api/internal/worker_process.h"
 #include "common/ids.h"
 #include "common/logging.h"
+#include "python/_airt_gil.h"
 
 namespace py = pybind11;
+using airt::python::GilRelease;
+
+[[noreturn]] void airt::python::GilRelease::Park() {
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
 
 namespace {
-
-// A reference held by a Python ObjectRef: the object stays while one exists.
-struct Reference {
-  std::string id;
-  std::shared_ptr<void> hold;
-};
 
 std::vector<std::string> Ids(const std::vector<py::bytes>& refs) {
   std::vector<std::string> out;
@@ -120,13 +122,18 @@ int64_t TimeoutMs(std::optional<double> seconds) {
 void BindPlacementGroups(py::module_& m);  // _airt_placement_groups.cc
 void BindAutoscaler(py::module_& m);       // _airt_autoscaler.cc
 void BindCollective(py::module_& m);       // _airt_collective.cc
+void BindReferences(py::module_& m);       // _airt_refs.cc
 void ApplyStrategy(const py::object& strategy, const std::map<std::string, std::string>& selector,
                    airt::SchedulingStrategy* out,
                    airt::LabelSelector* label_selector);  // _airt_strategies.cc
 
 PYBIND11_MODULE(_airt, m) {
   m.doc() = "airt's driver API (the core worker), for the airt package";
-  for (auto bind : {BindPlacementGroups, BindAutoscaler, BindCollective}) bind(m);
+  // From Python's exit on (its atexit handlers run before it finalizes), a thread coming back
+  // from the core parks instead of retaking the GIL (_airt_gil.h).
+  py::module_::import("atexit").attr("register")(
+      py::cpp_function([] { airt::python::g_exiting = true; }));
+  for (auto bind : {BindPlacementGroups, BindAutoscaler, BindCollective, BindReferences}) bind(m);
 
   // airt's errors: the base type here, and each C++ exception raised as the airt package's type
   // for its kind (airt.exceptions.from_core, the one map; all derive from Error).
@@ -148,40 +155,6 @@ PYBIND11_MODULE(_airt, m) {
     return kinds;
   });
 
-  py::class_<Reference>(m, "Reference")
-      .def_property_readonly("id", [](const Reference& r) { return py::bytes(r.id); });
-  // Counts a reference to `id` (a 28-byte object id) until the returned object goes.
-  m.def("hold", [](py::bytes id) {
-    std::string raw(id);
-    return Reference{raw, airt::internal::HoldObject(raw)};
-  });
-
-  // A ref pickled into a value (docs/ownership.md): its owner, (host:port, worker id bytes).
-  // `escrow`: nothing else holds the value's refs (a return, a put): an object this process owns
-  // is kept until a process borrows it.
-  m.def("owner_of", [](py::bytes id, bool escrow) {
-    std::string raw(id);
-    airt::internal::RefOwner owner;
-    {
-      py::gil_scoped_release unlocked;
-      if (escrow) {
-        owner = airt::internal::OwnerOfRef(raw);
-      } else {
-        airt::internal::ContainedRefs ignored;  // the package collects the ids itself
-        owner = airt::internal::OwnerOfRef(raw);
-      }
-    }
-    return py::make_tuple(owner.address, py::bytes(owner.worker));
-  });
-  // A ref unpickled from a value: held (borrowed from its owner unless this process owns it)
-  // until the returned object goes.
-  m.def("borrow", [](py::bytes id, const std::string& address, py::bytes worker) {
-    std::string raw(id);
-    airt::internal::RefOwner owner{address, std::string(worker)};
-    py::gil_scoped_release unlocked;
-    return Reference{raw, airt::internal::HoldBorrowed(raw, owner)};
-  });
-
   m.def(
       "init",
       [](const std::string& address, const std::vector<std::string>& code_search_path,
@@ -196,13 +169,13 @@ PYBIND11_MODULE(_airt, m) {
         config.num_cpus = num_cpus;
         config.num_gpus = num_gpus;
         config.resources = resources;
-        py::gil_scoped_release unlocked;
+        GilRelease unlocked;
         airt::Init(config);
       },
       py::arg("address"), py::arg("code_search_path"), py::arg("num_cpus"), py::arg("num_gpus"),
       py::arg("resources"), py::arg("object_store_memory"), py::arg("namespace") = "");
   m.def("shutdown", [] {
-    py::gil_scoped_release unlocked;
+    GilRelease unlocked;
     airt::Shutdown();
   });
   m.def("is_initialized", [] { return airt::IsInitialized(); });
@@ -212,7 +185,7 @@ PYBIND11_MODULE(_airt, m) {
     std::string bytes(data);
     std::string id;
     {
-      py::gil_scoped_release unlocked;
+      GilRelease unlocked;
       id = airt::internal::PutBytes(std::move(bytes));
     }
     return py::bytes(id);
@@ -229,7 +202,7 @@ PYBIND11_MODULE(_airt, m) {
     for (const auto& p : parts) size = align(size + 8) + static_cast<uint64_t>(p.size * p.itemsize);
     std::string id;
     {
-      py::gil_scoped_release unlocked;  // the buffers stay referenced by the caller's list
+      GilRelease unlocked;  // the buffers stay referenced by the caller's list
       id = airt::internal::PutWith(size, [&](uint8_t* out) {
         uint64_t at = 0;
         auto put = [&](const void* data, uint64_t n) {
@@ -274,7 +247,7 @@ PYBIND11_MODULE(_airt, m) {
         std::vector<std::string> ids = Ids(refs);
         std::vector<airt::internal::PinnedBytes> values;
         {
-          py::gil_scoped_release unlocked;
+          GilRelease unlocked;
           values = airt::internal::GetPinned(ids, TimeoutMs(timeout));
         }
         py::list out;
@@ -298,7 +271,7 @@ PYBIND11_MODULE(_airt, m) {
       "wait",
       [](const std::vector<py::bytes>& refs, int num_returns, std::optional<double> timeout) {
         std::vector<std::string> ids = Ids(refs);
-        py::gil_scoped_release unlocked;
+        GilRelease unlocked;
         return airt::internal::WaitReady(ids, num_returns, TimeoutMs(timeout));
       },
       py::arg("refs"), py::arg("num_returns"), py::arg("timeout"));
@@ -322,7 +295,7 @@ PYBIND11_MODULE(_airt, m) {
         settings.name = task_name;
         std::vector<std::string> ids;
         {
-          py::gil_scoped_release unlocked;
+          GilRelease unlocked;
           ids = airt::internal::SubmitTask(name, std::move(arguments), settings);
         }
         return AsBytes(ids);
@@ -355,7 +328,7 @@ PYBIND11_MODULE(_airt, m) {
         std::vector<airt::internal::Argument> arguments = Arguments(args);
         std::string id;
         {
-          py::gil_scoped_release unlocked;
+          GilRelease unlocked;
           id = airt::internal::CreateActor(factory, std::move(arguments), settings);
         }
         return py::bytes(id);
@@ -373,9 +346,9 @@ PYBIND11_MODULE(_airt, m) {
         std::vector<airt::internal::Argument> arguments = Arguments(args);
         std::vector<std::string> ids;
         {
-          py::gil_scoped_release unlocked;
-          ids = airt::internal::SubmitActorTask(actor_id, method, std::move(arguments),
-                                                num_returns);
+          GilRelease unlocked;
+          ids =
+              airt::internal::SubmitActorTask(actor_id, method, std::move(arguments), num_returns);
         }
         return AsBytes(ids);
       },
@@ -383,7 +356,7 @@ PYBIND11_MODULE(_airt, m) {
   m.def("get_actor", [](const std::string& name, const std::string& ns) -> py::object {
     std::string id;
     {
-      py::gil_scoped_release unlocked;
+      GilRelease unlocked;
       id = airt::internal::LookupActor(name, ns);
     }
     if (id.empty()) return py::none();
@@ -391,7 +364,7 @@ PYBIND11_MODULE(_airt, m) {
   });
   m.def("kill_actor", [](py::bytes actor, bool no_restart) {
     std::string actor_id(actor);
-    py::gil_scoped_release unlocked;
+    GilRelease unlocked;
     airt::internal::KillActor(actor_id, no_restart);
   });
 
@@ -401,7 +374,7 @@ PYBIND11_MODULE(_airt, m) {
       [](py::bytes ref, bool force, bool recursive) {
         // The core refuses force on an actor call: InvalidArgumentError, a ValueError as in Ray.
         std::string id(ref);
-        py::gil_scoped_release unlocked;
+        GilRelease unlocked;
         airt::internal::CancelTask(id, force, recursive);
       },
       py::arg("ref"), py::arg("force"), py::arg("recursive"));
@@ -410,7 +383,7 @@ PYBIND11_MODULE(_airt, m) {
   m.def("nodes", [] {
     std::vector<airt::internal::NodeInfo> nodes;
     {
-      py::gil_scoped_release unlocked;
+      GilRelease unlocked;
       nodes = airt::internal::ClusterNodes();
     }
     py::list out;
@@ -431,7 +404,7 @@ PYBIND11_MODULE(_airt, m) {
   m.def("store_stats", [] {
     std::vector<std::pair<std::string, uint64_t>> stats;
     {
-      py::gil_scoped_release unlocked;
+      GilRelease unlocked;
       stats = airt::internal::LocalStoreStats();
     }
     py::dict d;
@@ -451,16 +424,16 @@ PYBIND11_MODULE(_airt, m) {
   });
 
   // The head's KV: the function table of Python functions.
-  m.def("kv_put", [](const std::string& ns, const std::string& key, py::bytes value,
-                     bool overwrite) {
-    std::string v(value);
-    py::gil_scoped_release unlocked;
-    return airt::internal::KvPut(ns, key, v, overwrite);
-  });
+  m.def("kv_put",
+        [](const std::string& ns, const std::string& key, py::bytes value, bool overwrite) {
+          std::string v(value);
+          GilRelease unlocked;
+          return airt::internal::KvPut(ns, key, v, overwrite);
+        });
   m.def("kv_get", [](const std::string& ns, const std::string& key) -> py::object {
     std::optional<std::string> value;
     {
-      py::gil_scoped_release unlocked;
+      GilRelease unlocked;
       value = airt::internal::KvGet(ns, key);
     }
     if (!value) return py::none();
@@ -487,7 +460,7 @@ PYBIND11_MODULE(_airt, m) {
         settings.generator_backpressure = backpressure;
         std::string id;
         {
-          py::gil_scoped_release unlocked;
+          GilRelease unlocked;
           id = airt::internal::SubmitTask(name, std::move(arguments), settings).at(0);
         }
         return py::bytes(id);
@@ -503,7 +476,7 @@ PYBIND11_MODULE(_airt, m) {
         std::vector<airt::internal::Argument> arguments = Arguments(args);
         std::string id;
         {
-          py::gil_scoped_release unlocked;
+          GilRelease unlocked;
           id = airt::internal::SubmitStreamingActorTask(actor_id, method, std::move(arguments),
                                                         backpressure)
                    .at(0);
@@ -519,29 +492,22 @@ PYBIND11_MODULE(_airt, m) {
         std::string id(completed);
         std::string next;
         {
-          py::gil_scoped_release unlocked;
+          GilRelease unlocked;
           next = airt::internal::NextGeneratorItem(id, TimeoutMs(timeout));
         }
         if (next.empty()) return py::none();
         return py::bytes(next);
       },
       py::arg("completed"), py::arg("timeout"));
-  // Keeps the stream `completed` open until the returned object goes (then its untaken items
-  // are freed and the generator runs on unheld).
-  m.def("hold_generator", [](py::bytes completed) {
-    std::string raw(completed);
-    return Reference{raw, airt::internal::HoldGenerator(raw)};
-  });
   // In a worker: the item sink of the streaming task this thread runs, or None.
   struct Emitter {
     std::shared_ptr<airt::internal::GeneratorEmitter> emitter;
   };
-  py::class_<Emitter>(m, "GeneratorEmitter")
-      .def("emit", [](Emitter& e, py::bytes item) {
-        std::string bytes(item);
-        py::gil_scoped_release unlocked;
-        e.emitter->Emit(std::move(bytes));
-      });
+  py::class_<Emitter>(m, "GeneratorEmitter").def("emit", [](Emitter& e, py::bytes item) {
+    std::string bytes(item);
+    GilRelease unlocked;
+    e.emitter->Emit(std::move(bytes));
+  });
   m.def("current_generator", []() -> py::object {
     std::shared_ptr<airt::internal::GeneratorEmitter> emitter =
         airt::internal::ThisThreadsGenerator();
@@ -612,7 +578,7 @@ PYBIND11_MODULE(_airt, m) {
       return outcome;
     };
     airt::internal::Interrupt interrupter = InterruptHook(std::move(interrupt));
-    py::gil_scoped_release unlocked;
+    GilRelease unlocked;
     return airt::internal::RunWorker(*options, fallback, interrupter);
   });
 }

@@ -15,6 +15,7 @@
 #include "airt/api.h"
 #include "common/proto/cluster.capnp.h"
 #include "common/rpc_status.h"
+#include "python/_airt_gil.h"
 
 namespace py = pybind11;
 
@@ -67,7 +68,7 @@ void BindAutoscaler(py::module_& m) {
     std::string address = airt::internal::HeadAddress();
     airt::Status status;
     {
-      py::gil_scoped_release unlocked;
+      airt::python::GilRelease unlocked;
       status = RequestResources(address, bundles, selectors);
     }
     if (status.code() == airt::Code::kInvalidArgument) throw py::value_error(status.message());

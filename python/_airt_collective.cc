@@ -10,6 +10,7 @@
 #include "airt/collective.h"
 #include "airt/driver.h"
 #include "airt/exceptions.h"
+#include "python/_airt_gil.h"
 
 namespace py = pybind11;
 using airt::collective::Buffer;
@@ -74,7 +75,7 @@ void BindCollective(py::module_& m) {
       .def(py::init([](int world_size, int rank, const std::string& backend,
                        const std::string& group_name, int64_t timeout_ms) {
              airt::collective::GroupOptions o{world_size, rank, backend, group_name, timeout_ms};
-             py::gil_scoped_release unlocked;
+             airt::python::GilRelease unlocked;
              return Group::Init(o);
            }),
            py::arg("world_size"), py::arg("rank"), py::arg("backend"), py::arg("group_name"),
@@ -85,55 +86,55 @@ void BindCollective(py::module_& m) {
       .def("allreduce",
            [](Group& g, py::object data, int op) {
              Buffer b = BufferOf(data, true);
-             py::gil_scoped_release unlocked;
+             airt::python::GilRelease unlocked;
              g.Allreduce(b, OpOf(op));
            })
       .def("broadcast",
            [](Group& g, py::object data, int root) {
              Buffer b = BufferOf(data, true);
-             py::gil_scoped_release unlocked;
+             airt::python::GilRelease unlocked;
              g.Broadcast(b, root);
            })
       .def("allgather",
            [](Group& g, py::object input, py::object output) {
              Buffer in = BufferOf(input, false), out = BufferOf(output, true);
-             py::gil_scoped_release unlocked;
+             airt::python::GilRelease unlocked;
              g.Allgather(in, out);
            })
       .def("reducescatter",
            [](Group& g, py::object input, py::object output, int op) {
              Buffer in = BufferOf(input, false), out = BufferOf(output, true);
-             py::gil_scoped_release unlocked;
+             airt::python::GilRelease unlocked;
              g.Reducescatter(in, out, OpOf(op));
            })
       .def("reduce",
            [](Group& g, py::object data, int root, int op) {
              Buffer b = BufferOf(data, true);
-             py::gil_scoped_release unlocked;
+             airt::python::GilRelease unlocked;
              g.Reduce(b, root, OpOf(op));
            })
       .def("send",
            [](Group& g, py::object data, int peer) {
              Buffer b = BufferOf(data, false);
-             py::gil_scoped_release unlocked;
+             airt::python::GilRelease unlocked;
              g.Send(b, peer);
            })
       .def("recv",
            [](Group& g, py::object data, int peer) {
              Buffer b = BufferOf(data, true);
-             py::gil_scoped_release unlocked;
+             airt::python::GilRelease unlocked;
              g.Recv(b, peer);
            })
       .def("barrier", [](Group& g) {
-        py::gil_scoped_release unlocked;
+        airt::python::GilRelease unlocked;
         g.Barrier();
       });
   m.def("kv_delete", [](const std::string& ns, const std::string& key) {
-    py::gil_scoped_release unlocked;
+    airt::python::GilRelease unlocked;
     return airt::internal::KvDelete(ns, key);
   });
   m.def("kv_delete_prefix", [](const std::string& ns, const std::string& prefix) {
-    py::gil_scoped_release unlocked;
+    airt::python::GilRelease unlocked;
     return airt::internal::KvDeletePrefix(ns, prefix);
   });
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "airt/api.h"
+#include "python/_airt_gil.h"
 
 namespace py = pybind11;
 
@@ -19,18 +20,18 @@ void BindPlacementGroups(py::module_& m) {
           airt::PlacementGroupCreationOptions options{
               name, bundles, static_cast<airt::PlacementStrategy>(strategy), detached,
               bundle_label_selector};
-          py::gil_scoped_release unlocked;
+          airt::python::GilRelease unlocked;
           return airt::CreatePlacementGroup(options).ID();
         },
         py::arg("name"), py::arg("bundles"), py::arg("strategy"), py::arg("detached"),
         py::arg("bundle_label_selector") = std::vector<std::map<std::string, std::string>>());
   m.def("remove_placement_group", [](const std::string& id) {
-    py::gil_scoped_release unlocked;
+    airt::python::GilRelease unlocked;
     airt::RemovePlacementGroup(id);
   });
   // True once every bundle is reserved; False after timeout_ms (< 0: no limit).
   m.def("wait_placement_group", [](const std::string& id, double timeout_s) {
-    py::gil_scoped_release unlocked;
+    airt::python::GilRelease unlocked;
     return airt::internal::WaitPlacementGroupMs(
         id, timeout_s < 0 ? -1 : static_cast<int64_t>(timeout_s * 1000));
   });
@@ -38,7 +39,7 @@ void BindPlacementGroups(py::module_& m) {
   m.def("placement_groups", [] {
     std::vector<airt::internal::PlacementGroupEntry> groups;
     {
-      py::gil_scoped_release unlocked;
+      airt::python::GilRelease unlocked;
       groups = airt::internal::ListPlacementGroups();
     }
     py::list out;

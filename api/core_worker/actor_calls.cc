@@ -14,6 +14,19 @@ constexpr auto kResolvePoll = 20 * kj::MILLISECONDS;
 // How long a holder waits for the directory to stop showing a worker that died (its owner
 // notices the death only through a call of its own) before it takes the actor for dead.
 constexpr int kMaxStalePolls = 30'000 / 20;
+// How long a sent call that failed and will not be sent again waits to learn whether the actor's
+// death is final before it fails with kActorUnavailable (Ray's
+// timeout_ms_task_wait_for_death_info).
+constexpr auto kDeathInfoGrace = 1000 * kj::MILLISECONDS;
+
+// What a call that was sent and will not be sent again says: `why` it failed, how often it was.
+std::string FailedCall(const std::string& function, const std::string& why, uint32_t attempts,
+                       int32_t max_task_retries) {
+  std::string text = function + " failed: " + why;
+  if (attempts > 0) text += " (sent again " + std::to_string(attempts) + " times)";
+  return text + "; max_task_retries=" + std::to_string(max_task_retries) +
+         " lets it be sent no more";
+}
 
 std::string Why(const kj::Exception& e) { return FromKjException(e).ToString(); }
 
@@ -29,6 +42,35 @@ void ActorManager::FailQueued(Actor& actor) {
     if (!call->args_ready) waiting.push_back(kj::mv(call));
   }
   actor.queue = kj::mv(waiting);
+  Settle(actor);
+}
+
+void ActorManager::Settle(Actor& actor, bool restarting) {
+  if (actor.unsettled.empty()) return;
+  // Known: DEAD for good; or restarting (the owner decided; a holder was told), or back.
+  bool dead = actor.state == State::kDead;
+  bool back =
+      !dead && (restarting || (actor.owned ? !actor.deciding : actor.state != State::kUnknown));
+  kj::TimePoint now = timer_.now();
+  std::vector<Actor::Unsettled> waiting;
+  for (Actor::Unsettled& entry : actor.unsettled) {
+    std::string call =
+        FailedCall(entry.call->function, entry.why, entry.call->attempts, actor.max_task_retries);
+    if (dead) {
+      FailTask(memory_, *entry.call, ErrorKind::ACTOR_DIED,
+               "the actor " + actor.id.Hex() + " died and will not come back (" +
+                   actor.death_cause + "): " + call);
+    } else if (back || entry.until <= now) {
+      std::string state =
+          back ? "it is restarting" : "no word of its death came: its connection may be broken";
+      FailTask(memory_, *entry.call, ErrorKind::ACTOR_UNAVAILABLE,
+               "the actor " + actor.id.Hex() + " is unavailable for now (" + state + "): " + call +
+                   ". Later calls may succeed; retry it, or set max_task_retries");
+    } else {
+      waiting.push_back(kj::mv(entry));
+    }
+  }
+  actor.unsettled = kj::mv(waiting);
 }
 
 void ActorManager::Submit(kj::Own<PendingTask> call) {
@@ -83,7 +125,7 @@ void ActorManager::Pump(Actor& actor) {
     FailQueued(actor);
     return;
   }
-  if (actor.queue.empty()) return;
+  if (actor.queue.empty() && actor.unsettled.empty()) return;
   if (actor.state == State::kUnknown && !actor.owned) {
     if (!actor.resolving) Resolve(actor.id);
     return;
@@ -146,17 +188,18 @@ void ActorManager::OnCallFailed(const ActorId& id, uint64_t seq, uint64_t incarn
     auto at = actor.queue.begin();
     while (at != actor.queue.end() && (*at)->actor_seq < seq) ++at;
     actor.queue.insert(at, kj::mv(call));
+  } else if (actor.state == State::kDead) {
+    FailTask(memory_, *call, ErrorKind::ACTOR_DIED,
+             "the actor " + id.Hex() + " is dead (" + actor.death_cause +
+                 "): " + FailedCall(call->function, why, call->attempts, max));
   } else {
-    std::string resent = call->attempts == 0
-                             ? ""
-                             : " (sent again " + std::to_string(call->attempts) +
-                                   " times, max_task_retries=" + std::to_string(max) + ")";
-    FailTask(
-        memory_, *call, ErrorKind::ACTOR_DIED,
-        "the actor " + id.Hex() + " died while running " + call->function + ": " + why + resent);
+    // Failed once the actor's fate is known (Settle), or the grace period ends.
+    actor.unsettled.push_back({kj::mv(call), why, timer_.now() + kDeathInfoGrace});
+    background_.add(timer_.afterDelay(kDeathInfoGrace).then([this, id] { Settle(Entry(id)); }));
   }
   OnDied(id, incarnation, why);
   // A late report of an earlier incarnation's death: the resent call goes to the current one.
+  Settle(Entry(id));
   Pump(Entry(id));
 }
 
@@ -187,6 +230,7 @@ void ActorManager::Resolve(const ActorId& id) {
             actor.stale_polls = 0;
             ++actor.incarnation;
             actor.state = State::kAlive;
+            Settle(actor);
             Pump(actor);
             return kj::READY_NOW;
           }
@@ -194,6 +238,7 @@ void ActorManager::Resolve(const ActorId& id) {
             MarkDead(actor, info.getDeathCause().cStr());
             return kj::READY_NOW;
           default:
+            Settle(actor, /*restarting=*/true);
             actor.resolving = true;
             return timer_.afterDelay(kResolvePoll).then([this, id] { Resolve(id); });
         }

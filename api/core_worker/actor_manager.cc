@@ -101,8 +101,7 @@ void ActorManager::Place(Actor& actor) {
         // The head is down, or the actor was killed meanwhile (kFailedPrecondition).
         Actor& actor = Entry(id);
         if (Current(actor, incarnation)) {
-          FailCreation(actor, ErrorKind::UNAVAILABLE,
-                       "the head could not place it: " + Why(e));
+          FailCreation(actor, ErrorKind::UNAVAILABLE, "the head could not place it: " + Why(e));
         }
         return kj::READY_NOW;
       }));
@@ -114,6 +113,7 @@ void ActorManager::Lease(const ActorId& id, uint64_t incarnation, const std::str
   LeaseRequest shape{actor.options.resources, actor.options.accelerator_type,
                      code_search_path_,       actor.options.python,
                      /*placed=*/true,         actor.options.detached};
+  shape.retriable = actor.options.max_restarts != 0;
   background_.add(
       RequestLease(connect_, node_address, shape, job_)
           .then(
@@ -223,12 +223,17 @@ void ActorManager::OnDied(const ActorId& id, uint64_t incarnation, const std::st
       ReturnLease(connect_, actor.node, actor.lease_id, /*disconnect=*/true, kj::mv(actor.holder))
           .catch_([](kj::Exception&&) {}));
   actor.state = State::kRestarting;
+  actor.deciding = true;  // the calls that failed wait for the answer (Settle)
   auto request = head_.getActorRequest();
   request.setActorId(AsData(id.Binary()));
   background_.add(request.send().then(
       [this, id, incarnation, why](auto found) -> kj::Promise<void> {
         Actor& actor = Entry(id);
-        if (actor.incarnation != incarnation || actor.state == State::kDead) return kj::READY_NOW;
+        actor.deciding = false;
+        if (actor.incarnation != incarnation || actor.state == State::kDead) {
+          Settle(actor);
+          return kj::READY_NOW;
+        }
         auto info = found.getInfo();
         if (found.getFound() && info.getState() == proto::ActorState::DEAD) {
           MarkDead(actor, info.getDeathCause().cStr());  // killed
@@ -244,6 +249,7 @@ void ActorManager::OnDied(const ActorId& id, uint64_t incarnation, const std::st
         ++actor.restarts;
         AIRT_LOG(INFO) << "actor " << id.Hex() << " died (" << why << "): restart "
                        << actor.restarts;
+        Settle(actor);  // restarting: the calls that failed are unavailable, not dead
         return UpdateDirectory(actor, proto::ActorState::RESTARTING).then([this, id, incarnation] {
           Actor& actor = Entry(id);
           if (actor.incarnation == incarnation && actor.state == State::kRestarting) Place(actor);
@@ -251,9 +257,11 @@ void ActorManager::OnDied(const ActorId& id, uint64_t incarnation, const std::st
       },
       [this, id, incarnation](kj::Exception&& e) -> kj::Promise<void> {
         Actor& actor = Entry(id);
+        actor.deciding = false;
         if (actor.incarnation == incarnation) {
           MarkDead(actor, "its process died and the head could not be asked about it: " + Why(e));
         }
+        Settle(actor);
         return kj::READY_NOW;
       }));
 }

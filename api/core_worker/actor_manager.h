@@ -7,11 +7,14 @@
 // that is not the owner learns where the actor lives from the head.
 //
 // A call in flight when the actor's process dies is sent again, in submission order, to the
-// restarted actor up to max_task_retries times (-1: always), and otherwise fails with kActorDied
-// (Ray's default max_task_retries=0); calls made after wait for the restart, and fail once the
-// actor is DEAD. A detached actor outlives its owner's job, but only the owner restarts actors:
-// once its job has finished, a detached actor's death is final (a holder that finds its worker
-// gone marks it DEAD in the directory).
+// restarted actor up to max_task_retries times (-1: always). Otherwise (Ray's default
+// max_task_retries=0) it fails as Ray's does once the actor's fate is known: kActorDied when the
+// actor will not come back (killed, out of restarts), kActorUnavailable when it is restarting or
+// comes back, or when no word of its death came within a grace period (Ray's
+// timeout_ms_task_wait_for_death_info: a broken connection to a live worker). Calls made after
+// wait for the restart, and fail with kActorDied once the actor is DEAD. A detached actor outlives
+// its owner's job, but only the owner restarts actors: once its job has finished, a detached
+// actor's death is final (a holder that finds its worker gone marks it DEAD in the directory).
 //
 // Cancel (Ray's ray.cancel of an actor call, never with force) fails the call's returns with
 // kCancelled at once. A call not yet sent leaves the queue (the calls after it go on, in order); a
@@ -104,6 +107,15 @@ class ActorManager {
     // Cancelled before they were sent, their arguments still resolving (which writes into them):
     // kept until that is done, out of the queue so that the calls after them go on.
     std::vector<kj::Own<PendingTask>> dropped;
+    // Sent calls that failed and will not be sent again, waiting to learn whether the actor died
+    // for good (kActorDied) or restarts (kActorUnavailable); the grace period ends at `until`.
+    struct Unsettled {
+      kj::Own<PendingTask> call;
+      std::string why;
+      kj::TimePoint until;
+    };
+    std::vector<Unsettled> unsettled;
+    bool deciding = false;  // owner: asking the head whether a death is final
     uint64_t next_seq = 0;
     // Holder: the worker that died under it, and how often the directory still showed it since.
     std::string dead_worker_id;
@@ -126,8 +138,8 @@ class ActorManager {
   // (infeasible there, or unreachable) places the actor again without that node, a few times.
   void Lease(const ActorId& id, uint64_t incarnation, const std::string& node_id,
              const std::string& node_address);
-  void Refused(const ActorId& id, uint64_t incarnation, const std::string& node_id,
-               ErrorKind kind, const std::string& why);
+  void Refused(const ActorId& id, uint64_t incarnation, const std::string& node_id, ErrorKind kind,
+               const std::string& why);
   // Owner: the creation fails and the actor is DEAD for good.
   void FailCreation(Actor& actor, ErrorKind kind, const std::string& why);
   void OnCreated(const ActorId& id, uint64_t incarnation,
@@ -137,6 +149,10 @@ class ActorManager {
   void MarkDead(Actor& actor, const std::string& cause);
   // Fails every queued call with the actor's death cause.
   void FailQueued(Actor& actor);
+  // Fails the unsettled calls whose fate is known (DEAD: kActorDied; restarting or back:
+  // kActorUnavailable) or whose grace period ended (kActorUnavailable); the others wait on.
+  // `restarting`: the head said the actor is pending or restarting.
+  void Settle(Actor& actor, bool restarting = false);
   // Holder: asks the head where the actor is, polling while it is pending or restarting.
   void Resolve(const ActorId& id);
   // Holder: the directory shows the worker that died. Polls until the owner updates it. When
@@ -147,7 +163,7 @@ class ActorManager {
   void Pump(Actor& actor);
   void Send(Actor& actor, kj::Own<PendingTask> call);
   // A sent call got no answer: the actor's process died. Queued again (in submission order) while
-  // max_task_retries allows, else failed with kActorDied.
+  // max_task_retries allows, else unsettled until Settle fails it.
   void OnCallFailed(const ActorId& id, uint64_t seq, uint64_t incarnation, const std::string& why);
   kj::Promise<void> UpdateDirectory(const Actor& actor, proto::ActorState state);
 

@@ -23,6 +23,7 @@ kj::Promise<LeaseOutcome> RequestLeaseHop(const ConnectFn& connect, const std::s
   request.setDetached(lease.detached);
   WriteStrategy(lease.strategy, request.initStrategy());
   request.setSpilled(hops > 0);
+  request.setRetriable(lease.retriable);
   return request.send().then([&connect, node, lease, job,
                               hops](auto response) -> kj::Promise<LeaseOutcome> {
     auto reply = response.getReply();

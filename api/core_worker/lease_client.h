@@ -24,7 +24,8 @@ struct LeaseRequest {
   bool python = false;           // a Python worker, not a C++ one
   bool placed = false;           // the head chose this node (an actor's): it does not spill it back
   bool detached = false;         // a detached actor's: the node keeps its worker after the job ends
-  sched::SchedulingStrategy strategy{};   // the node's lease policy decides it
+  sched::SchedulingStrategy strategy{};  // the node's lease policy decides it
+  bool retriable = false;        // its tasks are retried, or its actor restarts, when it dies
 };
 
 struct LeaseOutcome {

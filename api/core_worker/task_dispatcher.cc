@@ -25,7 +25,8 @@ std::string TaskDispatcher::ShapeKey(const TaskOptions& options) {
     key += name + "=" + std::to_string(amount) + ",";
   }
   if (!(options.strategy == sched::SchedulingStrategy())) key += "|" + ToString(options.strategy);
-  return key;
+  // Leases of retriable tasks apart: the node's memory monitor stops their workers first.
+  return key + (options.max_retries != 0 ? "|retriable" : "");
 }
 
 kj::Promise<void> TaskDispatcher::Dispatch(PendingTask* task) {
@@ -62,11 +63,11 @@ void TaskDispatcher::Pump(const std::string& key) {
   for (int i = 0; i < to_request; ++i) {
     ++q.requesting;
     const TaskOptions& options = q.waiting.front()->options;
-    background_.add(RequestLease(connect_, local_node_,
-                                 LeaseRequest{options.resources, options.accelerator_type,
-                                              code_search_path_, options.python, false, false,
-                                              options.strategy},
-                                 job_)
+    LeaseRequest shape{options.resources, options.accelerator_type, code_search_path_,
+                       options.python};
+    shape.strategy = options.strategy;
+    shape.retriable = options.max_retries != 0;  // the key keeps the two apart
+    background_.add(RequestLease(connect_, local_node_, shape, job_)
                         .then(
                             [this, key](LeaseOutcome lease) {
                               ShapeQueue& q = queues_[key];
@@ -179,21 +180,36 @@ void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* tas
           if (max < 0 || task->attempts <= static_cast<uint32_t>(max)) {
             queues_[key].waiting.push_front(task);
           } else {
-            std::string message =
-                "the worker running task " + task->id.Hex() + " (" +
-                (task->options.name.empty() ? task->function : task->options.name) + ") died " +
-                std::to_string(task->attempts) + " times, and the task may be retried " +
-                std::to_string(task->options.max_retries) + " (max_retries): " +
-                FromKjException(e).message() + ".";
+            std::string task_name =
+                "task " + task->id.Hex() + " (" +
+                (task->options.name.empty() ? task->function : task->options.name) + ")";
+            std::string times = std::to_string(task->attempts) +
+                                " times, and the task may be retried " +
+                                std::to_string(task->options.max_retries) + " (max_retries)";
+            std::string message = "the worker running " + task_name + " died " + times + ": " +
+                                  FromKjException(e).message() + ".";
             // The node says why when it stopped the worker itself (a quarantined GPU, GPU
-            // memory beyond the worker's share); else its worker logs do.
+            // memory beyond the worker's share, the node's memory use: kOutOfMemory); else its
+            // worker logs do.
             auto ask = connect_(l.node).castAs<proto::Node>().workerExitReasonRequest();
             ask.setWorkerId(AsData(l.worker_id));
             background_.add(
                 ask.send()
-                    .then([](auto reply) { return std::string(reply.getReason().cStr()); },
-                          [](kj::Exception&&) { return std::string(); })
-                    .then([this, task, message](std::string reason) {
+                    .then(
+                        [](auto reply) {
+                          return std::make_pair(std::string(reply.getReason().cStr()),
+                                                reply.getOutOfMemory());
+                        },
+                        [](kj::Exception&&) { return std::make_pair(std::string(), false); })
+                    .then([this, task, message, task_name,
+                           times](std::pair<std::string, bool> exit) {
+                      auto& [reason, out_of_memory] = exit;
+                      if (out_of_memory) {
+                        Fail(*task, ErrorKind::OUT_OF_MEMORY,
+                             task_name + " was stopped for memory (it ran " + times +
+                                 "): " + reason + ".");
+                        return;
+                      }
                       Fail(*task, ErrorKind::WORKER_CRASHED,
                            message + (reason.empty() ? " The node's worker logs say why."
                                                      : " The node stopped it: " + reason));

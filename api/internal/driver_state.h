@@ -22,9 +22,10 @@ class LocalRuntime;
 
 namespace internal {
 
-// The process's core worker: a driver's (Init) or a worker's own (EnterWorkerMode). Throws
-// UnavailableError before Init, and in a worker whose core worker the API cannot use.
-core_worker::CoreWorker& CurrentCore();
+// The process's core worker: a driver's (Init) or a worker's own (EnterWorkerMode), kept alive
+// while the caller holds it (a call racing Shutdown finishes on it). Throws UnavailableError
+// before Init and after Shutdown, and in a worker whose core worker the API cannot use.
+std::shared_ptr<core_worker::CoreWorker> CurrentCore();
 // Config::local_mode's runtime, or null when the job runs on a cluster (or before Init).
 local::LocalRuntime* CurrentLocal();
 // Throws UnimplementedError: `what` is not available in local mode.

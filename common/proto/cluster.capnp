@@ -59,7 +59,7 @@ struct ShapeCount {
 
 # One bundle's label selector (request_resources' bundle_label_selectors): the labels a node must
 # carry to hold it. Empty: any node.
-struct LabelSelector {
+struct BundleLabels {
   labels @0 :List(Label);
 }
 
@@ -78,7 +78,7 @@ struct Demand {
   pendingActors @2 :List(ShapeCount);  # actors no alive node can hold now (placeActor waiting)
   pendingGroups @3 :List(PendingGroup);
   requested @4 :List(Bundle);          # the standing request_resources call, one per bundle
-  requestedSelectors @5 :List(LabelSelector);  # by bundle index; shorter: the rest any node
+  requestedSelectors @5 :List(BundleLabels);  # by bundle index; shorter: the rest any node
 }
 
 # Given by a node to the head when it registers: the head keeps one `hold` call pending on it, and
@@ -246,7 +246,7 @@ interface Head {
   # Ray's autoscaler.sdk.request_resources: replaces the standing request (an empty one clears
   # it). Kept in the head's memory: a restarted head starts with none. kInvalidArgument for a
   # bundle with a negative or non-finite amount, or more selectors than bundles.
-  requestResources @21 (bundles :List(Bundle), labelSelectors :List(LabelSelector)) -> ();
+  requestResources @21 (bundles :List(Bundle), labelSelectors :List(BundleLabels)) -> ();
   # The demand (docs/autoscaler.md), answered once its version is above `sinceVersion` (at once
   # when it is already; 0 always answers at once). Dropping the call stops the wait; the
   # autoscaler keeps one pending, so it hears of each change as it happens.

@@ -61,9 +61,11 @@ interface Node {
   # `strategy`: how the node chooses where the lease runs (cluster.capnp SchedulingStrategy);
   # `spilled`: another node sent the requester here (a spillback), so a SPREAD or soft request
   # is granted here when it fits instead of being decided again.
+  # `retriable`: the tasks run on it are retried, or its actor restarts, when its worker dies (the
+  # node's memory monitor stops the newest retriable lease's worker first).
   requestWorkerLease @0 (shape :ResourceShape, jobId :Data, language :Language,
                          codeSearchPath :Text, placed :Bool, detached :Bool,
-                         strategy :Cluster.SchedulingStrategy, spilled :Bool)
+                         strategy :Cluster.SchedulingStrategy, spilled :Bool, retriable :Bool)
       -> (reply :LeaseReply, holder :LeaseHolder);
   # Gives the lease back. `disconnectWorker` true: the worker is unusable (its task crashed it,
   # or it was blocked too long); the node stops it instead of reusing it.
@@ -104,8 +106,9 @@ interface Node {
   # message says why).
   returnGpu @11 (gpuId :UInt32) -> ();
   # Why this node stopped worker `workerId` ("" when it did not: the worker exited by itself or
-  # was killed on request): a quarantined GPU, or its GPU memory beyond its share.
-  workerExitReason @12 (workerId :Data) -> (reason :Text);
+  # was killed on request): a quarantined GPU, or its GPU memory beyond its share, or the node's
+  # memory use above its threshold (`outOfMemory`: the task fails with outOfMemory).
+  workerExitReason @12 (workerId :Data) -> (reason :Text, outOfMemory :Bool);
 }
 
 # One bundle of a placement group as a node reserves it.
@@ -197,12 +200,12 @@ enum ErrorKind {
   infeasible @5;                  # no node can ever hold the task's resource shape
   unavailable @6;                 # the head, a node or a worker could not be reached
   actorDied @7;                   # the actor died before or while running the call, or is DEAD
-  actorUnavailable @8;            # the actor cannot be reached for now (not produced yet)
+  actorUnavailable @8;            # the actor is restarting, or cannot be reached for now
   objectLost @9;                  # every copy of the object is gone (its node lost it or died)
   ownerDied @10;                  # a borrowed object's owner died (or cannot be reached)
   objectReconstructionFailed @11; # re-running the object's task failed (not produced yet: lineage)
   objectStoreFull @12;            # the object does not fit in its node's store even after spilling
-  outOfMemory @13;                # the node stopped the worker for its memory (not produced yet)
+  outOfMemory @13;                # the node's memory monitor stopped the task's worker
   timeout @14;                    # a deadline passed (a get, an argument's fetch)
   runtimeEnvSetup @15;            # the task's runtime_env could not be set up in its worker
   invalidArgument @16;            # the request is malformed (ValueError-like)

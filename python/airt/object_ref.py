@@ -85,8 +85,35 @@ def encode_python_args(args, kwargs, settings=None):
 
 def encode_cpp_args(args):
     """A C++ call's arguments: msgpack values, or ObjectRef ids in 1-tuples."""
-    return [(a.binary(),) if isinstance(a, ObjectRef) else msgpack.packb(a, use_bin_type=True)
-            for a in args]
+    return [(a.binary(),) if isinstance(a, ObjectRef) else encode_msgpack(a) for a in args]
+
+
+def _pack_ref(value):
+    """An ObjectRef inside a msgpack value, as C++ writes one (airt/driver.h's adaptor): [id,
+    owner address, owner worker id]; the object is kept until the reader borrows it."""
+    if isinstance(value, ObjectRef):
+        address, worker = _airt.owner_of(value.binary(), True)
+        return [value.binary(), address, worker]
+    raise TypeError(f"cannot encode a {type(value).__name__} as msgpack for C++")
+
+
+def _ref_or_list(items):
+    """A list read from a msgpack value, or the ref C++ wrote there ([28-byte id, owner address,
+    owner worker id]), borrowed from its owner as an ObjectRef of a msgpack value."""
+    if (len(items) == 3 and type(items[0]) is bytes and len(items[0]) == 28
+            and type(items[1]) is str and type(items[2]) is bytes and len(items[2]) in (0, 28)):
+        return _borrowed_ref(items[0], ObjectRef.MSGPACK, items[1], items[2])
+    return items
+
+
+def encode_msgpack(value):
+    """`value` as msgpack for C++; ObjectRefs inside it travel as refs."""
+    return msgpack.packb(value, use_bin_type=True, default=_pack_ref)
+
+
+def decode_msgpack(data):
+    """A msgpack value from C++; the refs inside it arrive as ObjectRefs (borrowed)."""
+    return msgpack.unpackb(data, raw=False, strict_map_key=False, list_hook=_ref_or_list)
 
 
 def _borrowed_ref(binary, value_format, owner_address, owner_worker):
@@ -129,7 +156,7 @@ class ObjectRef:
 
     def _decode(self, data):
         if self._format == ObjectRef.MSGPACK:
-            return msgpack.unpackb(data, raw=False, strict_map_key=False)
+            return decode_msgpack(data)
         return decode_pickled(data)
 
     def __await__(self):

@@ -33,7 +33,7 @@ std::optional<int> ValueOnceBack(ActorHandle<Counter>& counter) {
         try {
           value = *Get(counter.Task(&Counter::Value).Remote(), 20'000);
           return true;
-        } catch (const ActorDiedError&) {
+        } catch (const ActorError&) {
           return false;  // the call was in flight when it died; the next goes to the restart
         }
       },
@@ -288,8 +288,36 @@ TEST_F(Actors, WithoutMaxTaskRetriesTheCallInFlightFailsButTheActorRestarts) {
   ActorHandle<Counter> counter = Actor(Counter::Create).SetMaxRestarts(1).Remote(7);
   EXPECT_THROW(
       Get(counter.Task(&Counter::ExitOnce).Remote(dir_->File("exit-once-not-retried")), 30'000),
-      ActorDiedError);
+      ActorUnavailableError);
   EXPECT_EQ(ValueOnceBack(counter), 7);
+}
+
+// Ray's ActorUnavailableError: the call in flight when the process is killed fails with it while
+// the actor restarts; once no restart is left, with ActorDiedError.
+TEST_F(Actors, ACallInFlightIsUnavailableWhileTheActorRestartsAndDeadOnceItCannot) {
+  ActorHandle<Counter> counter = Actor(Counter::Create).SetMaxRestarts(1).Remote(3);
+  int pid = *Get(counter.Task(&Counter::Pid).Remote());
+  ObjectRef<int> busy = counter.Task(&Counter::SleepMs).Remote(60'000);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  try {
+    Get(busy, 30'000);
+    FAIL() << "expected an ActorUnavailableError";
+  } catch (const ActorUnavailableError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("restarting"), std::string::npos) << what;
+    EXPECT_NE(what.find("max_task_retries=0"), std::string::npos) << what;
+  }
+  EXPECT_EQ(ValueOnceBack(counter), 3);
+  int second = *Get(counter.Task(&Counter::Pid).Remote());
+  ASSERT_NE(second, pid);
+  busy = counter.Task(&Counter::SleepMs).Remote(60'000);
+  ASSERT_EQ(::kill(second, SIGKILL), 0);
+  try {
+    Get(busy, 30'000);
+    FAIL() << "expected an ActorDiedError";
+  } catch (const ActorDiedError& e) {
+    EXPECT_NE(std::string(e.what()).find("max_restarts=1"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Actors, ResentCallsFailOnceTheActorCannotRestart) {

@@ -2,6 +2,7 @@
 // (16 MiB), real airt-worker processes. Each failure reaches Get or Put as its own type with a
 // message naming the object, task or node.
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 std::vector<uint8_t> Bytes(int n, int seed);
 int Fail(int code);
 int AlwaysDie();
+int SleepMs(int ms);
 
 // Registered in this driver only: the workers' library does not have it.
 int OnlyHereInTheErrorsDriver(int x) { return x; }
@@ -29,9 +31,12 @@ std::string Contains(const std::string& text, const std::string& part) {
 class Errors : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    usage_dir_ = new testing::TempDir();
+    // The node reads its memory use from this file (none yet: it stops nothing).
     cluster_ = new e2e::TaskCluster(
         {"--num-cpus=2", "--object-store-memory=" + std::to_string(kStoreMiB) + "M",
-         "--object-store-fallback-limit=0"});
+         "--object-store-fallback-limit=0", "--memory-monitor-interval-ms=50",
+         "--memory-usage-file=" + usage_dir_->File("usage")});
     if (::testing::Test::HasFatalFailure()) return;
     for (const auto& entry : std::filesystem::directory_iterator(cluster_->dir().path())) {
       auto socket = entry.path() / "store.sock";
@@ -44,6 +49,13 @@ class Errors : public ::testing::Test {
   static void TearDownTestSuite() {
     delete store_;
     delete cluster_;
+    delete usage_dir_;
+  }
+  // What the node reads as its memory use from now on.
+  static void SetMemoryUsage(uint64_t used, uint64_t total) {
+    std::string path = usage_dir_->File("usage");
+    std::ofstream(path + ".new") << used << " " << total << "\n";
+    std::filesystem::rename(path + ".new", path);
   }
   void TearDown() override {
     if (HasFailure()) std::cerr << "---- node log ----\n" << cluster_->NodeLog();
@@ -51,9 +63,11 @@ class Errors : public ::testing::Test {
 
   static e2e::TaskCluster* cluster_;
   static objectstore::StoreClient* store_;
+  static testing::TempDir* usage_dir_;
 };
 
 e2e::TaskCluster* Errors::cluster_ = nullptr;
+testing::TempDir* Errors::usage_dir_ = nullptr;
 objectstore::StoreClient* Errors::store_ = nullptr;
 
 TEST_F(Errors, APutLargerThanTheStoreThrowsObjectStoreFullAndTheStoreKeepsWhatItHad) {
@@ -136,6 +150,49 @@ TEST_F(Errors, AGetOfAnObjectItsStoreLostThrowsObjectLostNamingObjectAndNode) {
     EXPECT_EQ(Contains(e.what(), id.Hex()), "");
     EXPECT_EQ(Contains(e.what(), "node 127.0.0.1:"), "");
   }
+}
+
+// Ray's memory monitor: the node's memory use (injected through its usage file) above its
+// threshold stops the task's worker, and the task without retries fails with OutOfMemoryError.
+TEST_F(Errors, ANodeAboveItsMemoryThresholdStopsTheTaskAndGetThrowsOutOfMemory) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  SetMemoryUsage(99 * kGiB, 100 * kGiB);
+  ObjectRef<int> sleeper = Task(SleepMs).SetMaxRetries(0).Remote(60'000);
+  ObjectId id = ObjectId::FromRaw(reinterpret_cast<const uint8_t*>(sleeper.ID().data()));
+  try {
+    Get(sleeper, 60'000);
+    SetMemoryUsage(0, 100 * kGiB);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    SetMemoryUsage(0, 100 * kGiB);
+    EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
+    EXPECT_EQ(Contains(e.what(), "task " + id.Task().Hex()), "");
+    EXPECT_EQ(Contains(e.what(), "SleepMs"), "");
+    EXPECT_EQ(Contains(e.what(), "99.00 GiB of 100.00 GiB in use (0.990)"), "");
+    EXPECT_EQ(Contains(e.what(), "threshold 0.950"), "");
+    EXPECT_EQ(Contains(e.what(), "node "), "");
+  }
+}
+
+// A task with retries left is run again after the kill, and finishes once memory is back.
+TEST_F(Errors, ATaskStoppedForMemoryIsRetriedWhileItHasRetries) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  auto kills = [] {
+    std::string log = cluster_->NodeLog();
+    size_t n = 0;
+    for (size_t at = log.find("ran low on memory"); at != std::string::npos;
+         at = log.find("ran low on memory", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  size_t before = kills();
+  SetMemoryUsage(99 * kGiB, 100 * kGiB);
+  ObjectRef<int> sleeper = Task(SleepMs).SetMaxRetries(-1).Remote(1'500);
+  bool killed = testing::WaitUntil([&] { return kills() > before; }, std::chrono::seconds(30));
+  SetMemoryUsage(0, 100 * kGiB);
+  ASSERT_TRUE(killed) << "the node never stopped a worker for memory";
+  EXPECT_EQ(*Get(sleeper, 60'000), 1'500);
 }
 
 }  // namespace

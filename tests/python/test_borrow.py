@@ -92,3 +92,50 @@ def test_get_of_a_borrowed_object_whose_owner_died_raises_owner_died(cluster):
             break
         assert time.monotonic() < deadline, "the owner's death was never noticed"
         time.sleep(0.05)
+
+
+def test_an_actor_borrowing_from_a_killed_task_gets_owner_died_naming_the_owner(cluster):
+    import signal
+
+    @airt.remote
+    class Keeper:
+        def keep(self, refs):
+            self.refs = refs  # borrowed from the task that put them
+            return len(refs)
+
+        def read(self):
+            try:
+                return "read", int(airt.get(self.refs[0], timeout=30).sum())
+            except OwnerDiedError as error:
+                return "OwnerDiedError", str(error)
+
+    @airt.remote(max_retries=0)
+    def owner(keeper):
+        ref = airt.put(np.ones(1 << 20, dtype=np.uint8))  # this task's worker owns it
+        assert airt.get(keeper.keep.remote([ref]), timeout=60) == 1
+        address, _ = airt._airt.owner_of(ref.binary(), False)
+        return os.getpid(), address
+
+    keeper = Keeper.remote()
+    pid, address = airt.get(owner.remote(keeper), timeout=60)
+    assert airt.get(keeper.read.remote(), timeout=60) == ("read", 1 << 20)
+    os.kill(pid, signal.SIGKILL)  # the owner's process dies; the actor still holds the ref
+    deadline = time.monotonic() + 30
+    while True:  # the owner's death reaches the borrower when its connection ends
+        kind, text = airt.get(keeper.read.remote(), timeout=60)
+        if kind == "OwnerDiedError":
+            break
+        assert time.monotonic() < deadline, "the borrower never saw its owner die"
+        time.sleep(0.05)
+    assert address in text and "owner" in text, text
+
+
+def test_refs_inside_a_cpp_value_arrive_as_object_refs_and_go_back_as_refs(cluster):
+    # PutBlocks (tests/e2e/borrow_functions.cc) returns std::vector<ObjectRef<...>>: the C++ task's
+    # worker owns the objects, this process borrows them.
+    refs = airt.get(airt.cpp_function("PutBlocks").remote(2, 1024), timeout=60)
+    assert [type(r).__name__ for r in refs] == ["ObjectRef", "ObjectRef"]
+    assert [len(airt.get(r, timeout=60)) for r in refs] == [1024, 1024]
+    # Inside an argument they travel as refs again: CountRefs reads none of them.
+    assert airt.get(airt.cpp_function("CountRefs").remote(refs), timeout=60) == 2
+    assert airt.get(airt.cpp_function("SumRefsAfter").remote(refs, 0), timeout=60) == 2048

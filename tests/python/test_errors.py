@@ -202,3 +202,70 @@ def test_a_put_larger_than_a_small_store_raises_object_store_full(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.split() == ["put:", "ObjectStoreFullError", "kept:", "intact",
                                      "return:", "ObjectStoreFullError", "OK"], result.stdout
+
+
+def test_a_call_in_flight_is_unavailable_while_its_actor_restarts_and_dead_once_it_cannot(cluster):
+    import signal
+    import time
+
+    @airt.remote(max_restarts=1)
+    class Sleeper:
+        def pid(self):
+            return os.getpid()
+
+        def sleep(self, seconds):
+            time.sleep(seconds)
+
+    sleeper = Sleeper.remote()
+    pid = airt.get(sleeper.pid.remote(), timeout=60)
+    busy = sleeper.sleep.remote(60)
+    os.kill(pid, signal.SIGKILL)
+    # Ray's ActorUnavailableError: the call is not sent again (max_task_retries=0), the actor
+    # comes back.
+    with pytest.raises(exceptions.ActorUnavailableError, match="restarting"):
+        airt.get(busy, timeout=60)
+    second = airt.get(sleeper.pid.remote(), timeout=60)  # queued behind the restart
+    assert second != pid
+    busy = sleeper.sleep.remote(60)
+    os.kill(second, signal.SIGKILL)
+    # Its one restart is spent: dead for good.
+    with pytest.raises(exceptions.ActorDiedError, match="max_restarts=1"):
+        airt.get(busy, timeout=60)
+
+
+OOM_DRIVER = textwrap.dedent("""
+    import os, sys, time
+    import airt
+    from airt import exceptions
+
+    usage = sys.argv[1]
+    airt.init()
+
+    @airt.remote(max_retries=0)
+    def hog():
+        time.sleep(60)
+
+    with open(usage + ".new", "w") as f:  # what the node reads as its memory use
+        f.write(f"{99 << 30} {100 << 30}\\n")
+    os.replace(usage + ".new", usage)
+    try:
+        airt.get(hog.remote(), timeout=60)
+        print("no error")
+    except exceptions.OutOfMemoryError as error:
+        print("OutOfMemoryError:", error)
+""")
+
+
+def test_a_node_above_its_memory_threshold_stops_the_task_and_get_raises_out_of_memory(tmp_path):
+    usage = str(tmp_path / "memory-usage")
+    cluster = Cluster(str(tmp_path))
+    try:
+        cluster.start_head()
+        cluster.add_node("--num-cpus=1", "--memory-monitor-interval-ms=50",
+                         f"--memory-usage-file={usage}")
+        out = cluster.run_driver(OOM_DRIVER, usage)
+    finally:
+        cluster.stop()
+    assert out.startswith("OutOfMemoryError:"), out
+    assert "hog" in out and "99.00 GiB of 100.00 GiB in use (0.990)" in out, out
+    assert "threshold 0.950" in out, out

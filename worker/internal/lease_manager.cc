@@ -173,8 +173,8 @@ void LeaseManager::OnWorkerReady(uint64_t id, const WorkerAddress& worker) {
   }
   uint64_t lease_id = next_lease_id_++;
   LeaseGranted granted{lease_id, worker, GpuIdsOf(*request->allocation)};
-  leases_.emplace(lease_id, Lease{worker.id, std::move(*request->allocation),
-                                  request->ask.detached, worker.pid});
+  leases_.emplace(lease_id, Lease{worker.id, std::move(*request->allocation), request->ask.detached,
+                                  worker.pid, request->ask.retriable});
   lease_of_worker_[worker.id] = lease_id;
   AIRT_LOG(DEBUG) << "lease " << lease_id << " of " << request->ask.shape.ToString()
                   << " granted: worker " << worker.id.Hex().substr(0, 8) << " at " << worker.host
@@ -377,9 +377,12 @@ void LeaseManager::SetCordoned(bool cordoned) {
   ScheduleDispatch();
 }
 
-bool LeaseManager::StopWorker(const WorkerId& worker, const std::string& reason) {
+bool LeaseManager::StopWorker(const WorkerId& worker, const std::string& reason,
+                              bool out_of_memory) {
   constexpr size_t kMaxExitReasons = 512;
-  if (exit_reasons_.emplace(worker, reason).second) exit_reason_order_.push_back(worker);
+  if (exit_reasons_.emplace(worker, WorkerExit{reason, out_of_memory}).second) {
+    exit_reason_order_.push_back(worker);
+  }
   if (exit_reason_order_.size() > kMaxExitReasons) {
     exit_reasons_.erase(exit_reason_order_.front());
     exit_reason_order_.erase(exit_reason_order_.begin());
@@ -387,10 +390,18 @@ bool LeaseManager::StopWorker(const WorkerId& worker, const std::string& reason)
   return KillWorker(worker);
 }
 
-std::optional<std::string> LeaseManager::ExitReason(const WorkerId& worker) const {
+std::optional<WorkerExit> LeaseManager::ExitReason(const WorkerId& worker) const {
   auto it = exit_reasons_.find(worker);
   if (it == exit_reasons_.end()) return std::nullopt;
   return it->second;
+}
+
+std::vector<KillCandidate> LeaseManager::Leased() const {
+  std::vector<KillCandidate> out;
+  for (const auto& [lease_id, lease] : leases_) {
+    out.push_back(KillCandidate{lease.worker, lease.pid, lease_id, lease.retriable});
+  }
+  return out;
 }
 
 std::vector<GpuLease> LeaseManager::GpuLeases() const {

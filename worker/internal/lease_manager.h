@@ -21,6 +21,7 @@
 
 #include "common/ids.h"
 #include "common/status.h"
+#include "worker/internal/memory_monitor.h"
 #include "worker/internal/resource_report.h"
 #include "worker/internal/worker_pool.h"
 #include "worker/scheduling/scheduling.h"
@@ -37,6 +38,7 @@ struct LeaseAsk {
   bool detached = false;  // a detached actor's: the lease and its worker outlive the job
   sched::SchedulingStrategy strategy{};  // decided by the LeasePolicy (LeaseRequest::strategy)
   bool spilled = false;         // another node spilled it here (LeaseRequest::spilled)
+  bool retriable = false;       // its tasks are retried or its actor restarts (the memory monitor's)
 };
 
 struct LeaseGranted {
@@ -72,6 +74,12 @@ struct LeaseManagerOptions {
   // (a fractional share's worker gets AIRT_GPU_MEMORY_LIMIT_BYTES = share x memory).
   std::map<uint32_t, std::string> gpu_visible_names;
   std::map<uint32_t, uint64_t> gpu_memory;
+};
+
+// Why the node stopped a worker (LeaseManager::StopWorker).
+struct WorkerExit {
+  std::string reason;
+  bool out_of_memory = false;  // the memory monitor stopped it: its task fails with kOutOfMemory
 };
 
 // A lease's hold on GPUs, for the GPU monitor.
@@ -159,10 +167,12 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   void SetCordoned(bool cordoned);
   bool cordoned() const { return cordoned_; }
   // Stops worker `worker` as KillWorker does, remembering `reason` as its ExitReason.
-  bool StopWorker(const WorkerId& worker, const std::string& reason);
+  bool StopWorker(const WorkerId& worker, const std::string& reason, bool out_of_memory = false);
   // Why the node stopped worker `worker` (QuarantineGpu, StopWorker); nullopt for any other
   // exit. The latest few hundred are kept.
-  std::optional<std::string> ExitReason(const WorkerId& worker) const;
+  std::optional<WorkerExit> ExitReason(const WorkerId& worker) const;
+  // Every held lease's worker, for the memory monitor (memory_monitor.h).
+  std::vector<KillCandidate> Leased() const;
   std::vector<GpuLease> GpuLeases() const;
 
   // Available amounts of every resource the node has, GPU ids in use and quarantined.
@@ -193,6 +203,7 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
     worker::scheduling::Allocation allocation;
     bool detached = false;
     int32_t pid = 0;
+    bool retriable = false;
   };
   // The CUDA_VISIBLE_DEVICES and memory-limit variables of a worker holding `allocation`.
   std::string VisibleDevices(const worker::scheduling::Allocation& allocation) const;
@@ -237,7 +248,7 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   std::function<void()> on_queued_;
   std::set<uint32_t> quarantined_;  // GPU ids
   worker::scheduling::NodeResources none_;  // what a cordoned node offers new requests
-  std::map<WorkerId, std::string> exit_reasons_;
+  std::map<WorkerId, WorkerExit> exit_reasons_;
   std::vector<WorkerId> exit_reason_order_;
   uint64_t next_request_id_ = 1;
   uint64_t next_lease_id_ = 1;

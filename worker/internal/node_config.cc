@@ -249,7 +249,19 @@ struct RawFlags {
   std::string head_reconnect_timeout_s;
   std::string gpu_memory, gpu_fault_spec, gpu_memory_margin, gpu_min_bandwidth_fraction;
   uint64_t gpu_health_interval_ms = 60000, gpu_memory_check_ms = 1000;
+  uint64_t memory_monitor_interval_ms = 250;
+  std::string memory_usage_threshold, memory_usage_file;
 };
+
+// A fraction flag: a number from `min` (exclusive when `open`) to 1.
+Result<double> ParseFraction(std::string_view flag, const std::string& text, bool open) {
+  char* end = nullptr;
+  double f = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(open ? f > 0 : f >= 0) || !(f <= 1)) {
+    return FlagError(flag, "'" + text + "' is not a number from 0 to 1");
+  }
+  return f;
+}
 
 // A duration flag in milliseconds: `min` to one hour.
 Result<uint32_t> ParseMs(std::string_view flag, uint64_t ms, uint64_t min) {
@@ -330,6 +342,15 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   flags.AddString("gpu-min-bandwidth-fraction", &raw.gpu_min_bandwidth_fraction,
                   "a GPU whose copy bandwidth is below this fraction of its type's fails; "
                   "default 0.5");
+  flags.AddUint64("memory-monitor-interval-ms", &raw.memory_monitor_interval_ms,
+                  "how often the host's memory use is read (Ray's memory_monitor_refresh_ms); 0: "
+                  "no memory monitor");
+  flags.AddString("memory-usage-threshold", &raw.memory_usage_threshold,
+                  "above this fraction of the host's memory in use the node stops a worker, the "
+                  "newest retriable one first (Ray's memory_usage_threshold); default 0.95");
+  flags.AddString("memory-usage-file", &raw.memory_usage_file,
+                  "test-only: read the memory use from this file ('USED TOTAL' bytes) instead of "
+                  "the host");
   Status parsed = flags.Parse(argc, argv);
   if (parsed.code() == Code::kCancelled) return Cancelled(flags.Usage());
   AIRT_RETURN_IF_ERROR(parsed);
@@ -426,14 +447,23 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
     config.gpu_memory_margin = config.gpu_memory.front() / 20;
   }
   if (!raw.gpu_min_bandwidth_fraction.empty()) {
-    char* end = nullptr;
-    double f = std::strtod(raw.gpu_min_bandwidth_fraction.c_str(), &end);
-    if (end == raw.gpu_min_bandwidth_fraction.c_str() || *end != '\0' || !(f >= 0 && f <= 1)) {
-      return FlagError("gpu-min-bandwidth-fraction",
-                       "'" + raw.gpu_min_bandwidth_fraction + "' is not a number from 0 to 1");
-    }
-    config.gpu_min_bandwidth_fraction = f;
+    AIRT_ASSIGN_OR_RETURN(
+        config.gpu_min_bandwidth_fraction,
+        ParseFraction("gpu-min-bandwidth-fraction", raw.gpu_min_bandwidth_fraction, false));
   }
+  if (raw.memory_monitor_interval_ms != 0) {
+    AIRT_ASSIGN_OR_RETURN(
+        config.memory_monitor_interval_ms,
+        ParseMs("memory-monitor-interval-ms", raw.memory_monitor_interval_ms, 10));
+  } else {
+    config.memory_monitor_interval_ms = 0;
+  }
+  if (!raw.memory_usage_threshold.empty()) {
+    AIRT_ASSIGN_OR_RETURN(
+        config.memory_usage_threshold,
+        ParseFraction("memory-usage-threshold", raw.memory_usage_threshold, true));
+  }
+  config.memory_usage_file = raw.memory_usage_file;
 
   config.object_store_memory = std::min(kDefaultStoreBytes, host.physical_memory / 10 * 3);
   if (config.object_store_memory == 0) config.object_store_memory = kDefaultStoreBytes;

@@ -78,6 +78,12 @@ struct NodeConfig {
   uint32_t gpu_memory_check_ms = 1000;      // how often fractional workers' memory is read
   uint64_t gpu_memory_margin = 0;           // bytes a share may be exceeded by beyond the context
   double gpu_min_bandwidth_fraction = 0.5;  // of the device type's expected copy bandwidth
+  // The memory monitor (memory_monitor.h): how often it samples (0: off), the fraction of the
+  // host's memory in use above which it stops a worker, and (tests only) a file it reads the
+  // usage from instead of the host ("USED TOTAL" bytes).
+  uint32_t memory_monitor_interval_ms = 250;
+  double memory_usage_threshold = 0.95;
+  std::string memory_usage_file;
   uint32_t head_call_timeout_ms = 5000;                     // a registerNode or heartbeat call
   uint32_t head_retry_max_ms = 5000;                        // the longest wait between retries
   uint32_t head_reconnect_timeout_s = 60;  // the node exits when the head is unreachable this long
@@ -107,6 +113,8 @@ struct NodeConfig {
 //   --gpu-memory bytes of each declared GPU when detection does not say
 //   --gpu-fault-spec, --gpu-health-interval-ms, --gpu-memory-check-ms, --gpu-memory-margin,
 //   --gpu-min-bandwidth-fraction: see NodeConfig and docs/gpu.md
+//   --memory-monitor-interval-ms (0: off), --memory-usage-threshold, --memory-usage-file (tests):
+//   see NodeConfig and docs/cluster.md
 //   --memory     default 70% of physical memory less the object store
 //   --object-store-memory  default 1 GiB, at most 30% of physical memory
 //   --object-store-fallback-limit  default $AIRT_OBJECT_STORE_FALLBACK_LIMIT, else the disk's room

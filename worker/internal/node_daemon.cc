@@ -31,6 +31,7 @@
 #include "worker/internal/job_cleanup.h"
 #include "worker/internal/lease_manager.h"
 #include "worker/internal/log_streamer.h"
+#include "worker/internal/memory_monitor.h"
 #include "worker/internal/node_service.h"
 #include "worker/internal/worker_pool.h"
 #include "worker/scheduling/scheduling.h"
@@ -320,6 +321,25 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
       target->gpus = gpu_monitor.get();
     }
     KJ_DEFER(target->gpus = nullptr);
+
+    // The host's memory: above the threshold a leased worker is stopped (Ray's memory monitor).
+    std::unique_ptr<MemoryReader> memory_reader;
+    if (config.memory_usage_file.empty()) {
+      memory_reader = std::make_unique<HostMemoryReader>();
+    } else {
+      memory_reader = std::make_unique<FileMemoryReader>(config.memory_usage_file);
+    }
+    MemoryMonitorOptions memory_options;
+    memory_options.interval = config.memory_monitor_interval_ms * kj::MILLISECONDS;
+    memory_options.threshold = config.memory_usage_threshold;
+    memory_options.node = node.id.Hex().substr(0, 8) + " (" + config.node_address + ":" +
+                          std::to_string(node.node_port) + ")";
+    MemoryMonitor memory_monitor(
+        std::move(memory_options), *memory_reader, timer, [&leases] { return leases.Leased(); },
+        [&leases](const WorkerId& worker, const std::string& reason) {
+          return leases.StopWorker(worker, reason, /*out_of_memory=*/true);
+        });
+    if (config.memory_monitor_interval_ms > 0) memory_monitor.Start();
 
     // Workers' output to their jobs' drivers.
     LogStreamer logs({node.id.Hex().substr(0, 8)}, timer, [&pool] {

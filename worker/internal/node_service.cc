@@ -84,6 +84,7 @@ Result<LeaseAsk> ParseLeaseAsk(proto::Node::RequestWorkerLeaseParams::Reader par
     AIRT_ASSIGN_OR_RETURN(ask.strategy, ReadStrategy(params.getStrategy(), "strategy"));
   }
   ask.detached = params.getDetached();
+  ask.retriable = params.getRetriable();
   return ask;
 }
 
@@ -276,7 +277,10 @@ kj::Promise<void> NodeService::workerExitReason(WorkerExitReasonContext context)
   if (!leases.ok()) return Fail(leases.status());
   Result<WorkerId> worker = WorkerIdField(context.getParams().getWorkerId(), "workerId");
   if (!worker.ok()) return Fail(worker.status());
-  context.getResults().setReason((*leases)->ExitReason(*worker).value_or(""));
+  std::optional<WorkerExit> exit = (*leases)->ExitReason(*worker);
+  auto results = context.getResults();
+  results.setReason(exit ? exit->reason : "");
+  results.setOutOfMemory(exit && exit->out_of_memory);
   return kj::READY_NOW;
 }
 

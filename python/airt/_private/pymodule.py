@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 
-import msgpack
+from airt.object_ref import decode_msgpack, encode_msgpack
 
 FUNCTION_PREFIX = "pymodule:"
 METHOD_PREFIX = "pymodule.method:"
@@ -54,7 +54,7 @@ def call(kind, name, actor, args):
     """Runs one call from C++ as the worker's fallback does: "task" and "method" answer (True,
     the msgpack return), "create" (True, the new instance); a failure (False, the traceback)."""
     try:
-        values = [msgpack.unpackb(a, raw=False, strict_map_key=False) for a in args]
+        values = [decode_msgpack(a) for a in args]
         if kind == "method":
             if not name.startswith(METHOD_PREFIX):
                 return False, f"{name} is not a method of an actor made from C++"
@@ -65,7 +65,7 @@ def call(kind, name, actor, args):
             result = _target(name)(*values)
             if kind == "create":
                 return True, result
-        return True, msgpack.packb(result, use_bin_type=True)
+        return True, encode_msgpack(result)
     except BaseException:  # the user's error, whatever it is, goes back to the C++ caller
         return False, traceback.format_exc()
 

@@ -23,7 +23,7 @@ from airt.data._progress import ProgressBars
 from airt.data._stats import OperatorStats
 
 _GIVEN_UP = object()  # the gen of a call stopped by a limit
-_SYSTEM_ERRORS = (exceptions.WorkerCrashedError, exceptions.ActorDiedError,
+_SYSTEM_ERRORS = (exceptions.WorkerCrashedError, exceptions.RayActorError,
                   exceptions.ObjectLostError)
 
 
