@@ -91,7 +91,8 @@ def test_gpus_above_one_nodes_count_span_nodes(gpu_nodes):
         ("0", "0", "2"), ("0", "1", "2"), ("1", "0", "1")]
     assert ranks[0]["node"] == ranks[1]["node"] != ranks[2]["node"]
     assert set(gpu_nodes.node_ids) == {r["node"] for r in ranks}
-    for r in ranks:  # the node's GPUs of the gang, in local-rank order
+    for r in ranks:  # the node's GPUs of the gang: one of its own for each local rank
         same_node = [s for s in ranks if s["node"] == r["node"]]
-        assert r["CUDA_VISIBLE_DEVICES"] == ",".join(str(g) for s in same_node
-                                                     for g in s["gpus"])
+        visible = r["CUDA_VISIBLE_DEVICES"].split(",")
+        assert len(set(visible)) == len(visible) == len(same_node), r
+        assert all(s["CUDA_VISIBLE_DEVICES"] == r["CUDA_VISIBLE_DEVICES"] for s in same_node)

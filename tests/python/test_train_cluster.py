@@ -60,7 +60,9 @@ def test_use_gpu_ranks_span_nodes_with_gloo_where_no_cuda_device_is_seen(gpu_nod
     assert ranks[0]["node"] == ranks[1]["node"] != ranks[2]["node"]
     for r in ranks:
         same_node = [s for s in ranks if s["node"] == r["node"]]
-        assert r["visible"] == ",".join(str(g) for s in same_node for g in s["gpus"])
+        visible = r["visible"].split(",")  # one GPU of its own for each local rank
+        assert len(set(visible)) == len(visible) == len(same_node), r
+        assert all(s["visible"] == r["visible"] for s in same_node)
 
 
 NODE_KILL = """
