@@ -561,17 +561,6 @@ std::vector<std::string> SubmitStreamingActorTask(const std::string& actor_id,
                                           core_worker::StreamOptions{true, backpressure}));
 }
 
-std::string NextGeneratorItem(const std::string& completed, int64_t timeout_ms) {
-  Result<std::optional<ObjectId>> next = Core()->NextGeneratorItem(IdOf(completed), timeout_ms);
-  if (!next.ok()) {
-    Code code = next.status().code();
-    if (code == Code::kDeadlineExceeded) throw TimeoutError(next.status().message());
-    if (code == Code::kNotFound) throw Exception(next.status().ToString());
-    throw UnavailableError(next.status().ToString());
-  }
-  return *next ? (*next)->Binary() : std::string();
-}
-
 std::shared_ptr<void> HoldGenerator(const std::string& completed) {
   std::shared_ptr<void> reference = HoldObject(completed);
   uint64_t generation;

@@ -2,6 +2,7 @@
 // head's KV, named actors, kill, cancel: airt/driver.h's internal half), over the process's core
 // worker (api/internal/driver_state.h).
 #include "airt/driver.h"
+#include "airt/internal/collective_support.h"
 #include "api/core_worker/core_worker.h"
 #include "api/internal/driver_state.h"
 #include "api/internal/error_kinds.h"

@@ -120,4 +120,15 @@ std::vector<bool> WaitReady(const std::vector<std::string>& ids, int num_ready,
   return Core()->Wait(object_ids, static_cast<size_t>(num_ready), timeout_ms);
 }
 
+std::string NextGeneratorItem(const std::string& completed, int64_t timeout_ms) {
+  Result<std::optional<ObjectId>> next = Core()->NextGeneratorItem(IdOf(completed), timeout_ms);
+  if (!next.ok()) {
+    Code code = next.status().code();
+    if (code == Code::kDeadlineExceeded) throw TimeoutError(next.status().message());
+    if (code == Code::kNotFound) throw Exception(next.status().ToString());
+    throw UnavailableError(next.status().ToString());
+  }
+  return *next ? (*next)->Binary() : std::string();
+}
+
 }  // namespace airt::internal

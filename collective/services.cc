@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "airt/driver.h"
+#include "airt/internal/collective_support.h"
 #include "airt/exceptions.h"
 
 namespace airt::collective {

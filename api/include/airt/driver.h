@@ -303,16 +303,6 @@ std::optional<std::string> KvGet(const std::string& ns, const std::string& key);
 bool KvDelete(const std::string& ns, const std::string& key);  // true: it was there
 // Deletes every key of `ns` starting with `prefix` (not empty); how many there were.
 uint32_t KvDeletePrefix(const std::string& ns, const std::string& prefix);
-// Collective groups (airt/collective.h): this process's progress in `group` (nullopt: it left
-// the group), where the others read it (host:port), and reading another rank's: (the last
-// operation it entered, whether it left since); nullopt when it never joined such a group. This
-// process's node, host:port.
-void RecordCollectiveProgress(const std::string& group, std::optional<uint64_t> entered);
-std::string CollectiveProgressAddress();
-std::optional<std::pair<uint64_t, bool>> QueryCollectiveProgress(const std::string& address,
-                                                                 const std::string& group,
-                                                                 int64_t timeout_ms);
-std::string NodeAddress();
 
 std::vector<std::string> SubmitTask(const std::string& function, std::vector<Argument> args,
                                     const TaskSettings& settings);
