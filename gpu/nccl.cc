@@ -14,20 +14,12 @@
 #include <type_traits>
 
 #include "gpu/plugin_abi.h"
+#include "gpu/plugin_export.h"
 
-#define AIRT_GPU_EXPORT __attribute__((visibility("default")))
 
 namespace {
 
-void SetError(char* error, unsigned long error_len, const char* format, ...)
-    __attribute__((format(printf, 3, 4)));
-void SetError(char* error, unsigned long error_len, const char* format, ...) {
-  if (error == nullptr || error_len == 0) return;
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(error, error_len, format, args);
-  va_end(args);
-}
+using airt::gpu_plugin::SetError;
 
 // The NCCL functions airt calls, resolved from libnccl.so.2 once.
 struct Nccl {

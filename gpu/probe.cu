@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "gpu/plugin_abi.h"
+#include "gpu/plugin_export.h"
 
-#define AIRT_GPU_EXPORT __attribute__((visibility("default")))
 
 namespace {
 
@@ -75,16 +75,7 @@ cudaError_t ReadBackAndCompare(const T* device_data, uint64_t n, Expected expect
   return cudaSuccess;
 }
 
-void SetError(char* error, unsigned long error_len, const char* format, ...)
-    __attribute__((format(printf, 3, 4)));
-
-void SetError(char* error, unsigned long error_len, const char* format, ...) {
-  if (error == nullptr || error_len == 0) return;
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(error, error_len, format, args);
-  va_end(args);
-}
+using airt::gpu_plugin::SetError;
 
 // Maps a CUDA error to an AIRT_GPU_PROBE_* value and writes "device D: <step>: <cuda message>".
 int Fail(cudaError_t err, int device, const char* step, char* error, unsigned long error_len) {
