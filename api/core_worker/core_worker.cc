@@ -197,21 +197,32 @@ capnp::Capability::Client CoreWorker::Impl::Connect(const std::string& address) 
   if (auto it = loop_->peers.find(address); it != loop_->peers.end()) return it->second->cap;
   auto peer = kj::heap<Peer>();
   Peer* raw = peer.get();
+  // A connection that ended, or never opened, leaves the cache at once: the process that owned
+  // the address is gone, and a later one on the same port (the kernel reuses them) is a new
+  // peer, never the old connection's broken capability.
+  auto connected = [this, raw, address](kj::Own<kj::AsyncIoStream> stream) {
+    raw->stream = kj::mv(stream);
+    raw->rpc = kj::heap<capnp::TwoPartyClient>(*raw->stream);
+    raw->gone = raw->rpc->onDisconnect()
+                    .then([this, raw, address] { Forget(address, raw); })
+                    .eagerlyEvaluate(nullptr);
+    return raw->rpc->bootstrap();
+  };
+  auto failed = [this, raw, address](kj::Exception&& e) {
+    Forget(address, raw);
+    return capnp::Capability::Client(kj::mv(e));
+  };
   raw->cap = capnp::Capability::Client(
-      connector_->Connect(loop_->io, address).then([raw](kj::Own<kj::AsyncIoStream> stream) {
-            raw->stream = kj::mv(stream);
-            raw->rpc = kj::heap<capnp::TwoPartyClient>(*raw->stream);
-            return raw->rpc->bootstrap();
-          }));
+      connector_->Connect(loop_->io, address).then(kj::mv(connected), kj::mv(failed)));
   loop_->peers.emplace(address, kj::mv(peer));
   return raw->cap;
 }
 
-void CoreWorker::Impl::Forget(const std::string& address) {
-  if (auto it = loop_->peers.find(address); it != loop_->peers.end()) {
-    loop_->retired.push_back(kj::mv(it->second));
-    loop_->peers.erase(it);
-  }
+void CoreWorker::Impl::Forget(const std::string& address, const Peer* only) {
+  auto it = loop_->peers.find(address);
+  if (it == loop_->peers.end() || (only != nullptr && it->second.get() != only)) return;
+  loop_->retired.push_back(kj::mv(it->second));
+  loop_->peers.erase(it);
 }
 
 std::vector<ObjectId> CoreWorker::Impl::Submit(const std::string& function,

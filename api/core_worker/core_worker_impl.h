@@ -40,6 +40,7 @@ struct Peer {
   kj::Own<kj::AsyncIoStream> stream;
   kj::Own<capnp::TwoPartyClient> rpc;
   capnp::Capability::Client cap = nullptr;
+  kj::Promise<void> gone = nullptr;  // drops it from the cache once its connection ends
 };
 
 class CoreWorker::Impl {
@@ -177,7 +178,8 @@ class CoreWorker::Impl {
   void EndServing();
   void CancelAll(bool force);
   capnp::Capability::Client Connect(const std::string& address);
-  void Forget(const std::string& address);
+  // Drops the cached connection to `address` (only if it is `only`, when given).
+  void Forget(const std::string& address, const Peer* only = nullptr);
   kj::Promise<void> Run(PendingTask* task);
   void Cancel(PendingTask& task, bool force, bool recursive);
   // Counts the task's reference arguments as held until the task is destroyed.

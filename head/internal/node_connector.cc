@@ -22,9 +22,12 @@ proto::Node::Client TcpNodeConnector::Connect(const std::string& address) {
   kj::Promise<proto::Node::Client> connected =
       network_.parseAddress(kj::StringPtr(address.substr(0, colon).c_str()), port)
           .then([](kj::Own<kj::NetworkAddress> a) { return a->connect(); })
-          .then([raw](kj::Own<kj::AsyncIoStream> stream) {
+          .then([this, raw, address](kj::Own<kj::AsyncIoStream> stream) {
             raw->stream = kj::mv(stream);
             raw->client = kj::heap<capnp::TwoPartyClient>(*raw->stream);
+            raw->gone = raw->client->onDisconnect()
+                            .then([this, raw, address] { Forget(address, raw); })
+                            .eagerlyEvaluate(nullptr);
             raw->node = raw->client->bootstrap().castAs<proto::Node>();
             return raw->node;
           });
@@ -32,9 +35,11 @@ proto::Node::Client TcpNodeConnector::Connect(const std::string& address) {
   return raw->node;
 }
 
-void TcpNodeConnector::Forget(const std::string& address) {
+void TcpNodeConnector::Forget(const std::string& address) { Forget(address, nullptr); }
+
+void TcpNodeConnector::Forget(const std::string& address, const Connection* only) {
   auto it = connections_.find(address);
-  if (it == connections_.end()) return;
+  if (it == connections_.end() || (only != nullptr && it->second.get() != only)) return;
   // Kept: a connect still under way writes into it.
   retired_.push_back(kj::mv(it->second));
   connections_.erase(it);

@@ -25,7 +25,8 @@ class NodeConnector {
   virtual void Forget(const std::string& address) = 0;
 };
 
-// One TCP connection per node address, opened at the first Connect. `network` must outlive it.
+// One TCP connection per node address, opened at the first Connect and forgotten when it ends (a
+// node restarted on the same port is a new connection). `network` must outlive it.
 class TcpNodeConnector final : public NodeConnector {
  public:
   explicit TcpNodeConnector(kj::Network& network) : network_(network) {}
@@ -37,7 +38,9 @@ class TcpNodeConnector final : public NodeConnector {
     kj::Own<kj::AsyncIoStream> stream;
     kj::Own<capnp::TwoPartyClient> client;
     proto::Node::Client node = nullptr;
+    kj::Promise<void> gone = nullptr;  // forgets it once the connection ends
   };
+  void Forget(const std::string& address, const Connection* only);
   kj::Network& network_;
   std::map<std::string, kj::Own<Connection>> connections_;
   std::vector<kj::Own<Connection>> retired_;  // forgotten after a failure

@@ -64,6 +64,7 @@ struct ClusterState {
   std::vector<std::string> pushed;   // task ids pushed to fake workers (binary)
   std::vector<std::string> cancelled;
   std::vector<std::string> killed;  // worker ids
+  size_t returned = 0;              // returnWorkerLease calls
 };
 
 class Lease final : public proto::JobLease::Server {};
@@ -121,7 +122,11 @@ class Node final : public proto::Node::Server {
     context.getResults().setHolder(kj::heap<Holder>());
     return kj::READY_NOW;
   }
-  kj::Promise<void> returnWorkerLease(ReturnWorkerLeaseContext) override { return kj::READY_NOW; }
+  kj::Promise<void> returnWorkerLease(ReturnWorkerLeaseContext) override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    ++state_->returned;
+    return kj::READY_NOW;
+  }
   kj::Promise<void> registerWorker(RegisterWorkerContext context) override {
     std::string id = ToString(context.getParams().getWorker().getWorkerId());
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -323,6 +328,34 @@ TEST_F(CoreWorkerRpc, RetriesTaskOnAnotherWorkerWhenItsConnectionBreaks) {
   EXPECT_FALSE(driver_->Ready(returns)[0]);
   EXPECT_EQ(network_->Break(stuck), 1u);
   EXPECT_EQ(std::get<int>(Get(returns.at(0))), 10);
+}
+
+// The kernel hands a port that a dead worker freed to the next worker the node starts: the
+// driver's connection to the dead one must not stand in for the new one (a call on it would fail
+// with "Peer disconnected", and an actor's constructor has no retry to hide that).
+TEST_F(CoreWorkerRpc, ANewWorkerOnADeadWorkersPortGetsAConnectionOfItsOwn) {
+  network_->ReuseFreedPorts();
+  std::string first = StartRealWorker();
+  ASSERT_FALSE(first.empty());
+  Grant({first});
+  ASSERT_NO_FATAL_FAILURE(StartDriver());
+  core_worker::TaskOptions once;
+  once.max_retries = 0;
+  auto got = Get(Submit(1, once).at(0));
+  ASSERT_TRUE(std::holds_alternative<int>(got));
+  EXPECT_EQ(std::get<int>(got), 2);
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->returned == 1;
+  })) << "the idle lease never went back";
+  worker_.reset();  // the worker process exits
+  executor_.reset();
+  std::string second = StartRealWorker();
+  ASSERT_EQ(second, first);
+  got = Get(Submit(2, once).at(0));
+  ASSERT_TRUE(std::holds_alternative<int>(got))
+      << "the task failed: it went to the dead worker's connection";
+  EXPECT_EQ(std::get<int>(got), 4);
 }
 
 TEST_F(CoreWorkerRpc, CancelReachesTheWorkerRunningTheTask) {

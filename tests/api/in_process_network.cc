@@ -102,10 +102,19 @@ kj::Promise<kj::Own<kj::ConnectionReceiver>> InProcessNetwork::Listen(kj::AsyncI
   {
     std::lock_guard<std::mutex> lock(mu_);
     port = ++next_port_[host];
+    if (reuse_ports_) {
+      for (port = 1; bound_.count(host + ":" + std::to_string(port)) != 0; ++port) {
+      }
+    }
     address = host + ":" + std::to_string(port);
     bound_[address] = std::make_unique<Endpoint>();
   }
   return kj::Own<kj::ConnectionReceiver>(kj::heap<Receiver>(*this, io, address, port));
+}
+
+void InProcessNetwork::ReuseFreedPorts() {
+  std::lock_guard<std::mutex> lock(mu_);
+  reuse_ports_ = true;
 }
 
 size_t InProcessNetwork::Break(const std::string& address) {

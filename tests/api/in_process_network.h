@@ -39,6 +39,9 @@ class InProcessNetwork final : public core_worker::PeerConnector {
   size_t Break(const std::string& address);
   // Connections made to `address` so far (broken or not).
   size_t Connections(const std::string& address) const;
+  // From now on Listen binds the lowest N free, as the kernel hands a port that a process
+  // dying freed to the next one (until then each Listen takes a new N).
+  void ReuseFreedPorts();
 
  private:
   class Receiver;
@@ -55,6 +58,7 @@ class InProcessNetwork final : public core_worker::PeerConnector {
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Endpoint>> bound_;  // guarded by mu_
   std::map<std::string, uint32_t> next_port_;               // by host; guarded by mu_
+  bool reuse_ports_ = false;                                 // guarded by mu_
   // Per address, the client ends of its open connections, and how many were ever made.
   std::map<std::string, std::vector<int>> live_;  // guarded by mu_
   std::map<std::string, size_t> made_;            // guarded by mu_
