@@ -142,8 +142,10 @@ class Gang:
                                        node_rank=node_rank))
 
     def _wait_reserved(self, wait_s):
+        import importlib
         from airt import _airt, exceptions
-        from airt.util import placement_group as pg_module
+        # The module (airt.util's attribute of that name is the function).
+        pg_module = importlib.import_module("airt.util.placement_group")
         deadline = None if wait_s is None else time.monotonic() + wait_s
         infeasible_since = None
         while not _airt.wait_placement_group(self.pg.id.hex(), 1.0):
