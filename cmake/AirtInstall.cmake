@@ -1,10 +1,13 @@
 # `cmake --install build --prefix P`: airt for C++ users (docs/install.md).
 #
 #   P/bin/      airt (the CLI), airt-head, airt-node, airt-worker, airt-autoscaler
-#   P/lib/      libairt_api.so, libairt_driver.so (and libairt_gpu_plugin.so with CUDA)
+#   P/lib/      libairt_api.so, libairt_driver.so, libairt_collective.so, libairt_tune.a,
+#               libairt_tune_sweep.a (and libairt_gpu_plugin.so with CUDA)
 #   P/include/  airt/ and ray/ (the API's headers; they include only msgpack-cxx's and nlohmann/json's)
-#   P/lib/cmake/airt/  airtConfig.cmake, its version file, the exported targets airt::api and
-#                      airt::driver, and AirtRemote.cmake's helpers
+#   P/lib/cmake/airt/  airtConfig.cmake, its version file, the exported targets airt::api,
+#                      airt::driver, airt::collective (airt/collective.h), airt::tune (the
+#                      schedulers) and airt::tune_sweep (airt/tune/sweep.h), and AirtRemote.cmake's
+#                      helpers
 #
 # The layout is fixed (bin/, lib/, include/), because the binaries find each other through it:
 # a driver's Init looks for the daemons in ../bin from libairt_driver.so (common/daemon_process.h),
@@ -35,7 +38,8 @@ function(airt_add_install_rpath target)
 endfunction()
 
 set(_airt_programs airt airt-head airt-node airt-worker airt-autoscaler)
-set(_airt_libraries airt_api airt_driver)
+set(_airt_libraries airt_api airt_driver airt_collective)
+set(_airt_archives airt_tune airt_tune_sweep)
 foreach(target ${_airt_programs})
   airt_add_install_rpath(${target} "$ORIGIN" "$ORIGIN/../${AIRT_INSTALL_LIBDIR}")
 endforeach()
@@ -44,10 +48,15 @@ foreach(target ${_airt_libraries})
 endforeach()
 set_target_properties(airt_api PROPERTIES EXPORT_NAME api)
 set_target_properties(airt_driver PROPERTIES EXPORT_NAME driver)
+set_target_properties(airt_collective PROPERTIES EXPORT_NAME collective)
+set_target_properties(airt_tune PROPERTIES EXPORT_NAME tune)
+set_target_properties(airt_tune_sweep PROPERTIES EXPORT_NAME tune_sweep)
 
 install(TARGETS ${_airt_programs} RUNTIME DESTINATION ${AIRT_INSTALL_BINDIR} COMPONENT runtime)
 install(TARGETS ${_airt_libraries} EXPORT airtTargets
         LIBRARY DESTINATION ${AIRT_INSTALL_LIBDIR} COMPONENT runtime)
+install(TARGETS ${_airt_archives} EXPORT airtTargets
+        ARCHIVE DESTINATION ${AIRT_INSTALL_LIBDIR} COMPONENT devel)
 if(TARGET airt_gpu_plugin)
   install(TARGETS airt_gpu_plugin LIBRARY DESTINATION ${AIRT_INSTALL_LIBDIR} COMPONENT runtime)
 endif()

@@ -201,16 +201,19 @@ Status Communicator::Run(Operation op) {
   }
   Status ran = backend_->Run(op);
   if (ran.ok()) return ran;
-  std::string diagnosis = Diagnose(op, seq, ran);
+  Stall stall{OpName(op.kind), seq, {}};
+  std::string diagnosis = Diagnose(op, seq, ran, stall);
   failed_ = ran;
-  Code code = ran.code() == Code::kDeadlineExceeded || diagnosis.find("never reached") !=
-                                                           std::string::npos
+  Code code = ran.code() == Code::kDeadlineExceeded || !stall.never_reached.empty()
                   ? Code::kDeadlineExceeded
                   : ran.code();
+  if (code == Code::kDeadlineExceeded) stall_ = std::move(stall);
   return Status(code, diagnosis);
 }
 
-std::string Communicator::Diagnose(const Operation& op, uint64_t seq, const Status& failure) {
+std::string Communicator::Diagnose(const Operation& op, uint64_t seq, const Status& failure,
+                                   Stall& stall) {
+  auto named = [](const RankInfo& r) { return StalledRank{r.rank, r.node, r.pid}; };
   bool p2p = op.kind == OpKind::kSend || op.kind == OpKind::kRecv;
   std::string what = std::string(OpName(op.kind)) +
                      (p2p ? (op.kind == OpKind::kSend ? " to rank " : " from rank ") +
@@ -220,6 +223,9 @@ std::string Communicator::Diagnose(const Operation& op, uint64_t seq, const Stat
   std::string text = what + " did not finish within " + std::to_string(options_.timeout_ms) +
                      " ms (" + failure.message() + ")";
   if (p2p) {
+    if (failure.code() == Code::kDeadlineExceeded) {
+      stall.never_reached.push_back(named(ranks_[op.peer]));
+    }
     return text + "; the peer is " + Describe(ranks_[op.peer]);
   }
   std::vector<std::string> missing, unreachable;
@@ -231,10 +237,12 @@ std::string Communicator::Diagnose(const Operation& op, uint64_t seq, const Stat
       unreachable.push_back(Describe(r) + ": " + got.status().message());
     } else if (!got->has_value()) {
       missing.push_back(Describe(r) + ", which never joined the group");
+      stall.never_reached.push_back(named(r));
     } else if ((*got)->entered < seq) {
       missing.push_back(Describe(r) + ", whose last operation was #" +
                         std::to_string((*got)->entered) +
                         ((*got)->left ? " (it has left the group since)" : ""));
+      stall.never_reached.push_back(named(r));
     }
   }
   if (!missing.empty()) {

@@ -108,6 +108,8 @@ class Communicator {
 
   const GroupOptions& options() const { return options_; }
   const std::vector<RankInfo>& ranks() const { return ranks_; }
+  // The operation that passed its deadline (the group failed with kDeadlineExceeded then).
+  const std::optional<Stall>& stall() const { return stall_; }
 
   Status Allreduce(Buffer data, ReduceOp op);
   Status Broadcast(Buffer data, int root);
@@ -124,7 +126,8 @@ class Communicator {
   Status CheckRank(int r, const char* what, bool other) const;
   // Runs a collective (numbered) or a send/recv, and on failure asks the others how far they got.
   Status Run(Operation op);
-  std::string Diagnose(const Operation& op, uint64_t seq, const Status& failure);
+  // The failure's message naming the ranks that never reached `op`; fills `stall` with them.
+  std::string Diagnose(const Operation& op, uint64_t seq, const Status& failure, Stall& stall);
   std::string Describe(const RankInfo& r) const;
   std::string Where() const;
 
@@ -135,6 +138,7 @@ class Communicator {
   uint64_t seq_ = 0;            // collectives entered
   std::map<int, uint64_t> sent_, received_;  // send/recv messages, by peer
   Status failed_;               // once an operation failed, every later one fails with it
+  std::optional<Stall> stall_;  // set with failed_ when that was a deadline
 };
 
 // The Gloo backend (gloo_backend.cc): TCP transport on `host`; buffers in host memory.

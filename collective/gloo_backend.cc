@@ -156,20 +156,10 @@ class GlooBackend final : public Backend {
         if (op.op == ReduceOp::AVERAGE) Divide<T>(out, op.output.count, size);
         return Status::Ok();
       }
-      case OpKind::kReducescatter: {
-        scratch_.resize(op.input.bytes());
-        std::memcpy(scratch_.data(), in, op.input.bytes());
-        T* all = reinterpret_cast<T*>(scratch_.data());
-        gloo::AllreduceOptions o(context_);
-        o.setOutput(all, op.input.count);
-        o.setReduceFunction(ReduceFunc<T>(op.op));
-        o.setTag(tag);
-        o.setTimeout(op.timeout);
-        gloo::allreduce(o);
-        std::memcpy(out, all + op.output.count * context_->rank, op.output.bytes());
+      case OpKind::kReducescatter:
+        RingReduceScatter<T>(op);
         if (op.op == ReduceOp::AVERAGE) Divide<T>(out, op.output.count, size);
         return Status::Ok();
-      }
       case OpKind::kBroadcast: {
         gloo::BroadcastOptions o(context_);
         o.setOutput(out, op.output.count);
@@ -227,6 +217,40 @@ class GlooBackend final : public Backend {
       }
     }
     return InvalidArgument("unknown operation");
+  }
+
+  // A ring reduce-scatter over gloo's unbound buffers: each rank sends (size - 1) blocks, half
+  // an allreduce's traffic. In step s rank r sends its partial reduction of block r - s - 1 to
+  // rank r + 1 and receives rank r - 1's partial of block r - s - 2 (mod size), reducing its own
+  // input's block into it; the partial received last is block r over every rank, written into
+  // `output`. The input is only read; gloo exceptions (timeouts) propagate to Run.
+  template <typename T>
+  void RingReduceScatter(const Operation& op) {
+    constexpr uint64_t kReduceScatterSlot = uint64_t{0x7d} << 56;
+    const int size = context_->size, rank = context_->rank;
+    const size_t count = op.output.count, bytes = op.output.bytes();
+    const T* in = static_cast<const T*>(op.input.data);
+    auto block = [&](int b) {
+      return in + static_cast<size_t>(((b % size) + size) % size) * count;
+    };
+    gloo::AllreduceOptions::Func reduce = ReduceFunc<T>(op.op);
+    scratch_.resize(3 * bytes);  // the received block, then two partials in turn
+    T* received = reinterpret_cast<T*>(scratch_.data());
+    T* partial[2] = {received + count, received + 2 * count};
+    for (int s = 0; s + 1 < size; ++s) {
+      const T* send = s == 0 ? block(rank - 1) : partial[(s - 1) % 2];
+      T* into = s + 2 == size ? static_cast<T*>(op.output.data) : partial[s % 2];
+      const uint64_t slot = kReduceScatterSlot | (static_cast<uint64_t>(s) << 32) |
+                            (op.tag & 0xffffffffu);
+      auto from = context_->createUnboundBuffer(received, bytes);
+      auto to = context_->createUnboundBuffer(const_cast<T*>(send), bytes);
+      from->recv((rank + size - 1) % size, slot);
+      to->send((rank + 1) % size, slot);
+      if (!from->waitRecv(op.timeout) || !to->waitSend(op.timeout)) {
+        throw gloo::IoException("reducescatter step " + std::to_string(s) + " timed out");
+      }
+      reduce(into, block(rank - s - 2), received, count);
+    }
   }
 
   std::shared_ptr<gloo::transport::Device> device_;

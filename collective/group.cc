@@ -47,6 +47,7 @@ int Group::rank() const { return communicator_->options().rank; }
 int Group::world_size() const { return communicator_->options().world_size; }
 const std::string& Group::name() const { return communicator_->options().group_name; }
 const std::string& Group::backend() const { return communicator_->options().backend; }
+std::optional<Stall> Group::stall() const { return communicator_->stall(); }
 
 void Group::Allreduce(Buffer data, ReduceOp op) { Check(communicator_->Allreduce(data, op)); }
 void Group::Broadcast(Buffer data, int root) { Check(communicator_->Broadcast(data, root)); }

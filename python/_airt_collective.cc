@@ -83,6 +83,19 @@ void BindCollective(py::module_& m) {
       .def_property_readonly("rank", &Group::rank)
       .def_property_readonly("world_size", &Group::world_size)
       .def_property_readonly("backend", [](const Group& g) { return g.backend(); })
+      .def("stall",
+           [](const Group& g) -> py::object {
+             std::optional<airt::collective::Stall> stall = g.stall();
+             if (!stall) return py::none();
+             py::list ranks;
+             for (const airt::collective::StalledRank& r : stall->never_reached) {
+               ranks.append(py::dict(py::arg("rank") = r.rank, py::arg("node") = r.node,
+                                     py::arg("pid") = r.pid));
+             }
+             return py::dict(py::arg("operation") = stall->operation,
+                             py::arg("sequence") = stall->sequence,
+                             py::arg("never_reached") = ranks);
+           })
       .def("allreduce",
            [](Group& g, py::object data, int op) {
              Buffer b = BufferOf(data, true);

@@ -1,6 +1,7 @@
-// Allreduce through airt's communicator: `world` ranks as actors of a cluster (AIRT_ADDRESS, else
-// a local one), each running allreduce_loop.h; prints rank 0's "BYTES SECONDS" per size.
-//   airt_allreduce_bench WORLD SIZES_CSV ROUND
+// Allreduce (or reducescatter) through airt's communicator: `world` ranks as actors of a cluster
+// (AIRT_ADDRESS, else a local one), each running allreduce_loop.h; prints rank 0's
+// "BYTES SECONDS" per size.
+//   airt_allreduce_bench WORLD SIZES_CSV ROUND [allreduce|reducescatter]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -11,14 +12,16 @@
 class AllreduceRank {
  public:
   static AllreduceRank* Create();
-  std::vector<double> Run(int world, int rank, std::string group, std::string sizes);
+  std::vector<double> Run(int world, int rank, std::string group, std::string sizes,
+                          std::string op);
 };
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s WORLD SIZES_CSV ROUND\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: %s WORLD SIZES_CSV ROUND [allreduce|reducescatter]\n", argv[0]);
     return 2;
   }
+  std::string op = argc == 5 ? argv[4] : "allreduce";
   int world = std::atoi(argv[1]);
   std::string group = std::string("bench") + argv[3];
   airt::Init();
@@ -27,7 +30,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < world; ++r) actors.push_back(airt::Actor(AllreduceRank::Create).Remote());
   for (int r = 0; r < world; ++r) {
     ranks.push_back(actors[r].Task(&AllreduceRank::Run).Remote(world, r, group,
-                                                                std::string(argv[2])));
+                                                                std::string(argv[2]), op));
   }
   std::vector<std::vector<double>> results;
   for (auto& r : ranks) results.push_back(*airt::Get(r));

@@ -5,9 +5,12 @@ in turn, `--runs` rounds (at least 5), each round over every size; per size the 
 the rounds and the spread (min-max) are printed, with airt's median over bare Gloo's.
 
     python bench/collective/allreduce_bench.py [--build build] [--runs 5] [--world 2]
-        [--sizes 1K,16K,256K,1M,4M,16M,64M,256M]
+        [--sizes 1K,16K,256K,1M,4M,16M,64M,256M] [--op allreduce|reducescatter]
 
-GB/s is the algorithm bandwidth: bytes of the buffer over seconds per allreduce. Never run in CI.
+GB/s is the algorithm bandwidth: bytes of the (input) buffer over seconds per operation. With
+--op reducescatter (each rank keeps an equal block of the sum) airt's ring reduce-scatter runs
+next to Gloo's own (ReduceScatterHalvingDoubling) in the bare program; torch.distributed's gloo
+backend has no reduce_scatter, so it is left out. Never run in CI.
 """
 import argparse
 import os
@@ -42,19 +45,19 @@ def parse(output):
     return out
 
 
-def run_airt(build, world, sizes, round_index):
+def run_airt(build, world, sizes, round_index, op):
     cmd = [os.path.join(build, "bench", "collective", "airt_allreduce_bench"), str(world),
-           sizes, str(round_index)]
+           sizes, str(round_index), op]
     env = dict(os.environ)
     env.pop("AIRT_ADDRESS", None)
     return parse(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env,
                                 timeout=900).stdout)
 
 
-def run_gloo(build, world, sizes):
+def run_gloo(build, world, sizes, op):
     with tempfile.TemporaryDirectory() as store:
         cmd = [os.path.join(build, "bench", "collective", "bare_gloo_allreduce"), store,
-               str(world), sizes]
+               str(world), sizes, op]
         return parse(subprocess.run(cmd, check=True, capture_output=True, text=True,
                                     timeout=900).stdout)
 
@@ -85,22 +88,24 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--world", type=int, default=2)
     parser.add_argument("--sizes", default="1K,16K,256K,1M,4M,16M,64M,256M")
+    parser.add_argument("--op", default="allreduce", choices=["allreduce", "reducescatter"])
     args = parser.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     csv = ",".join(str(s) for s in sizes)
     try:
         import torch  # noqa: F401
-        have_torch = True
+        have_torch = args.op == "allreduce"
+        missing = "no reduce_scatter"
     except ImportError:
-        have_torch = False
+        have_torch, missing = False, "not installed"
     peers = ["airt", "bare gloo"] + (["torch gloo"] if have_torch else [])
     samples = {p: {s: [] for s in sizes} for p in peers}
     for i in range(args.runs):
         for peer in peers:  # interleaved: one round of each, in turn
             if peer == "airt":
-                got = run_airt(args.build, args.world, csv, i)
+                got = run_airt(args.build, args.world, csv, i, args.op)
             elif peer == "bare gloo":
-                got = run_gloo(args.build, args.world, csv)
+                got = run_gloo(args.build, args.world, csv, args.op)
             else:
                 got = run_torch(args.world, csv)
             for s in sizes:
@@ -112,13 +117,13 @@ def main():
 
     header = f"{'size':>9} | " + " | ".join(f"{p + ' GB/s':>26}" for p in peers)
     header += f" | {'torch gloo':>26}" if not have_torch else ""
-    print(f"allreduce float32 SUM, {args.world} ranks, loopback TCP; median [min-max] over "
+    print(f"{args.op} float32 SUM, {args.world} ranks, loopback TCP; median [min-max] over "
           f"{args.runs} interleaved rounds")
     print(header + " | airt/bare")
     for s in sizes:
         row = f"{human(s):>9} | " + " | ".join(f"{cell(samples[p][s]):>26}" for p in peers)
         if not have_torch:
-            row += f" | {'not installed':>26}"
+            row += f" | {missing:>26}"
         ratio = statistics.median(samples["airt"][s]) / statistics.median(samples["bare gloo"][s])
         print(row + f" | {ratio:.2f}")
 

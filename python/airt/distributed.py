@@ -62,7 +62,7 @@ def _rank_error(failure, world_size):
             cause, exceptions.RayError) else exceptions.ActorDiedError(f"{where} died: {cause}")
     else:
         inner = getattr(cause, "cause", None)
-        error = exceptions.RayTaskError(f"{where} raised: {cause}", inner).as_instanceof_cause()
+        error = exceptions.RayTaskError(f"{where} {failure.what}", inner).as_instanceof_cause()
     error.rank, error.node_id = failure.rank, failure.node_id
     return error
 

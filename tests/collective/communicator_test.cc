@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <latch>
 #include <thread>
@@ -68,6 +69,38 @@ TEST(Communicator, AllreduceSumsFloat32At64MiB) {
   });
 }
 
+// The ring reduce-scatter against the allreduce of the same input: every rank's block equals its
+// block of the allreduce, on power-of-two worlds and not, a prime block length, exact types.
+TEST(Communicator, ReducescatterEqualsItsBlockOfTheAllreduce) {
+  constexpr size_t kBlock = 100003;
+  for (int world : {2, 3, 4}) {
+    Ranks ranks;
+    ranks.Run(world, "rs" + std::to_string(world), 60000, [&](int r, Communicator& c) {
+      for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MIN, ReduceOp::MAX, ReduceOp::AVERAGE}) {
+        std::vector<int64_t> input(kBlock * world);
+        for (size_t i = 0; i < input.size(); ++i) {
+          input[i] = static_cast<int64_t>((i * 2654435761u + r * 40503u) % 1000003) - 500000;
+        }
+        std::vector<int64_t> all = input, block(kBlock);
+        ASSERT_TRUE(c.Allreduce(View(std::span<int64_t>(all)), op).ok());
+        ASSERT_TRUE(c.Reducescatter(View(std::span<const int64_t>(input)),
+                                    View(std::span<int64_t>(block)), op)
+                        .ok());
+        EXPECT_TRUE(std::equal(block.begin(), block.end(), all.begin() + r * kBlock))
+            << "world " << world << " rank " << r << " op " << static_cast<int>(op);
+      }
+      std::vector<float> input(kBlock * world), block(kBlock);
+      for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i + r) % 17);
+      std::vector<float> all = input;
+      ASSERT_TRUE(c.Allreduce(View(std::span<float>(all)), ReduceOp::SUM).ok());
+      ASSERT_TRUE(c.Reducescatter(View(std::span<const float>(input)),
+                                  View(std::span<float>(block)), ReduceOp::SUM)
+                      .ok());
+      EXPECT_TRUE(std::equal(block.begin(), block.end(), all.begin() + r * kBlock));
+    });
+  }
+}
+
 TEST(Communicator, ErrorNamesTheRankThatSkippedAnOperation) {
   Ranks ranks;
   std::vector<std::string> messages(3);
@@ -83,6 +116,12 @@ TEST(Communicator, ErrorNamesTheRankThatSkippedAnOperation) {
     diagnosed.count_down();
     EXPECT_EQ(s.code(), Code::kDeadlineExceeded) << s.ToString();
     messages[r] = s.message();
+    ASSERT_TRUE(c.stall().has_value());
+    EXPECT_EQ(c.stall()->operation, "allreduce");
+    EXPECT_EQ(c.stall()->sequence, 2u);
+    ASSERT_EQ(c.stall()->never_reached.size(), 1u);
+    EXPECT_EQ(c.stall()->never_reached[0].rank, 2);
+    EXPECT_EQ(c.stall()->never_reached[0].pid, 1002);
     // A failed group stays failed.
     EXPECT_EQ(c.Barrier().code(), Code::kFailedPrecondition);
     diagnosed.wait();
@@ -131,6 +170,7 @@ TEST(Communicator, BadArgumentsAreRefusedWithoutRunning) {
                   .code(),
               Code::kInvalidArgument);
     EXPECT_TRUE(c.Barrier().ok()) << "bad calls leave the group usable";
+    EXPECT_FALSE(c.stall().has_value());
   });
   MemoryKv kv;
   MemoryProgress board;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install.CppPackage: `cmake --install` into a temp prefix, then a project outside the tree
 # (outside_project/) configured with find_package(airt CONFIG REQUIRED), built, and run: its
-# Init starts a local cluster from the prefix's bin/ (found from lib/libairt_driver.so).
+# Init starts a local cluster from the prefix's bin/ (found from lib/libairt_driver.so). The
+# project uses airt::driver (tasks), airt::collective (collective_sgd, run) and
+# airt::tune_sweep (cpp_tune_sweep, built only: its trials ask for GPUs).
 # Env: AIRT_SOURCE_DIR, AIRT_BUILD_DIR (the build to install), CMAKE (the cmake to use).
 set -euo pipefail
 : "${AIRT_SOURCE_DIR:?}" "${AIRT_BUILD_DIR:?}"
@@ -30,7 +32,9 @@ echo "==> cmake --install $AIRT_BUILD_DIR --prefix $prefix"
 for f in bin/airt bin/airt-head bin/airt-node bin/airt-worker; do
   [[ -x "$prefix/$f" ]] || fail "$prefix/$f is missing or not executable"
 done
-for f in lib/libairt_api.so lib/libairt_driver.so include/airt/api.h include/airt/driver.h \
+for f in lib/libairt_api.so lib/libairt_driver.so lib/libairt_collective.so lib/libairt_tune.a \
+  lib/libairt_tune_sweep.a include/airt/collective.h include/airt/tune/sweep.h \
+  include/airt/api.h include/airt/driver.h \
   include/airt/internal/serialization.h include/ray/api.h lib/cmake/airt/airtConfig.cmake \
   lib/cmake/airt/airtConfigVersion.cmake lib/cmake/airt/airtTargets.cmake \
   lib/cmake/airt/AirtRemote.cmake; do
@@ -59,25 +63,41 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   { cat "$work/build.log"; fail "building the outside project failed"; }
 ldd "$work/build/tasks" | grep -qF "$prefix/lib/libairt_driver.so" ||
   fail "tasks does not load the prefix's libairt_driver.so: $(ldd "$work/build/tasks")"
+collective_lib=$(find "$work/build" -name 'libcollective_sgd_functions.so' | head -1)
+[[ -n "$collective_lib" ]] || fail "the outside project built no libcollective_sgd_functions.so"
+collective_deps=$(ldd "$collective_lib")  # whole, so that grep -q cannot cut the pipe (pipefail)
+grep -qF "$prefix/lib/libairt_collective.so" <<<"$collective_deps" ||
+  fail "$collective_lib does not load the prefix's libairt_collective.so: $collective_deps"
+[[ -x "$work/build/cpp_tune_sweep" ]] || fail "cpp_tune_sweep (airt::tune_sweep) was not built"
 
-echo "==> run tasks (Init starts a local cluster from $prefix/bin)"
-# Nothing but the prefix can provide the daemons: no AIRT_BIN_DIR, no build tree on PATH.
-env -u AIRT_ADDRESS -u AIRT_BIN_DIR PATH=/usr/bin:/bin "$work/build/tasks" >"$work/run.log" 2>&1 &
-driver_pid=$!
-deadline=$((SECONDS + 120))
-while kill -0 "$driver_pid" 2>/dev/null && ((SECONDS < deadline)); do
-  sleep 0.2
-done
-if kill -0 "$driver_pid" 2>/dev/null; then
-  cat "$work/run.log"
-  fail "tasks did not finish within 120 s"
-fi
-status=0
-wait "$driver_pid" || status=$?
-driver_pid=""
-cat "$work/run.log"
-((status == 0)) || fail "tasks exited with $status"
-grep -qF "1 + 2 = 3, then doubled: 6" "$work/run.log" || fail "wrong task results"
-grep -qF "sum of 0..99999 computed remotely: 4999950000" "$work/run.log" || fail "wrong sum"
-grep -qF "40 put, plus 2 remotely: 42" "$work/run.log" || fail "wrong put result"
+# Runs the outside project's program $1 (output in $work/$1.log) with nothing but the prefix to
+# provide the daemons (no AIRT_BIN_DIR, no build tree on PATH): its Init starts a local cluster
+# from $prefix/bin. Fails unless it exits 0 within 120 s.
+run_program() {
+  local name=$1 status=0
+  echo "==> run $name (Init starts a local cluster from $prefix/bin)"
+  env -u AIRT_ADDRESS -u AIRT_BIN_DIR PATH=/usr/bin:/bin "$work/build/$name" \
+    >"$work/$name.log" 2>&1 &
+  driver_pid=$!
+  local deadline=$((SECONDS + 120))
+  while kill -0 "$driver_pid" 2>/dev/null && ((SECONDS < deadline)); do
+    sleep 0.2
+  done
+  if kill -0 "$driver_pid" 2>/dev/null; then
+    cat "$work/$name.log"
+    fail "$name did not finish within 120 s"
+  fi
+  wait "$driver_pid" || status=$?
+  driver_pid=""
+  cat "$work/$name.log"
+  ((status == 0)) || fail "$name exited with $status"
+}
+
+run_program tasks
+grep -qF "1 + 2 = 3, then doubled: 6" "$work/tasks.log" || fail "wrong task results"
+grep -qF "sum of 0..99999 computed remotely: 4999950000" "$work/tasks.log" || fail "wrong sum"
+grep -qF "40 put, plus 2 remotely: 42" "$work/tasks.log" || fail "wrong put result"
+# Two ranks allreduce through the prefix's libairt_collective.so.
+run_program collective_sgd
+grep -qF "reached the threshold" "$work/collective_sgd.log" || fail "collective_sgd did not converge"
 echo "PASS"

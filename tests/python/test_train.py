@@ -1,7 +1,7 @@
 """airt.train on the session's local cluster: the torchrun environment of every rank, report's
 barrier and rank 0's metrics, checkpoints (SYNC, ASYNC, NO_UPLOAD, num_to_keep), the errors of
-a bad loop, and restarts after a rank's process is killed (tests/python/test_train_examples.py
-has the deterministic torch run)."""
+a bad loop, restarts after a rank's process is killed and after a rank hung in a collective
+(tests/python/test_train_examples.py has the deterministic torch run)."""
 
 import json
 import os
@@ -201,6 +201,12 @@ def test_bad_configuration_is_refused_before_anything_runs():
         DataParallelTrainer(lambda: None, datasets={"train": [1, 2, 3]})
     with pytest.raises(RuntimeError, match="outside a training loop"):
         train.report({"x": 1})
+    with pytest.raises(ValueError, match="label_selector"):
+        ScalingConfig(num_workers=2, label_selector=[{"zone": "a"}])  # one per rank
+    with pytest.raises(ValueError, match="label_selector"):
+        ScalingConfig(label_selector={"zone": 1})
+    assert ScalingConfig(num_workers=2, label_selector={"zone": "a"}).label_selectors() == [
+        {"zone": "a"}, {"zone": "a"}]
     assert ScalingConfig(num_workers=2, use_gpu=True, accelerator_type="H100").bundle() == {
         "CPU": 1.0, "GPU": 1.0, "accelerator_type:H100": 0.001}
 
@@ -351,3 +357,61 @@ def test_each_rank_reads_its_own_shard_of_a_dataset(cluster, tmp_path):
     ids = [json.load(open(out / f"rank{r}.json")) for r in range(2)]
     assert len(ids[0]) == len(ids[1]) == 20  # equal=True
     assert sorted(ids[0] + ids[1]) == list(range(40))
+
+
+def collective_loop(config):
+    """Sums every rank's step * (rank + 1) with an allreduce each step into a state resumed
+    from the checkpoint; on the first attempt, rank 1 sleeps inside step config["hang_at"] (the
+    marker file tells the attempts apart) so rank 0's allreduce passes the group's deadline."""
+    import numpy as np
+    from airt.util import collective as col
+    rank = train.get_context().get_world_rank()
+    col.init_collective_group(2, rank, "gloo", "grads", gloo_timeout=config["timeout_ms"])
+    start, total = 0, 0.0
+    checkpoint = train.get_checkpoint()
+    if checkpoint is not None:
+        state = json.load(open(os.path.join(checkpoint.path, f"rank{rank}.json")))["payload"]
+        start, total = state["next"], state["total"]
+    for step in range(start, 4):
+        if step == config["hang_at"] and rank == 1 and not os.path.exists(config["marker"]):
+            with open(config["marker"] + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.replace(config["marker"] + ".tmp", config["marker"])
+            time.sleep(600)  # hung: the gang's teardown kills this process
+        grad = np.array([step * (rank + 1)], dtype=np.float64)
+        col.allreduce(grad, "grads")
+        total += float(grad[0])
+        train.report({"step": step, "total": total, "resumed_from": start},
+                     checkpoint=write_part(step, {"next": step + 1, "total": total}))
+    col.destroy_collective_group("grads")
+    return {"total": total, "resumed_from": start}
+
+
+def test_a_rank_hung_in_a_collective_restarts_the_gang_from_the_latest_checkpoint(cluster,
+                                                                                  tmp_path):
+    config = dict(hang_at=2, marker=str(tmp_path / "hung"), timeout_ms=10000)
+    result = DataParallelTrainer(
+        collective_loop, train_loop_config=config, scaling_config=ScalingConfig(num_workers=2),
+        run_config=run_config(tmp_path, failure_config=FailureConfig(max_failures=1))).fit()
+    assert os.path.exists(config["marker"])  # the first attempt hung
+    # Each step's allreduce sums step * 1 + step * 2. Step 1's checkpoint was committed before
+    # either rank left its SYNC report, so the second attempt resumes at step 2.
+    assert result.return_value == {"total": 3 * sum(range(4)), "resumed_from": 2}
+    assert result.metrics["step"] == 3 and result.metrics["total"] == 3 * sum(range(4))
+
+
+def test_a_hung_collective_past_max_failures_names_the_hung_rank_and_the_operation(cluster,
+                                                                                   tmp_path):
+    config = dict(hang_at=1, marker=str(tmp_path / "hung"), timeout_ms=10000)
+    with pytest.raises(TrainingFailedError) as info:
+        DataParallelTrainer(collective_loop, train_loop_config=config,
+                            scaling_config=ScalingConfig(num_workers=2),
+                            run_config=run_config(tmp_path)).fit()
+    pid = open(config["marker"]).read()
+    text = str(info.value)
+    assert f"rank 1 (node " in text and f"pid {pid}) hung: it never reached allreduce #2 of " \
+        f"collective group 'grads', on which rank 0 passed the group's deadline" in text, text
+    assert "max_failures=0" in text
+    assert list(info.value.worker_failures) == [1]
+    from airt.util.collective import CollectiveTimeoutError
+    assert isinstance(info.value.worker_failures[1].cause, CollectiveTimeoutError)

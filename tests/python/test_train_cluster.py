@@ -2,7 +2,8 @@
 processes of their own): ranks on nodes declaring GPUs get their node ranks and fall back to
 gloo without CUDA; a killed node restarts the gang on the healthy one from the latest
 checkpoint, ending as an uninterrupted run; a node that does not see storage_path (its own mount
-namespace with a tmpfs over the folder) fails fit() naming the path and the node."""
+namespace with a tmpfs over the folder) fails fit() naming the path and the node; label_selector
+places the ranks on the labelled nodes, and one no node matches fails fit() instead of hanging."""
 
 import json
 import os
@@ -167,5 +168,51 @@ def test_storage_path_not_reachable_from_a_node_fails_naming_path_and_node(tmp_p
         out = cluster.run_driver(STORAGE, str(storage))
         assert "FAILED" in out, out
         assert f"storage_path {storage} is not reachable from node {hidden}" in out
+    finally:
+        cluster.stop()
+
+
+LABELS = """
+import json, sys, airt
+from airt import train
+airt.init()
+folder = sys.argv[1]
+
+def nodes(selector, name):
+    def loop():
+        node = airt.get_runtime_context().get_node_id()
+        with open(f"{folder}/{name}.{train.get_context().get_world_rank()}", "w") as f:
+            f.write(node)
+    train.DataParallelTrainer(
+        loop, scaling_config=train.ScalingConfig(num_workers=2, label_selector=selector),
+        run_config=train.RunConfig(name=name, storage_path=folder)).fit()
+    return [open(f"{folder}/{name}.{r}").read() for r in range(2)]
+
+out = {"b": nodes({"zone": "b"}, "b"), "each": nodes([{"zone": "a"}, {"zone": "b"}], "each"),
+       "not_a": nodes({"zone": "!a"}, "not_a")}
+try:
+    nodes({"zone": "mars"}, "mars")
+    out["mars"] = "placed"
+except train.TrainingFailedError as error:
+    out["mars"] = str(error)
+print(json.dumps(out))
+"""
+
+
+def test_label_selector_places_the_ranks_on_the_labelled_nodes(tmp_path):
+    (tmp_path / "cluster").mkdir()
+    cluster = Cluster(str(tmp_path / "cluster"))
+    try:
+        cluster.start_head()
+        zone_a = cluster.add_node("--num-cpus=2", "--labels=zone=a")
+        zone_b = cluster.add_node("--num-cpus=2", "--labels=zone=b")
+        out = cluster.run_driver(LABELS, str(tmp_path), timeout=300)
+        placed = json.loads(out.strip().splitlines()[-1])
+        assert placed["b"] == [zone_b, zone_b]
+        assert sorted(placed["each"]) == sorted([zone_a, zone_b])
+        assert placed["not_a"] == [zone_b, zone_b]
+        # No node has zone=mars and no autoscaler could add one: an error naming it, not a hang.
+        assert "the gang cannot be reserved: no alive node can hold" in placed["mars"], placed
+        assert "mars" in placed["mars"] and "{'zone': 'mars'}" in placed["mars"], placed
     finally:
         cluster.stop()

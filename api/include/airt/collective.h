@@ -16,9 +16,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace airt::collective {
 
@@ -70,6 +72,22 @@ struct GroupOptions {
   int64_t timeout_ms = 30000;
 };
 
+// A rank the hung-rank diagnosis named.
+struct StalledRank {
+  int rank = 0;
+  std::string node;  // its node's host:port
+  int64_t pid = 0;
+};
+
+// The operation that passed its deadline on this rank, and the ranks that had not reached it
+// when asked then (for a send/recv: the peer). `never_reached` is empty when every rank had
+// reached it or none could be asked.
+struct Stall {
+  std::string operation;  // "allreduce", "send", ... (OpName)
+  uint64_t sequence = 0;  // the collective's number in the group (1, 2, ...); 0 for send/recv
+  std::vector<StalledRank> never_reached;
+};
+
 class Communicator;
 
 // One rank's membership of a group. Destroying it leaves the group (Ray's
@@ -90,6 +108,9 @@ class Group {
   int world_size() const;
   const std::string& name() const;
   const std::string& backend() const;
+  // The operation whose deadline failed this group, once one did (what its TimeoutError said,
+  // as data: a training loop's supervisor restarts the gang naming the hung rank).
+  std::optional<Stall> stall() const;
 
   // In place on every rank.
   void Allreduce(Buffer data, ReduceOp op = ReduceOp::SUM);

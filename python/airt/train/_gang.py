@@ -8,17 +8,29 @@ indexes this rank's own device."""
 
 import os
 import socket
+import time
 
 import cloudpickle
 
+# How long a gang no alive node can hold waits for such a node to join before start() gives up,
+# when no autoscaler could add one (a task's lease waits as long: airt-node --infeasible-grace-ms).
+INFEASIBLE_GRACE_S = 10.0
+
 
 class GangFailure(Exception):
-    """A rank failed: its loop raised (`died` False) or its process or node died."""
+    """A rank failed. kind "raised": its loop raised; "died": its process or node died; "hung":
+    it never reached a collective on which another rank passed the group's deadline (`cause` is
+    that rank's error, a CollectiveTimeoutError inside; `reporter` that rank's number)."""
 
-    def __init__(self, rank, node_id, pid, cause, died):
-        kind = "died" if died else "raised"
-        super().__init__(f"rank {rank} (node {node_id}, pid {pid}) {kind}: {cause}")
+    def __init__(self, rank, node_id, pid, cause, died, hung_in=None, reporter=None):
+        self.kind = "died" if died else ("hung" if hung_in else "raised")
+        what = f"{self.kind}: {cause}"
+        if hung_in:
+            what = (f"hung: it never reached {hung_in}, on which rank {reporter} passed the "
+                    f"group's deadline: {cause}")
+        super().__init__(f"rank {rank} (node {node_id}, pid {pid}) {what}")
         self.rank, self.node_id, self.pid, self.cause, self.died = rank, node_id, pid, cause, died
+        self.hung_in, self.reporter, self.what = hung_in, reporter, what
 
 
 class RankWorker:
@@ -84,23 +96,29 @@ def _worker_class():
 
 
 class Gang:
-    def __init__(self, num_workers, bundle, strategy="PACK", runtime_env=None):
+    """num_workers ranks of `bundle` each with `strategy`; label_selectors: None, or one dict per
+    rank's bundle (the nodes whose labels it matches: Ray's bundle_label_selector)."""
+
+    def __init__(self, num_workers, bundle, strategy="PACK", runtime_env=None,
+                 label_selectors=None):
         self.num_workers, self.bundle, self.strategy = num_workers, dict(bundle), strategy
         self.runtime_env = runtime_env
+        self.label_selectors = label_selectors
         self.pg = None
         self.actors = []   # in world-rank order once started
         self.ranks = []    # {"world_rank", "local_rank", "local_world_size", "node_rank", ...}
 
     def start(self, wait_s=None):
         """Reserves the bundles (waiting for them, at most wait_s seconds), starts one actor per
-        bundle and numbers the ranks. Raises TimeoutError when the group is not reserved."""
-        import airt
+        bundle and numbers the ranks. Raises TimeoutError when the group is not reserved, and
+        InfeasibleError when no alive node can hold it (its labels or totals) for
+        INFEASIBLE_GRACE_S and no autoscaler is configured to add one."""
         from airt.util import placement_group
         from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-        self.pg = placement_group([self.bundle] * self.num_workers, strategy=self.strategy)
-        if not self.pg.wait(timeout_seconds=wait_s):
-            raise TimeoutError(f"the gang's {self.num_workers} bundles {self.bundle} "
-                               f"({self.strategy}) were not reserved in {wait_s} s")
+        self.pg = placement_group([self.bundle] * self.num_workers, strategy=self.strategy,
+                                  bundle_label_selector=self.label_selectors)
+        self._wait_reserved(wait_s)
+        import airt
         resources = {k: v for k, v in self.bundle.items() if k not in ("CPU", "GPU")}
         options = dict(num_cpus=self.bundle.get("CPU", 0), num_gpus=self.bundle.get("GPU", 0),
                        resources=resources or None, max_restarts=0)
@@ -122,6 +140,31 @@ class Gang:
                 self.ranks.append(dict(described[i], world_rank=len(self.ranks),
                                        local_rank=local_rank, local_world_size=len(bundles),
                                        node_rank=node_rank))
+
+    def _wait_reserved(self, wait_s):
+        import importlib
+        from airt import _airt, exceptions
+        # The module (airt.util's attribute of that name is the function).
+        pg_module = importlib.import_module("airt.util.placement_group")
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        infeasible_since = None
+        while not _airt.wait_placement_group(self.pg.id.hex(), 1.0):
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise TimeoutError(f"the gang's {self.num_workers} bundles {self.bundle} "
+                                   f"({self.strategy}) were not reserved in {wait_s} s")
+            entry = pg_module._entry(self.pg.id.hex()) or {}
+            if not entry.get("infeasible") or _airt.kv_get("autoscaler", "node_types"):
+                infeasible_since = None
+                continue
+            infeasible_since = infeasible_since or now
+            if now - infeasible_since >= INFEASIBLE_GRACE_S:
+                selectors = (f", label_selector {self.label_selectors}"
+                             if self.label_selectors else "")
+                raise exceptions.InfeasibleError(
+                    f"no alive node can hold the gang's {self.num_workers} bundles "
+                    f"{self.bundle} ({self.strategy}{selectors}), and no autoscaler is "
+                    f"configured to add one: {entry.get('pending_reason')}")
 
     def environments(self):
         """Each rank's torchrun environment and CUDA_VISIBLE_DEVICES."""
@@ -172,7 +215,28 @@ class Gang:
 
     def _failure(self, i, error, died):
         r = self.ranks[i] if i < len(self.ranks) else {}
+        hung = None if died else self._hung_rank(error)
+        if hung is not None:
+            h, where = hung
+            return GangFailure(h["world_rank"], h.get("node_id"), h.get("pid"), error, False,
+                               hung_in=where, reporter=r.get("world_rank", i))
         return GangFailure(r.get("world_rank", i), r.get("node_id"), r.get("pid"), error, died)
+
+    def _hung_rank(self, error):
+        """For a rank's CollectiveTimeoutError: (the rank it names first as never having reached
+        the operation, found by pid, and "allreduce #3 of collective group 'g'"); else None."""
+        from airt.util.collective import CollectiveTimeoutError
+        timeout = getattr(error, "cause", None)
+        if not isinstance(timeout, CollectiveTimeoutError):
+            return None
+        by_pid = {r.get("pid"): r for r in self.ranks}
+        for named in timeout.never_reached:
+            if named["pid"] in by_pid:
+                group = f"collective group '{timeout.group_name}'"
+                if not timeout.sequence:  # a send/recv: the named rank is the peer
+                    return by_pid[named["pid"]], f"its end of a {timeout.operation} of {group}"
+                return by_pid[named["pid"]], f"{timeout.operation} #{timeout.sequence} of {group}"
+        return None
 
     def shutdown(self):
         """Kills every rank's process and gives the bundles back."""

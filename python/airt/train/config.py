@@ -27,8 +27,9 @@ class CheckpointUploadMode(enum.Enum):
 class ScalingConfig:
     """num_workers ranks, each reserving resources_per_worker (default {"CPU": 1}, plus
     {"GPU": 1} with use_gpu) as one bundle of a placement group with placement_strategy.
-    accelerator_type: each rank's bundle asks for a node of that GPU type. label_selector:
-    accepted, not built (bundles cannot select node labels yet)."""
+    accelerator_type: each rank's bundle asks for a node of that GPU type. label_selector: the
+    node labels every rank's bundle must match (a dict), or one dict per rank's bundle (a list of
+    num_workers); values take Ray's forms ("a", "!a", "in(a,b)", "!in(a,b)")."""
     trainer_resources: Optional[dict] = None
     num_workers: int = 1
     use_gpu: bool = False
@@ -51,6 +52,23 @@ class ScalingConfig:
                                  f"number >= 0, got {value!r}")
         if self.accelerator_type is not None and not isinstance(self.accelerator_type, str):
             raise ValueError("ScalingConfig(accelerator_type=) must be a str")
+        self.label_selectors()  # checks it now
+
+    def label_selectors(self):
+        """label_selector as one dict per rank's bundle; None without one."""
+        selector = self.label_selector
+        if selector is None:
+            return None
+        selectors = [selector] * self.num_workers if isinstance(selector, dict) else selector
+        if not isinstance(selectors, list) or len(selectors) != self.num_workers:
+            raise ValueError(f"ScalingConfig(label_selector=) must be a dict or a list of "
+                             f"num_workers={self.num_workers} dicts, got {selector!r}")
+        for entry in selectors:
+            if not isinstance(entry, dict) or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in entry.items()):
+                raise ValueError(f"ScalingConfig(label_selector=): each selector must be a dict "
+                                 f"of str to str, got {entry!r}")
+        return [dict(entry) for entry in selectors]
 
     @property
     def _resources_per_worker_not_none(self):

@@ -79,11 +79,6 @@ class DataParallelTrainer:
         """Trains to the end; the Result. Raises TrainingFailedError when storage_path is not
         reachable from a rank's node, or when the ranks failed more than max_failures times."""
         import airt
-        if self._scaling.label_selector:
-            from airt import exceptions
-            raise exceptions.UnimplementedError(
-                "ScalingConfig(label_selector=) is not built: placement-group bundles cannot "
-                "select node labels yet (use accelerator_type= or custom resources)")
         run = self._run
         name = run.name or datetime.datetime.now().strftime("airt_train_%Y-%m-%d_%H-%M-%S")
         storage = os.path.abspath(os.path.expanduser(os.fspath(
@@ -131,13 +126,17 @@ class DataParallelTrainer:
     def _attempt(self, attempt, coordinator, run_dir, name):
         """One gang's run: rank 0's return value, or the GangFailure that ended it."""
         import airt
+        from airt import exceptions
         gang = _gang.Gang(self._scaling.num_workers, self.bundle,
-                          self._scaling.placement_strategy, self._run.worker_runtime_env)
+                          self._scaling.placement_strategy, self._run.worker_runtime_env,
+                          self._scaling.label_selectors())
         try:
             try:
                 gang.start()
             except _gang.GangFailure as failure:
                 return failure
+            except exceptions.InfeasibleError as error:
+                raise TrainingFailedError(f"the gang cannot be reserved: {error}") from None
             self._check_storage(gang, run_dir)
             latest = airt.get(coordinator.begin_attempt.remote(attempt))
             checkpoint = os.path.join(run_dir, latest) if latest else (

@@ -5,6 +5,7 @@ tensors); see docs/collective.md.
 """
 
 from airt.util.collective.collective import (
+    CollectiveTimeoutError,
     ReduceOp,
     allgather,
     allreduce,
@@ -23,6 +24,7 @@ from airt.util.collective.collective import (
 )
 
 __all__ = [
+    "CollectiveTimeoutError",
     "ReduceOp",
     "allgather",
     "allreduce",

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from airt import _airt
-from airt.exceptions import InvalidArgumentError
+from airt.exceptions import GetTimeoutError, InvalidArgumentError
 
 _KV_NAMESPACE = "airt_collective"
 _DEFAULT_TIMEOUT_MS = 30000  # Ray's gloo_timeout
@@ -25,6 +25,43 @@ class ReduceOp(enum.IntEnum):
     MIN = 2
     MAX = 3
     AVERAGE = 4
+
+
+class CollectiveTimeoutError(GetTimeoutError):
+    """A collective passed its group's deadline on this rank (airt's own; the message is the
+    hung-rank error of docs/collective.md). group_name; rank: this rank; operation: "allreduce",
+    "send", ...; sequence: the collective's number in the group (0 for send/recv);
+    never_reached: [{"rank", "node", "pid"}] of the ranks that had not reached it when asked (a
+    send/recv's peer). The group has failed: destroy it and create it again."""
+
+    def __init__(self, message, group_name, rank, operation, sequence, never_reached):
+        super().__init__(message)
+        self.group_name, self.rank = group_name, rank
+        self.operation, self.sequence = operation, sequence
+        self.never_reached = [dict(r) for r in never_reached]
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.group_name, self.rank, self.operation,
+                             self.sequence, self.never_reached))
+
+
+class _Member:
+    """This process's membership of one group: the communicator's group, whose timeouts are
+    raised as CollectiveTimeoutError."""
+
+    def __init__(self, group, name):
+        self._group, self.name = group, name
+        self.rank, self.world_size, self.backend = group.rank, group.world_size, group.backend
+
+    def run(self, operation, *args):
+        try:
+            getattr(self._group, operation)(*args)
+        except GetTimeoutError as error:
+            stall = self._group.stall()
+            if stall is None:
+                raise
+            raise CollectiveTimeoutError(str(error), self.name, self.rank, stall["operation"],
+                                         stall["sequence"], stall["never_reached"]) from None
 
 
 class _Groups:
@@ -61,8 +98,8 @@ def init_collective_group(world_size, rank, backend="gloo", group_name="default"
             raise RuntimeError(f"Trying to initialize a group twice: '{group_name}'")
     if not 0 <= int(rank) < int(world_size):
         raise ValueError(f"rank {rank} is outside [0, {world_size})")
-    group = _airt.CollectiveGroup(int(world_size), int(rank), backend, group_name,
-                                  int(gloo_timeout))
+    group = _Member(_airt.CollectiveGroup(int(world_size), int(rank), backend, group_name,
+                                          int(gloo_timeout)), group_name)
     with _groups.lock:
         _groups.by_name[group_name] = group
 
@@ -176,7 +213,7 @@ def _op(op):
 def allreduce(tensor, group_name="default", op=ReduceOp.SUM):
     """Reduces `tensor` over the group, in place on every rank."""
     group = _group(group_name)
-    group.allreduce(_array(tensor, group), _op(op))
+    group.run("allreduce", _array(tensor, group), _op(op))
 
 
 def allreduce_multigpu(*args, **kwargs):
@@ -184,19 +221,19 @@ def allreduce_multigpu(*args, **kwargs):
 
 
 def barrier(group_name="default"):
-    _group(group_name).barrier()
+    _group(group_name).run("barrier")
 
 
 def reduce(tensor, dst_rank=0, group_name="default", op=ReduceOp.SUM):
     """Reduces `tensor` over the group into dst_rank's (in place there; the others' stay)."""
     group = _group(group_name)
-    group.reduce(_array(tensor, group), int(dst_rank), _op(op))
+    group.run("reduce", _array(tensor, group), int(dst_rank), _op(op))
 
 
 def broadcast(tensor, src_rank=0, group_name="default"):
     """src_rank's `tensor` into every rank's, in place."""
     group = _group(group_name)
-    group.broadcast(_array(tensor, group), int(src_rank))
+    group.run("broadcast", _array(tensor, group), int(src_rank))
 
 
 def allgather(tensor_list, tensor, group_name="default"):
@@ -209,13 +246,13 @@ def allgather(tensor_list, tensor, group_name="default"):
         import torch
         gathered = torch.empty((group.world_size,) + tuple(tensor.shape), dtype=tensor.dtype,
                                device=tensor.device)
-        group.allgather(_array(tensor.contiguous(), group), _array(gathered, group))
+        group.run("allgather", _array(tensor.contiguous(), group), _array(gathered, group))
         for i, out in enumerate(tensor_list):
             out.copy_(gathered[i].reshape(out.shape))
         return
     source = np.ascontiguousarray(_array(tensor))
     gathered = np.empty((group.world_size,) + source.shape, dtype=source.dtype)
-    group.allgather(source, gathered)
+    group.run("allgather", source, gathered)
     for i, out in enumerate(tensor_list):
         _array(out)[...] = gathered[i].reshape(_array(out).shape)
 
@@ -230,20 +267,20 @@ def reducescatter(tensor, tensor_list, group_name="default", op=ReduceOp.SUM):
     if group.backend == "nccl":
         import torch
         stacked = torch.stack([t.reshape(tensor.shape) for t in tensor_list]).contiguous()
-        group.reducescatter(_array(stacked, group), _array(tensor, group), _op(op))
+        group.run("reducescatter", _array(stacked, group), _array(tensor, group), _op(op))
         return
     out = _array(tensor)
     stacked = np.ascontiguousarray(np.stack([_array(t) for t in tensor_list]))
     if stacked.dtype != out.dtype or stacked[0].size != out.size:
         raise ValueError("tensor_list's tensors must match `tensor` in dtype and size")
-    group.reducescatter(stacked, out, _op(op))
+    group.run("reducescatter", stacked, out, _op(op))
 
 
 def send(tensor, dst_rank, group_name="default"):
     group = _group(group_name)
-    group.send(_array(tensor, group), int(dst_rank))
+    group.run("send", _array(tensor, group), int(dst_rank))
 
 
 def recv(tensor, src_rank, group_name="default"):
     group = _group(group_name)
-    group.recv(_array(tensor, group), int(src_rank))
+    group.run("recv", _array(tensor, group), int(src_rank))
