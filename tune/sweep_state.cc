@@ -64,8 +64,10 @@ std::optional<std::string> Sweep::CheckpointOf(size_t i) const {
   const TrialRecord& t = result_.trials[i];
   if (t.checkpoint.empty()) return std::nullopt;
   std::ifstream f(t.checkpoint + kStateBlob, std::ios::binary);
-  if (!f) throw Exception("trial_" + t.id + ": its checkpoint " + t.checkpoint + kStateBlob +
-                      " cannot be read");
+  if (!f) {
+    throw Exception("trial_" + t.id + ": its checkpoint " + t.checkpoint + kStateBlob +
+                    " cannot be read");
+  }
   std::ostringstream data;
   data << f.rdbuf();
   return data.str();
@@ -104,16 +106,17 @@ void Sweep::Rewind(TrialRecord& t) {
 void Sweep::SaveState() {
   nlohmann::json trials = nlohmann::json::array();
   for (const TrialRecord& t : result_.trials) {
-    trials.push_back({{"trial_id", t.id},
-                      {"status", t.status},
-                      {"config", ConfigToJson(t.config)},
-                      {"local_path", t.path},
-                      {"iterations", t.results.size()},
-                      {"stopped_early", t.stopped_early},
-                      {"num_failures", t.num_failures},
-                      {"checkpoint", t.checkpoint.empty() ? nlohmann::json() : nlohmann::json(t.checkpoint)},
-                      {"checkpoint_iteration", t.checkpoint_iteration},
-                      {"error_msg", t.error.empty() ? nlohmann::json() : nlohmann::json(t.error)}});
+    trials.push_back(
+        {{"trial_id", t.id},
+         {"status", t.status},
+         {"config", ConfigToJson(t.config)},
+         {"local_path", t.path},
+         {"iterations", t.results.size()},
+         {"stopped_early", t.stopped_early},
+         {"num_failures", t.num_failures},
+         {"checkpoint", t.checkpoint.empty() ? nlohmann::json() : nlohmann::json(t.checkpoint)},
+         {"checkpoint_iteration", t.checkpoint_iteration},
+         {"error_msg", t.error.empty() ? nlohmann::json() : nlohmann::json(t.error)}});
   }
   nlohmann::json state = {{"trials", trials}};
   WriteAtomically(result_.experiment_path + kStateFile, state.dump() + "\n");
@@ -126,8 +129,8 @@ void Sweep::Resume() {
   try {
     state = nlohmann::json::parse(f);
   } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgumentError(result_.experiment_path + kStateFile + " is not readable: " +
-                               e.what());
+    throw InvalidArgumentError(result_.experiment_path + kStateFile +
+                               " is not readable: " + e.what());
   }
   const nlohmann::json& saved = state.at("trials");
   if (saved.size() != result_.trials.size()) {

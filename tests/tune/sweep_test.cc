@@ -1,13 +1,14 @@
 // The C++ sweep's bookkeeping without a cluster (the driver's loop in airt::tune::Run calls it the
 // same way): retries of failed trials from their checkpoints, and resuming an interrupted sweep
 // from its folder with the scheduler rebuilt from the kept results.
+#include "airt/tune/sweep.h"
+
 #include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "airt/exceptions.h"
-#include "airt/tune/sweep.h"
 #include "tests/testing/test_support.h"
 
 namespace airt::tune {
@@ -95,7 +96,7 @@ TEST(Sweep, ResumesAnInterruptedSweepWithItsCheckpointsAndTheSchedulersRungs) {
     sweep.Started(1);
     for (double loss : {1.0, 0.5, 0.4}) ASSERT_TRUE(sweep.Report(0, {{"loss", loss}}));
     EXPECT_FALSE(sweep.Report(0, {{"loss", 0.3}}));  // at max_iterations: TERMINATED
-    ASSERT_TRUE(sweep.Report(1, {{"loss", 0.9}}));  // better than trial 0 at rung 1
+    ASSERT_TRUE(sweep.Report(1, {{"loss", 0.9}}));   // better than trial 0 at rung 1
     sweep.Checkpointed(1, "trial-2-after-1");
     ASSERT_TRUE(sweep.Report(1, {{"loss", 0.45}}));  // better than trial 0 at rung 2
     // Interrupted here: trial 2 had two results, a checkpoint after the first.
