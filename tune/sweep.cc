@@ -1,5 +1,6 @@
-// The C++ sweep's bookkeeping: trial states, the scheduler's decisions, the experiment folder
-// (the layout airt.tune writes) and the progress table.
+// The C++ sweep's bookkeeping: trial states, the scheduler's decisions, the trials' result files
+// (the layout airt.tune writes) and the progress table. sweep_state.cc has the experiment's
+// state, checkpoints, retries and resume.
 #include "airt/tune/sweep.h"
 
 #include <unistd.h>
@@ -93,7 +94,13 @@ Sweep::Sweep(std::vector<Config> variants, const SweepOptions& options)
     result_.trials.push_back(std::move(t));
   }
   started_at_.assign(result_.trials.size(), 0);
+  time_base_.assign(result_.trials.size(), 0);
   options_.scheduler->OnSearchFinished();
+  if (options_.max_failures < -1) throw InvalidArgumentError("max_failures must be >= -1");
+  if (options_.checkpoint_frequency < 0) {
+    throw InvalidArgumentError("checkpoint_frequency must not be negative");
+  }
+  if (options_.resume) Resume();
 }
 
 std::vector<size_t> Sweep::Launchable(size_t running) {
@@ -110,9 +117,11 @@ void Sweep::Started(size_t i) {
   t.status = "RUNNING";
   started_at_[i] = Now();
   std::filesystem::create_directories(t.path);
-  for (const char* old : {"/result.json", "/progress.csv", "/error.txt"}) {
-    std::filesystem::remove(t.path + old);  // a sweep run again under its name starts afresh
+  if (t.results.empty()) {  // a sweep run again under its name starts afresh
+    std::filesystem::remove(t.path + "/result.json");
+    std::filesystem::remove(t.path + "/progress.csv");
   }
+  if (t.num_failures == 0) std::filesystem::remove(t.path + "/error.txt");
   std::ofstream(t.path + "/params.json") << ConfigJson(t.config) << "\n";
 }
 
@@ -120,20 +129,8 @@ bool Sweep::Report(size_t i, Metrics metrics) {
   TrialRecord& t = result_.trials[i];
   double iteration = static_cast<double>(t.results.size() + 1);
   metrics["training_iteration"] = iteration;
-  metrics["time_total_s"] = Now() - started_at_[i];
-  std::string json = "{";
-  for (const auto& [k, v] : metrics)
-    json += (json.size() > 1 ? ", " : "") + Quote(k) + ": " + Num(v);
-  json += ", \"trial_id\": " + Quote(t.id) + ", \"config\": " + ConfigJson(t.config) + "}\n";
-  Append(t.path + "/result.json", json);
-  std::string csv;
-  if (t.results.empty()) {
-    for (const auto& [k, v] : metrics) csv += (csv.empty() ? "" : ",") + k;
-    csv += "\n";
-  }
-  std::string row;
-  for (const auto& [k, v] : metrics) row += (row.empty() ? "" : ",") + Num(v);
-  Append(t.path + "/progress.csv", csv + row + "\n");
+  metrics["time_total_s"] = time_base_[i] + Now() - started_at_[i];
+  WriteResult(t, metrics, t.results.empty());
   std::optional<double> metric;
   if (auto it = metrics.find(options_.metric); it != metrics.end()) metric = it->second;
   t.results.push_back(std::move(metrics));
@@ -149,14 +146,20 @@ bool Sweep::Report(size_t i, Metrics metrics) {
   return true;
 }
 
-void Sweep::Failed(size_t i, const std::string& error) {
-  TrialRecord& t = result_.trials[i];
-  t.error = error;
-  std::filesystem::create_directories(t.path);
-  std::ofstream(t.path + "/error.txt") << error << "\n";
-  options_.scheduler->OnTrialRemove(t.id);
-  t.status = "ERROR";
-  SaveState();
+void Sweep::WriteResult(const TrialRecord& t, const Metrics& metrics, bool header) const {
+  std::string json = "{";
+  for (const auto& [k, v] : metrics)
+    json += (json.size() > 1 ? ", " : "") + Quote(k) + ": " + Num(v);
+  json += ", \"trial_id\": " + Quote(t.id) + ", \"config\": " + ConfigJson(t.config) + "}\n";
+  Append(t.path + "/result.json", json);
+  std::string csv;
+  if (header) {
+    for (const auto& [k, v] : metrics) csv += (csv.empty() ? "" : ",") + k;
+    csv += "\n";
+  }
+  std::string row;
+  for (const auto& [k, v] : metrics) row += (row.empty() ? "" : ",") + Num(v);
+  Append(t.path + "/progress.csv", csv + row + "\n");
 }
 
 void Sweep::End(size_t i, const std::string& status, bool early) {
@@ -172,22 +175,6 @@ void Sweep::End(size_t i, const std::string& status, bool early) {
   }
   options_.scheduler->OnTrialComplete(t.id, time, metric);
   SaveState();
-}
-
-void Sweep::SaveState() {
-  std::string json = "{\"trials\": [";
-  for (size_t i = 0; i < result_.trials.size(); ++i) {
-    const TrialRecord& t = result_.trials[i];
-    json += std::string(i ? ", " : "") + "{\"trial_id\": " + Quote(t.id) +
-            ", \"status\": " + Quote(t.status) + ", \"config\": " + ConfigJson(t.config) +
-            ", \"local_path\": " + Quote(t.path) +
-            ", \"iterations\": " + std::to_string(t.results.size()) +
-            ", \"error_msg\": " + (t.error.empty() ? "null" : Quote(t.error)) + "}";
-  }
-  json += "]}\n";
-  std::string path = result_.experiment_path + "/experiment_state.json";
-  std::ofstream(path + ".tmp") << json;
-  std::filesystem::rename(path + ".tmp", path);
 }
 
 bool Sweep::CutShort(const TrialRecord& t) const {

@@ -5,7 +5,12 @@ Each rank's report() calls arrive(); the last rank to arrive names the checkpoin
 has one) and releases them all. Ranks with a part copy it into that folder and call part_done();
 when the last part is done the checkpoint is listed in the run's state file (the commit) and
 num_to_keep prunes. Calls carry the attempt number: a restarted gang gets a new one, and calls
-of an older attempt are refused."""
+of an older attempt are refused.
+
+Inside a Tune trial (`forward`), the trial's thread takes each completed report, once its
+checkpoint is committed, with next_report() and hands it to tune.report; a rank's report number
+n waits until the trial took number n - 1, so the ranks run at most one report ahead of the
+tuner (a trial the scheduler stops runs no further)."""
 
 import asyncio
 import os
@@ -19,7 +24,7 @@ class StaleAttempt(RuntimeError):
 
 
 class Coordinator:
-    def __init__(self, run_dir, world_size, checkpoint_config):
+    def __init__(self, run_dir, world_size, checkpoint_config, forward=False):
         self._run_dir = run_dir
         self._world_size = world_size
         self._keep = checkpoint_config  # (num_to_keep, score attribute, score order)
@@ -31,6 +36,10 @@ class Coordinator:
         self._finished = {}     # rank -> reports it made before its loop returned
         self._metrics = None
         self._reports = 0
+        self._forward = forward
+        self._log = []          # this attempt's completed reports, in order (forward mode)
+        self._taken = 0         # how many of them the trial took
+        self._changed = None    # set (and replaced) when the log, _taken or the attempt change
 
     async def begin_attempt(self, attempt):
         """Starts attempt `attempt`: forgets the barriers and uncommitted checkpoints of the
@@ -41,6 +50,8 @@ class Coordinator:
             barrier["result"] = StaleAttempt(f"attempt {attempt} started")
             barrier["event"].set()
         self._barriers, self._pending, self._finished = {}, {}, {}
+        self._log, self._taken = [], 0
+        self._notify()
         _storage.remove_unlisted(self._run_dir, self._state)
         return self._state["checkpoints"][-1]["name"] if self._state["checkpoints"] else None
 
@@ -49,6 +60,9 @@ class Coordinator:
         for NO_UPLOAD). Returns the checkpoint's folder name (None without one) once every rank
         arrived. Raises when the attempt is over or a rank's loop returned with fewer reports."""
         self._check(attempt)
+        while self._forward and self._taken < index - 1:
+            await self._wait_for_change()
+            self._check(attempt)
         barrier = self._barriers.setdefault(index, {"arrived": {}, "event": asyncio.Event(),
                                                     "result": None})
         barrier["arrived"][rank] = (metrics, checkpoint)
@@ -68,6 +82,7 @@ class Coordinator:
         parts = {r: part for r, (_, part) in arrived.items() if part is not None}
         self._barriers.pop(index - 1, None)
         if not parts:
+            self._log_report(None, None)
             return None
         number = self._state["next_index"]
         self._state["next_index"] = number + 1
@@ -77,6 +92,7 @@ class Coordinator:
                  "metrics": self._metrics, "index": number}
         waiting = {r for r, c in parts.items() if c[0] == "upload"}
         self._pending[name] = {"waiting": waiting, "entry": entry}
+        self._log_report(name, entry["name"])
         if not waiting:
             self._commit(name)
         return name
@@ -94,6 +110,10 @@ class Coordinator:
 
     def _commit(self, name):
         entry = self._pending.pop(name)["entry"]
+        for item in self._log:
+            if item["key"] == name:
+                item["committed"] = True
+                self._notify()
         checkpoints = self._state["checkpoints"] + [entry]
         keep = _storage.checkpoints_to_keep(checkpoints, *self._keep)
         self._state["checkpoints"] = [c for c in checkpoints if c["name"] in keep]
@@ -107,6 +127,7 @@ class Coordinator:
         would wait forever, so they are failed."""
         self._check(attempt)
         self._finished[rank] = reports
+        self._notify()
         for index in list(self._barriers):
             self._fail_if_a_rank_finished(index)
         return True
@@ -123,6 +144,42 @@ class Coordinator:
                     f"{sorted(barrier['arrived'])} called report number {index}")
                 barrier["event"].set()
                 return
+
+    def _log_report(self, key, folder):
+        if self._forward:
+            self._log.append({"metrics": self._metrics, "key": key, "folder": folder,
+                              "committed": key is None})
+            self._notify()
+
+    async def next_report(self, attempt, index):
+        """Forward mode: the trial took reports 1..index - 1; returns report number `index` of
+        this attempt as (rank 0's metrics, its checkpoint folder or None) once it is complete
+        and its checkpoint committed, or None once every rank's loop returned without it."""
+        self._check(attempt)
+        if index - 1 > self._taken:
+            self._taken = index - 1
+            self._notify()
+        while True:
+            if len(self._log) >= index:
+                item = self._log[index - 1]
+                if item["committed"]:
+                    folder = item["folder"]
+                    return item["metrics"], os.path.join(self._run_dir, folder) if folder \
+                        else None
+            elif len(self._finished) == self._world_size:
+                return None
+            await self._wait_for_change()
+            self._check(attempt)
+
+    async def _wait_for_change(self):
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        await self._changed.wait()
+
+    def _notify(self):
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
     def _check(self, attempt):
         if attempt != self._attempt:

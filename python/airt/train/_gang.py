@@ -100,10 +100,13 @@ class Gang:
     rank's bundle (the nodes whose labels it matches: Ray's bundle_label_selector)."""
 
     def __init__(self, num_workers, bundle, strategy="PACK", runtime_env=None,
-                 label_selectors=None):
+                 label_selectors=None, group=None):
+        """group: (an already reserved placement group, the index of its first bundle for the
+        ranks) to run in instead of reserving one (a Tune trial's group); it is not removed."""
         self.num_workers, self.bundle, self.strategy = num_workers, dict(bundle), strategy
         self.runtime_env = runtime_env
         self.label_selectors = label_selectors
+        self.group = group
         self.pg = None
         self.actors = []   # in world-rank order once started
         self.ranks = []    # {"world_rank", "local_rank", "local_world_size", "node_rank", ...}
@@ -115,8 +118,12 @@ class Gang:
         INFEASIBLE_GRACE_S and no autoscaler is configured to add one."""
         from airt.util import placement_group
         from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-        self.pg = placement_group([self.bundle] * self.num_workers, strategy=self.strategy,
-                                  bundle_label_selector=self.label_selectors)
+        first = 0
+        if self.group is not None:
+            self.pg, first = self.group
+        else:
+            self.pg = placement_group([self.bundle] * self.num_workers, strategy=self.strategy,
+                                      bundle_label_selector=self.label_selectors)
         self._wait_reserved(wait_s)
         import airt
         resources = {k: v for k, v in self.bundle.items() if k not in ("CPU", "GPU")}
@@ -125,7 +132,8 @@ class Gang:
         if self.runtime_env:
             options["runtime_env"] = self.runtime_env
         actors = [_worker_class().options(
-            scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i), **options).remote()
+            scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, first + i),
+            **options).remote()
             for i in range(self.num_workers)]
         self.actors = actors
         self.ranks = [dict(pid=None, node_id=None) for _ in actors]
@@ -187,23 +195,32 @@ class Gang:
         return self.call_each([(a.setup, (env, torch_backend, timeout_s))
                                for a, env in zip(self.actors, envs)]), envs
 
-    def run(self, fn, args_per_rank, kwargs=None):
+    def run(self, fn, args_per_rank, kwargs=None, beside=None):
         """Runs fn(*args_per_rank[rank], **kwargs) on every rank; the return values in rank
-        order. Raises GangFailure for the first rank that raised or died."""
+        order. Raises GangFailure for the first rank that raised or died. beside: see
+        call_each."""
         return self.call_each([(a.run, (cloudpickle.dumps((fn, args, kwargs or {})),))
-                               for a, args in zip(self.actors, args_per_rank)])
+                               for a, args in zip(self.actors, args_per_rank)], beside)
 
-    def call_each(self, calls):
+    def call_each(self, calls, beside=None):
         """Calls calls[rank] = (method, args) on every rank at once; their results in rank
-        order, or GangFailure for the first failure seen."""
+        order, or GangFailure for the first failure seen. beside: an object whose `ref` (an
+        ObjectRef, or None) is waited on with the calls; when it is ready, beside.ready() runs
+        on this thread (and sets the next ref); once every call returned, beside.drain()."""
         import airt
         from airt import exceptions
         refs = [method.remote(*args) for method, args in calls]
         index = {ref.binary(): i for i, ref in enumerate(refs)}
         results, pending = [None] * len(refs), list(refs)
         while pending:
-            ready, pending = airt.wait(pending, num_returns=1)
+            extra = beside.ref if beside is not None else None
+            ready, _ = airt.wait(pending + ([extra] if extra is not None else []),
+                                 num_returns=1)
             for ref in ready:
+                if extra is not None and ref.binary() == extra.binary():
+                    beside.ready()
+                    continue
+                pending = [p for p in pending if p.binary() != ref.binary()]
                 i = index[ref.binary()]
                 try:
                     results[i] = airt.get(ref)
@@ -211,6 +228,8 @@ class Gang:
                     raise self._failure(i, error, True) from None
                 except exceptions.RayError as error:
                     raise self._failure(i, error, False) from None
+        if beside is not None:
+            beside.drain()
         return results
 
     def _failure(self, i, error, died):
@@ -248,7 +267,7 @@ class Gang:
             except Exception:  # noqa: BLE001 (already dead)
                 pass
         self.actors = []
-        if self.pg is not None:
+        if self.pg is not None and self.group is None:
             try:
                 remove_placement_group(self.pg)
             except Exception:  # noqa: BLE001 (already removed)

@@ -124,7 +124,8 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None,
     barrier: every rank calls it equally often, and it returns once every rank reached it (and
     this rank's part is copied, with SYNC). Only rank 0's metrics are kept. The checkpoint
     becomes the latest once every rank's part is in storage. checkpoint_dir_name is accepted;
-    folders are named checkpoint_<n>, the same on every rank."""
+    folders are named checkpoint_<n>, the same on every rank. Called by a Tune function
+    trainable itself (not a rank), it is tune.report."""
     if unsupported:
         from airt import exceptions
         raise exceptions.UnimplementedError(
@@ -139,13 +140,25 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None,
                              "put tensors into the checkpoint's files")
     if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
         raise TypeError("report(checkpoint=) takes an airt.train.Checkpoint")
+    if _session is None:
+        from airt.tune import _train_bridge
+        trial = _train_bridge.current_trial()
+        if trial is not None:  # a Tune function trainable's own report (Ray 2.x: one report)
+            trial.report(metrics, checkpoint)
+            return
     _current("report").report(metrics, checkpoint, checkpoint_dir_name, checkpoint_upload_mode,
                               delete_local_checkpoint_after_upload)
 
 
 def get_checkpoint():
     """The checkpoint this rank resumes from (the latest complete one when the gang restarted
-    or the run resumed), or the latest it reported since; None at a fresh start."""
+    or the run resumed), or the latest it reported since; None at a fresh start. In a Tune
+    function trainable: tune.get_checkpoint()."""
+    if _session is None:
+        from airt.tune import _train_bridge
+        trial = _train_bridge.current_trial()
+        if trial is not None:
+            return trial.checkpoint
     return _current("get_checkpoint").checkpoint
 
 

@@ -79,20 +79,29 @@ class DataParallelTrainer:
         """Trains to the end; the Result. Raises TrainingFailedError when storage_path is not
         reachable from a rank's node, or when the ranks failed more than max_failures times."""
         import airt
+        from airt.tune import _train_bridge
         run = self._run
-        name = run.name or datetime.datetime.now().strftime("airt_train_%Y-%m-%d_%H-%M-%S")
-        storage = os.path.abspath(os.path.expanduser(os.fspath(
-            run.storage_path or "~/airt_results")))
-        run_dir = os.path.join(storage, name)
-        os.makedirs(run_dir, exist_ok=True)
+        trial = _train_bridge.current_trial()  # inside a Tune trial: reports go to it
+        resume_from = self._resume_from
+        if trial is not None:
+            run_dir = _train_bridge.prepare_run_dir(trial, run.name)
+            name = os.path.basename(run_dir)
+            resume_from = trial.checkpoint or resume_from
+        else:
+            name = run.name or datetime.datetime.now().strftime("airt_train_%Y-%m-%d_%H-%M-%S")
+            storage = os.path.abspath(os.path.expanduser(os.fspath(
+                run.storage_path or "~/airt_results")))
+            run_dir = os.path.join(storage, name)
+            os.makedirs(run_dir, exist_ok=True)
         keep = run.checkpoint_config
         coordinator = _start_coordinator(
             run_dir, self._scaling.num_workers,
-            (keep.num_to_keep, keep.checkpoint_score_attribute, keep.checkpoint_score_order))
+            (keep.num_to_keep, keep.checkpoint_score_attribute, keep.checkpoint_score_order),
+            trial is not None)
         failures, attempt, error, value = 0, 0, None, None
         try:
             while True:
-                outcome = self._attempt(attempt, coordinator, run_dir, name)
+                outcome = self._attempt(attempt, coordinator, run_dir, name, trial, resume_from)
                 if not isinstance(outcome, _gang.GangFailure):
                     value = outcome
                     break
@@ -123,13 +132,17 @@ class DataParallelTrainer:
             raise error
         return result
 
-    def _attempt(self, attempt, coordinator, run_dir, name):
-        """One gang's run: rank 0's return value, or the GangFailure that ended it."""
+    def _attempt(self, attempt, coordinator, run_dir, name, trial, resume_from):
+        """One gang's run: rank 0's return value, or the GangFailure that ended it. In a Tune
+        trial (`trial`, its session) the reports go to it as they come."""
         import airt
         from airt import exceptions
+        from airt.tune import _train_bridge
+        group = _train_bridge.group_for_gang(self._scaling.num_workers, self.bundle) \
+            if trial is not None else None
         gang = _gang.Gang(self._scaling.num_workers, self.bundle,
                           self._scaling.placement_strategy, self._run.worker_runtime_env,
-                          self._scaling.label_selectors())
+                          self._scaling.label_selectors(), group=group)
         try:
             try:
                 gang.start()
@@ -140,7 +153,7 @@ class DataParallelTrainer:
             self._check_storage(gang, run_dir)
             latest = airt.get(coordinator.begin_attempt.remote(attempt))
             checkpoint = os.path.join(run_dir, latest) if latest else (
-                self._resume_from.path if self._resume_from is not None else None)
+                resume_from.path if resume_from is not None else None)
             try:
                 gang.setup(self._torch_backend, getattr(self, "_timeout_s", 1800))
                 shards = self._shards(len(gang.ranks))
@@ -154,7 +167,9 @@ class DataParallelTrainer:
                     args.append((self._loop, self._config, info, coordinator, checkpoint,
                                  {k: v[r["world_rank"]] for k, v in shards.items()},
                                  self._torch_backend))
-                return gang.run(_run_loop, args)[0]
+                forwarder = _train_bridge.Forwarder(trial, coordinator, attempt) \
+                    if trial is not None else None
+                return gang.run(_run_loop, args, beside=forwarder)[0]
             except _gang.GangFailure as failure:
                 return failure
         finally:

@@ -67,8 +67,8 @@ class TuneController:
         os.makedirs(self.path, exist_ok=True)
         for cb in self.callbacks:
             cb.setup(stop=self.rc.stop, num_samples=self.tc.num_samples)
-        for t in self.trials:
-            if t.status == PENDING:
+        for t in self.trials:  # a restored sweep's unfinished trials
+            if t.status in (PENDING, PAUSED):
                 self.scheduler.on_trial_add(t)
         budget = self.tc.time_budget_s
         while True:
@@ -104,10 +104,7 @@ class TuneController:
         if self.metric:
             name = "".join(c if c.isalnum() or c in "-_" else "_" for c in self.metric)
             plot_path = plot(self.trials, self.metric, os.path.join(self.path, f"{name}.png"))
-        for runners in self.pool.values():
-            for r in runners:
-                airt.kill(r)
-        self.pool.clear()
+        self._kill_actors()
         for cb in self.callbacks:
             cb.on_experiment_end(trials=self.trials)
         grid = ResultGrid(self.trials, self.path, self.metric, self.mode)
@@ -124,6 +121,7 @@ class TuneController:
 
     def _idle(self):
         """Nothing in flight: done, or wake paused trials the scheduler left waiting."""
+        self._apply_actions()  # a trial's end may have released paused ones
         live = [t for t in self.trials if t.status in (RUNNING, PENDING, PAUSED)]
         if not live and (self.searcher_finished or self.stop_all):
             return True
@@ -290,6 +288,8 @@ class TuneController:
         self._apply_actions()
 
     def _apply_actions(self):
+        for trial_id, config, donor in self.scheduler.take_exploits():
+            self._exploit(self.by_id[trial_id], config, self.by_id[donor])
         for trial_id, decision in self.scheduler.take_actions():
             t = self.by_id.get(trial_id)
             if t is None or t.status not in (RUNNING, PAUSED):
@@ -347,7 +347,7 @@ class TuneController:
         PlacementGroupFactory); the actor starts once the head has reserved every bundle."""
         from airt.util.placement_group import placement_group
         from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-        t.placement_group = placement_group(factory.bundles, strategy=factory.strategy)
+        t.placement_group = placement_group(factory.reserved_bundles, strategy=factory.strategy)
         strategy = PlacementGroupSchedulingStrategy(
             t.placement_group, placement_group_bundle_index=0,
             placement_group_capture_child_tasks=True)
@@ -403,21 +403,31 @@ class TuneController:
             cb.on_trial_error(iteration=self.iteration, trials=self.trials, trial=t)
         self._save_state(force=True)
         if self.failure.fail_fast == "raise":
+            for other in self.trials:  # the sweep ends here: its actors and groups go
+                if other.status == RUNNING:
+                    self._release(other, alive=False)
+            self._kill_actors()
             raise TuneError(text)
         if self.failure.fail_fast:
             self.stop_all = True
 
     def _exploit(self, t, config, donor):
-        """PBT: t takes donor's config (explored) and continues from donor's checkpoint."""
-        if donor.checkpoint is None or t.runner is None:
+        """PBT: t takes donor's config (explored) and continues from donor's checkpoint (a
+        paused t, synchronous PBT's, is launched with the others)."""
+        if donor.checkpoint is None or t.status not in (RUNNING, PAUSED):
             return
-        t.runner.stop.remote()
+        if t.status == RUNNING and t.runner is None:
+            return
         t.config = config
         t.checkpoint = donor.checkpoint
         t.checkpoint_iteration = donor.checkpoint_iteration
         t.checkpoint_time = donor.checkpoint_time
         ex.atomic_write(os.path.join(t.local_path, "params.json"),
                         json.dumps(ex._jsonable(config), indent=2, sort_keys=True))
+        if t.status == PAUSED:
+            t.status = PENDING
+            return
+        t.runner.stop.remote()
         t.status = PENDING
         t.close()
         if t.placement_group is not None or not self.reuse:
@@ -427,6 +437,12 @@ class TuneController:
             self.pool.setdefault(t.runner_key, []).insert(0, runner)
         self._launch(t)
 
+    def _kill_actors(self):
+        for runners in self.pool.values():
+            for r in runners:
+                airt.kill(r)
+        self.pool.clear()
+
     # ---- state -------------------------------------------------------------------------------
     def _save_state(self, force=False):
         now = time.time()
@@ -435,13 +451,15 @@ class TuneController:
         self._last_state = now
         state = {"trials": [t.state() for t in self.trials], "created": self.created,
                  "searcher_finished": self.searcher_finished, "timestamp": now}
+        import cloudpickle
+        for name, part in ((ex.SEARCHER_FILE, self.searcher), (ex.SCHEDULER_FILE,
+                                                               self.scheduler)):
+            try:
+                data = cloudpickle.dumps(part)
+            except Exception:  # noqa: BLE001 (one that does not pickle restarts afresh)
+                continue
+            ex.atomic_write(os.path.join(self.path, name), data, mode="wb")
         ex.atomic_write(os.path.join(self.path, ex.STATE_FILE), json.dumps(state))
-        try:
-            import cloudpickle
-            ex.atomic_write(os.path.join(self.path, ex.SEARCHER_FILE),
-                            cloudpickle.dumps(self.searcher), mode="wb")
-        except Exception:  # noqa: BLE001 (a searcher that does not pickle restarts afresh)
-            pass
 
 
 def _reset(t):

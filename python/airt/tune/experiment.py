@@ -14,6 +14,7 @@ PENDING, RUNNING, PAUSED, TERMINATED, ERROR = "PENDING", "RUNNING", "PAUSED", "T
 STATE_FILE = "experiment_state.json"
 TUNER_FILE = "tuner.pkl"
 SEARCHER_FILE = "searcher-state.pkl"
+SCHEDULER_FILE = "scheduler-state.pkl"
 
 
 def _jsonable(value):

@@ -1,7 +1,11 @@
-"""PopulationBasedTraining, as Ray Tune's (asynchronous): every perturbation_interval of
-time_attr, a trial in the bottom quantile_fraction clones the config and checkpoint of a trial in
-the top one (exploit) and perturbs or resamples the hyperparameters of hyperparam_mutations
-(explore)."""
+"""PopulationBasedTraining, as Ray Tune's: every perturbation_interval of time_attr, a trial in
+the bottom quantile_fraction clones the config and checkpoint of a trial in the top one (exploit)
+and perturbs or resamples the hyperparameters of hyperparam_mutations (explore).
+
+Asynchronous by default: a trial reaching its interval is compared with the others' latest
+scores at once. synch=True: a trial reaching the next synchronisation point is paused until every
+live trial has reached it; then all are ranked together, the bottom ones exploit the top ones,
+and every paused trial resumes (from its latest checkpoint, or the donor's)."""
 
 import copy
 import math
@@ -25,10 +29,6 @@ class PopulationBasedTraining(TrialScheduler):
             raise ValueError("quantile_fraction must be in [0, 0.5]")
         if perturbation_interval <= 0:
             raise ValueError("perturbation_interval must be positive")
-        if synch:
-            from airt.exceptions import UnimplementedError
-            raise UnimplementedError("PopulationBasedTraining(synch=True) is not built: airt's "
-                                     "PBT is the asynchronous one")
         self._time_attr = time_attr
         self._interval = perturbation_interval
         self._burn_in = burn_in_period
@@ -42,11 +42,23 @@ class PopulationBasedTraining(TrialScheduler):
         self._last_score = {}
         self._trials = {}
         self._exploits = []
+        self._synch = synch
+        self._next_sync = perturbation_interval
+        self._last_train_time = {}   # synch: each trial's time at its latest scored result
+        self._paused = []            # synch: trials waiting for the others, in pause order
+        self._actions = []
         self.num_perturbations = 0
 
+    def __getstate__(self):
+        state = dict(self.__dict__)  # trials by id: a restored sweep attaches its own objects
+        state["_trials"] = {trial_id: None for trial_id in self._trials}
+        return state
+
     def on_trial_add(self, trial):
+        known = trial.trial_id in self._trials
         self._trials[trial.trial_id] = trial
-        self._last_perturbation[trial.trial_id] = 0.0
+        if not known:  # a restored sweep adds its trials again: their state is kept
+            self._last_perturbation[trial.trial_id] = 0.0
 
     def on_trial_result(self, trial, result):
         if self._time_attr not in result or self._metric not in result:
@@ -58,19 +70,58 @@ class PopulationBasedTraining(TrialScheduler):
             return self.CONTINUE
         if time - self._last_perturbation.get(trial.trial_id, 0.0) < self._interval:
             return self.CONTINUE
+        if self._synch:
+            if time < self._next_sync:
+                return self.CONTINUE  # not at the synchronisation point yet
+            self._last_train_time[trial.trial_id] = time
+            self._paused.append(trial.trial_id)
+            if self._sync(current=trial.trial_id):
+                return self.CONTINUE  # the last to arrive goes on (unless exploited)
+            return self.PAUSE
         self._last_perturbation[trial.trial_id] = time
         lower, upper = self._quantiles()
         if trial.trial_id in lower:
-            donors = [t for t in upper if self._trials[t].checkpoint is not None]
-            if donors:
-                donor = self._rng.choice(donors)
-                config = self._explore(self._trials[donor].config)
-                self._exploits.append((trial.trial_id, config, donor))
-                self.num_perturbations += 1
+            self._exploit(trial.trial_id, upper)
         return self.CONTINUE
 
+    def _exploit(self, trial_id, upper):
+        donors = [t for t in upper if self._trials[t].checkpoint is not None]
+        if donors:
+            donor = self._rng.choice(donors)
+            config = self._explore(self._trials[donor].config)
+            self._exploits.append((trial_id, config, donor))
+            self.num_perturbations += 1
+
+    def _sync(self, current=None):
+        """synch: once every live trial reached the synchronisation point, ranks them, queues
+        the exploits of the bottom ones and resumes the paused ones but `current` (which goes
+        on by itself); whether it did."""
+        if not self._paused:
+            return False
+        live = self._attached()
+        if any(self._last_train_time.get(t, -math.inf) < self._next_sync for t in live):
+            return False
+        lower, upper = self._quantiles()
+        for trial_id in live:
+            self._last_perturbation[trial_id] = self._last_train_time[trial_id]
+        for trial_id in lower:
+            self._exploit(trial_id, upper)
+        exploited = {e[0] for e in self._exploits}
+        self._next_sync = max(self._next_sync + self._interval,
+                              max((self._last_train_time[t] for t in live), default=0))
+        waiting, self._paused = self._paused, []
+        for trial_id in waiting:
+            if trial_id != current and trial_id not in exploited:
+                self._actions.append((trial_id, self.CONTINUE))
+        return True
+
+    def _attached(self):
+        """The live trials (a restored scheduler's are those its sweep added again)."""
+        return [t for t, trial in self._trials.items() if trial is not None]
+
     def _quantiles(self):
-        scored = [t for t in self._last_score if t in self._trials]
+        live = set(self._attached())
+        scored = [t for t in self._last_score if t in live]
         if len(scored) <= 1:
             return [], []
         scored.sort(key=lambda t: self._last_score[t])
@@ -90,6 +141,15 @@ class PopulationBasedTraining(TrialScheduler):
     def on_trial_complete(self, trial, result):
         self._trials.pop(trial.trial_id, None)
         self._last_score.pop(trial.trial_id, None)
+        self._last_train_time.pop(trial.trial_id, None)
+        if trial.trial_id in self._paused:
+            self._paused.remove(trial.trial_id)
+        if self._synch:
+            self._sync()  # the trials waiting for this one go on
+
+    def take_actions(self):
+        out, self._actions = self._actions, []
+        return out
 
     def on_trial_remove(self, trial):
         self.on_trial_complete(trial, None)

@@ -51,19 +51,23 @@ class TrialScheduler(Objective):
 
 class _CoreScheduler(TrialScheduler):
     """A scheduler whose decisions are the C++ core's; made on first use, once metric and
-    mode are known."""
+    mode are known. It pickles (for Tuner.restore) as the calls it got: a restored one replays
+    them into a new core, which decides the same (the core is deterministic, its bracket draws
+    seeded), so its rungs and brackets are those of the interrupted sweep."""
 
     def __init__(self, time_attr, metric, mode):
         super().__init__(metric, mode)
         self._time_attr = time_attr
         self._core = None
+        self._calls = []      # [(method, args)] made on the core, in order
+        self._added = set()   # trials added and not yet complete or removed
 
     def _make(self):
         raise NotImplementedError
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_core"] = None  # the C++ state does not pickle; a restored sweep starts it anew
+        state["_core"] = None  # the C++ state does not pickle: _calls rebuild it
         return state
 
     def _ensure(self):
@@ -71,8 +75,19 @@ class _CoreScheduler(TrialScheduler):
             if self._metric is None or self._mode is None:
                 raise ValueError(f"{type(self).__name__} needs metric and mode (here or in "
                                  "TuneConfig)")
-            self._core = self._make()
+            self._core = self._replayed(self._make())
         return self._core
+
+    def _replayed(self, core):
+        for method, args in self._calls:
+            getattr(core, method)(*args)
+        core.take_actions()  # the interrupted sweep applied them already
+        return core
+
+    def _call(self, method, *args):
+        core = self._ensure()
+        self._calls.append((method, args))
+        return getattr(core, method)(*args)
 
     def set_search_properties(self, metric, mode, **spec):
         ok = super().set_search_properties(metric, mode, **spec)
@@ -81,7 +96,10 @@ class _CoreScheduler(TrialScheduler):
         return ok
 
     def on_trial_add(self, trial):
-        self._ensure().on_trial_add(trial.trial_id)
+        if trial.trial_id in self._added:
+            return  # a restored sweep adds its unfinished trials again
+        self._added.add(trial.trial_id)
+        self._call("on_trial_add", trial.trial_id)
 
     def _metric_of(self, result):
         value = result.get(self._metric)
@@ -90,20 +108,22 @@ class _CoreScheduler(TrialScheduler):
     def on_trial_result(self, trial, result):
         if self._time_attr not in result:
             return self.CONTINUE
-        return self._ensure().on_trial_result(trial.trial_id, float(result[self._time_attr]),
-                                              self._metric_of(result))
+        return self._call("on_trial_result", trial.trial_id, float(result[self._time_attr]),
+                          self._metric_of(result))
 
     def on_trial_complete(self, trial, result):
         result = result or {}
         time = result.get(self._time_attr)
-        self._ensure().on_trial_complete(trial.trial_id, None if time is None else float(time),
-                                         self._metric_of(result))
+        self._added.discard(trial.trial_id)
+        self._call("on_trial_complete", trial.trial_id, None if time is None else float(time),
+                   self._metric_of(result))
 
     def on_trial_remove(self, trial):
-        self._ensure().on_trial_remove(trial.trial_id)
+        self._added.discard(trial.trial_id)
+        self._call("on_trial_remove", trial.trial_id)
 
     def on_search_finished(self):
-        self._ensure().on_search_finished()
+        self._call("on_search_finished")
 
     def take_actions(self):
         return self._ensure().take_actions()
@@ -117,11 +137,14 @@ class FIFOScheduler(_CoreScheduler):
 
     def _ensure(self):
         if self._core is None:
-            self._core = _tune_core.fifo()
+            self._core = self._replayed(_tune_core.fifo())
         return self._core
 
     def set_search_properties(self, metric, mode, **spec):
         return True
+
+    def _call(self, method, *args):
+        return getattr(self._ensure(), method)(*args)  # no state to restore: nothing kept
 
 
 class AsyncHyperBandScheduler(_CoreScheduler):
@@ -166,19 +189,54 @@ class HyperBandScheduler(_CoreScheduler):
 
 class MedianStoppingRule(_CoreScheduler):
     """Stops a trial past grace_period whose best result is worse than the median of the other
-    trials' running means at the same time (hard_stop; airt does not time-slice trials)."""
+    trials' running means at the same time. hard_stop=False pauses it instead (Ray's): it goes
+    on first-in-first-out, never judged again, once no other trial is running or waiting."""
 
     def __init__(self, time_attr="time_total_s", metric=None, mode=None, grace_period=60.0,
                  min_samples_required=3, min_time_slice=0, hard_stop=True):
         super().__init__(time_attr, metric, mode)
-        if not hard_stop:
-            from airt.exceptions import UnimplementedError
-            raise UnimplementedError("MedianStoppingRule(hard_stop=False): pausing trials to "
-                                     "time-slice them is not built")
         self._options = dict(grace_period=grace_period,
                              min_samples_required=min_samples_required,
                              min_time_slice=min_time_slice)
+        self._hard_stop = hard_stop
+        self._live = set()       # added, not yet complete
+        self._set_aside = []     # hard_stop=False: paused by the rule, in pause order
+        self._judged = set()     # hard_stop=False: trials the rule paused once (FIFO after)
         _tune_core.median_stopping(mode="min", **self._options)
 
     def _make(self):
         return _tune_core.median_stopping(mode=self._mode, **self._options)
+
+    def on_trial_add(self, trial):
+        self._live.add(trial.trial_id)
+        super().on_trial_add(trial)
+
+    def on_trial_result(self, trial, result):
+        if trial.trial_id in self._judged:
+            return self.CONTINUE
+        decision = super().on_trial_result(trial, result)
+        if decision == self.STOP and not self._hard_stop:
+            self._judged.add(trial.trial_id)
+            self._set_aside.append(trial.trial_id)
+            return self.PAUSE
+        return decision
+
+    def on_trial_complete(self, trial, result):
+        self._forget(trial.trial_id)
+        super().on_trial_complete(trial, result)
+
+    def on_trial_remove(self, trial):
+        self._forget(trial.trial_id)
+        super().on_trial_remove(trial)
+
+    def _forget(self, trial_id):
+        self._live.discard(trial_id)
+        if trial_id in self._set_aside:
+            self._set_aside.remove(trial_id)
+
+    def take_actions(self):
+        actions = super().take_actions()
+        if self._set_aside and self._live <= set(self._set_aside):
+            actions += [(t, self.CONTINUE) for t in self._set_aside]
+            self._set_aside = []
+        return actions

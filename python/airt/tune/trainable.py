@@ -85,13 +85,26 @@ class PlacementGroupFactory:
     """Bundles of resources for a trial (Ray's): each trial reserves a placement group of these
     bundles with `strategy`; the trial's actor runs in bundle 0, and the tasks and actors it
     starts run in the group (placement_group_capture_child_tasks), so they can use the other
-    bundles. The group is removed when the trial ends."""
+    bundles. The group is removed when the trial ends. An empty first bundle ({}, as Ray's)
+    is not reserved: the trial's actor then takes no resources and runs in the next one."""
 
     def __init__(self, bundles, strategy="PACK", *args, **kwargs):
         if not bundles or not all(isinstance(b, dict) for b in bundles):
             raise ValueError("PlacementGroupFactory needs a non-empty list of resource dicts")
+        if len(bundles) < 2 and not bundles[0] or not all(bundles[1:]):
+            raise ValueError(f"PlacementGroupFactory: only the first of several bundles may be "
+                             f"empty, got {bundles}")
         self.bundles = [dict(b) for b in bundles]
         self.strategy = strategy
+
+    @property
+    def head_bundle_is_empty(self):
+        return not self.bundles[0]
+
+    @property
+    def reserved_bundles(self):
+        """The bundles the trial's group reserves (all but an empty first one)."""
+        return self.bundles[1:] if self.head_bundle_is_empty else list(self.bundles)
 
     @property
     def required_resources(self):
@@ -219,5 +232,8 @@ def _actor_options(spec):
 
 
 def bundle_actor_options(factory):
-    """The trial actor's own options in bundle 0 of its group (its resources come from there)."""
+    """The trial actor's own options in bundle 0 of its group (its resources come from there;
+    none behind an empty head bundle)."""
+    if factory.head_bundle_is_empty:
+        return {"num_cpus": 0, "num_gpus": 0}
     return _actor_options(factory.bundles[0])

@@ -19,6 +19,8 @@ from airt.tune.trainable import Trainable
 
 
 def _check_trainable(trainable):
+    if _is_trainer(trainable):
+        return
     if isinstance(trainable, type):
         if not issubclass(trainable, Trainable):
             raise TypeError(f"{trainable.__name__} is not a tune.Trainable subclass")
@@ -26,14 +28,32 @@ def _check_trainable(trainable):
         raise TypeError("the trainable must be a function or a tune.Trainable subclass")
 
 
+def _is_trainer(trainable):
+    from airt.train.trainer import DataParallelTrainer
+    return isinstance(trainable, DataParallelTrainer)
+
+
+def _as_trainable(trainable, param_space):
+    """A trainer (airt.train's DataParallelTrainer / TorchTrainer) becomes the function trainable
+    that runs it per trial; anything else is the trainable."""
+    if _is_trainer(trainable):
+        from airt.tune._train_bridge import trainer_trainable
+        return trainer_trainable(trainable, param_space)
+    return trainable
+
+
 class Tuner:
+    """trainable: a function, a tune.Trainable subclass, or a trainer of airt.train (each
+    trial runs the trainer with param_space["train_loop_config"] over its own)."""
+
     def __init__(self, trainable=None, *, param_space=None, tune_config=None, run_config=None,
                  _restored=None):
         _check_trainable(trainable)
-        self._trainable = trainable
         self._param_space = param_space or {}
         if not isinstance(self._param_space, dict):
             raise TypeError("param_space must be a dict")
+        trainable = _as_trainable(trainable, self._param_space)
+        self._trainable = trainable
         self._tune_config = tune_config or TuneConfig()
         self._run_config = run_config or RunConfig()
         if not isinstance(self._tune_config, TuneConfig):
@@ -70,7 +90,7 @@ class Tuner:
             self._save_tuner()
         else:
             searcher, trials = self._restored["searcher"], self._restored["trials"]
-        scheduler = tc.scheduler or FIFOScheduler()
+        scheduler = (self._restored or {}).get("scheduler") or tc.scheduler or FIFOScheduler()
         if not scheduler.set_search_properties(tc.metric, tc.mode):
             raise ValueError("the scheduler's metric differs from TuneConfig's")
         controller = TuneController(self._trainable, self._param_space, tc, rc, self._path,
@@ -105,7 +125,9 @@ class Tuner:
                 restart_errored=False, param_space=None):
         """Resumes the experiment at `path`: finished trials are kept, unfinished ones resume
         from their latest checkpoints (from the start without one); errored trials stay errored
-        unless resume_errored (from their checkpoint) or restart_errored (from the start)."""
+        unless resume_errored (from their checkpoint) or restart_errored (from the start). The
+        search algorithm and the scheduler continue from their saved states (paused trials stay
+        paused until the scheduler resumes them)."""
         _check_trainable(trainable)
         path = os.path.abspath(os.path.expanduser(os.fspath(path)))
         if not cls.can_restore(path):
@@ -114,7 +136,10 @@ class Tuner:
         with open(os.path.join(path, ex.TUNER_FILE), "rb") as f:
             state = pickle.load(f)
         trials, created, finished = _load_trials(path)
+        scheduler = _load_part(path, ex.SCHEDULER_FILE)
         for t in trials:
+            if t.status == PAUSED and scheduler is not None and resume_unfinished:
+                continue  # its restored scheduler resumes it (from its checkpoint)
             if t.status in (RUNNING, PAUSED, PENDING):
                 if not resume_unfinished:
                     t.status = ex.TERMINATED
@@ -127,18 +152,15 @@ class Tuner:
                     _restart(t)
                 else:
                     ex.rewind(t)
-        searcher_path = os.path.join(path, ex.SEARCHER_FILE)
-        searcher = None
-        if os.path.exists(searcher_path):
-            with open(searcher_path, "rb") as f:
-                searcher = pickle.load(f)
+        searcher = _load_part(path, ex.SEARCHER_FILE)
         if searcher is None:
             raise ValueError(f"{path}: the search algorithm's state is missing or unreadable")
         tuner = cls(trainable, param_space=param_space or state["param_space"],
                     tune_config=copy.copy(state["tune_config"]),
                     run_config=state["run_config"],
                     _restored={"path": path, "trials": trials, "searcher": searcher,
-                               "created": created, "searcher_finished": finished})
+                               "scheduler": scheduler, "created": created,
+                               "searcher_finished": finished})
         return tuner
 
 
@@ -147,6 +169,15 @@ def _load_trials(path):
         state = json.load(f)
     trials = [Trial.from_state(s, path) for s in state["trials"]]
     return trials, state.get("created", len(trials)), state.get("searcher_finished", False)
+
+
+def _load_part(path, name):
+    """The searcher or scheduler pickled in the experiment folder, or None without one."""
+    part = os.path.join(path, name)
+    if not os.path.exists(part):
+        return None
+    with open(part, "rb") as f:
+        return pickle.load(f)
 
 
 def _restart(t):

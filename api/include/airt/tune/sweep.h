@@ -10,12 +10,23 @@
 //   o.scheduler = airt::tune::MakeAshaScheduler({});
 //   auto result = airt::tune::Run(Model::Create, &Model::Step,
 //                                 airt::tune::SearchSpace().Grid("lr", {0.01, 0.1}), o);
+//
+// Checkpoints, retries and restore: a trainable that also has `std::string Save()` (its state
+// as bytes) and `void Load(std::string)`, registered with them
+// (AIRT_REMOTE(Model::Create, &Model::Step, &Model::Save, &Model::Load)), runs with
+// Run(Model::Create, &Model::Step, &Model::Save, &Model::Load, space, o): every
+// o.checkpoint_frequency steps its state goes to <trial>/checkpoint_NNNNNN/state.bin; a trial
+// whose step throws or whose actor dies is retried o.max_failures times on a new actor loaded
+// from its latest checkpoint (from the start without one); o.resume continues the experiment
+// folder of an interrupted sweep.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -73,6 +84,17 @@ struct SweepOptions {
   std::shared_ptr<TrialScheduler> scheduler;  // FIFO when null
   bool verbose = true;
   double progress_interval_s = -1;  // <0: 0.5 s on a terminal, 10 s otherwise
+  // Retries of a trial whose step threw or whose actor died (-1: without limit), each on a new
+  // actor from the trial's latest checkpoint (from the start without one); then ERROR.
+  int max_failures = 0;
+  // With Save/Load: a checkpoint after every this many steps (0: none).
+  int checkpoint_frequency = 0;
+  // Continue the experiment at storage_path/name (Ray's Tuner.restore): its finished trials are
+  // kept, the others resume from their latest checkpoints (from the start without one), their
+  // results after it dropped; the scheduler is rebuilt by replaying the kept results, trial by
+  // trial. The search space must be the interrupted sweep's (checked by the number of trials);
+  // a folder without experiment_state.json starts afresh.
+  bool resume = false;
 };
 
 struct TrialRecord {
@@ -83,6 +105,9 @@ struct TrialRecord {
   bool stopped_early = false;  // ended by the scheduler (kStop), not by max_iterations
   std::string error;
   std::string path;
+  int num_failures = 0;
+  std::string checkpoint;           // the latest checkpoint's folder; empty without one
+  size_t checkpoint_iteration = 0;  // how many results it holds
 };
 
 struct SweepResult {
@@ -106,12 +131,23 @@ class Sweep {
   // A report: true to ask for the next step, false when the trial ended (done, stopped by
   // the scheduler, or at max_iterations).
   bool Report(size_t trial, Metrics metrics);
-  void Failed(size_t trial, const std::string& error);
+  // Whether the trial should be checkpointed now (after a report that asked for the next step).
+  bool WantsCheckpoint(size_t trial) const;
+  // The trial's state after its latest report, written to its checkpoint_NNNNNN/state.bin.
+  void Checkpointed(size_t trial, const std::string& state);
+  // The state a relaunched trial loads (its latest checkpoint's), none at a fresh start.
+  std::optional<std::string> CheckpointOf(size_t trial) const;
+  // A step threw or the actor died: true when the trial is retried (PENDING again, its results
+  // after its checkpoint dropped), false when it ended in ERROR.
+  bool Failed(size_t trial, const std::string& error);
   void Tick();
   SweepResult Finish();
 
  private:
   void End(size_t trial, const std::string& status, bool early);
+  void WriteResult(const TrialRecord& t, const Metrics& metrics, bool header) const;
+  void Rewind(TrialRecord& t);
+  void Resume();
   // Stopped by the scheduler before the sweep's longest run.
   bool CutShort(const TrialRecord& t) const;
   void Print(bool force);
@@ -119,28 +155,35 @@ class Sweep {
   SweepOptions options_;
   SweepResult result_;
   std::vector<double> started_at_;
+  std::vector<double> time_base_;  // time_total_s of the results a resumed run goes on from
   double start_time_;
   double last_print_ = 0;
   int drawn_lines_ = 0;
   bool tty_;
 };
 
-}  // namespace internal
-
-// Runs the sweep on the cluster the driver joined (airt::Init first): each variant a C++ actor
-// made by `factory(config)` with options.resources, `step` called once per report. A step that
-// throws, or an actor that dies, ends its trial in ERROR (its message in TrialRecord::error)
-// while the sweep goes on.
-template <typename T, typename Step>
-SweepResult Run(T* (*factory)(Config), Step step, const SearchSpace& space, SweepOptions options) {
-  internal::Sweep sweep(space.Variants(options.num_samples, options.seed), options);
+// The loop of Run; save and load are nullptr for a trainable without checkpoints.
+template <typename T, typename Step, typename Save, typename Load>
+SweepResult RunSweep(T* (*factory)(Config), Step step, Save save, Load load,
+                     const SearchSpace& space, const SweepOptions& options) {
+  constexpr bool kCheckpoints = !std::is_null_pointer_v<Save>;
+  Sweep sweep(space.Variants(options.num_samples, options.seed), options);
   using Ref = ObjectRef<Metrics>;
   std::map<size_t, ActorHandle<T>> actors;
   std::map<size_t, Ref> inflight;
+  // A Save or Load sent before the step in flight: an actor runs its calls in order, so it is
+  // done when that step's result is.
+  std::map<size_t, ObjectRef<std::string>> saves;
+  std::map<size_t, ObjectRef<void>> loads;
   while (true) {
     for (size_t i : sweep.Launchable(inflight.size())) {
       ActorHandle<T> actor =
           Actor(factory).SetResources(options.resources).Remote(sweep.ConfigOf(i));
+      if constexpr (kCheckpoints) {
+        if (std::optional<std::string> state = sweep.CheckpointOf(i)) {
+          loads.insert_or_assign(i, actor.Task(load).Remote(*state));
+        }
+      }
       inflight.emplace(i, actor.Task(step).Remote());
       actors.emplace(i, std::move(actor));
       sweep.Started(i);
@@ -160,12 +203,27 @@ SweepResult Run(T* (*factory)(Config), Step step, const SearchSpace& space, Swee
       }
       bool next = false;
       try {
+        if (auto l = loads.find(i); l != loads.end()) {
+          ObjectRef<void> loaded = l->second;
+          loads.erase(l);
+          Get(loaded);
+        }
+        if (auto s = saves.find(i); s != saves.end()) {
+          ObjectRef<std::string> saved = s->second;
+          saves.erase(s);
+          sweep.Checkpointed(i, *Get(saved));
+        }
         next = sweep.Report(i, *Get(r));
       } catch (const Exception& e) {
+        loads.erase(i);
+        saves.erase(i);
         sweep.Failed(i, e.what());
       }
       inflight.erase(i);
       if (next) {
+        if constexpr (kCheckpoints) {
+          if (sweep.WantsCheckpoint(i)) saves.insert_or_assign(i, actors.at(i).Task(save).Remote());
+        }
         inflight.emplace(i, actors.at(i).Task(step).Remote());
       } else {
         actors.at(i).Kill();
@@ -175,6 +233,28 @@ SweepResult Run(T* (*factory)(Config), Step step, const SearchSpace& space, Swee
     sweep.Tick();
   }
   return sweep.Finish();
+}
+
+}  // namespace internal
+
+// Runs the sweep on the cluster the driver joined (airt::Init first): each variant a C++ actor
+// made by `factory(config)` with options.resources, `step` called once per report. A step that
+// throws, or an actor that dies, is retried per options.max_failures (from the start: this
+// trainable has no checkpoints), then ends its trial in ERROR (its message in
+// TrialRecord::error) while the sweep goes on.
+template <typename T, typename Step>
+SweepResult Run(T* (*factory)(Config), Step step, const SearchSpace& space,
+                const SweepOptions& options) {
+  return internal::RunSweep(factory, step, nullptr, nullptr, space, options);
+}
+
+// As above, with checkpoints: `save` (std::string T::Save()) after every
+// options.checkpoint_frequency steps, `load` (void T::Load(std::string)) on a new actor before
+// its first step when the trial resumes (a retry, or options.resume).
+template <typename T, typename Step, typename Save, typename Load>
+SweepResult Run(T* (*factory)(Config), Step step, Save save, Load load, const SearchSpace& space,
+                const SweepOptions& options) {
+  return internal::RunSweep(factory, step, save, load, space, options);
 }
 
 }  // namespace airt::tune
