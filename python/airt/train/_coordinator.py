@@ -5,13 +5,15 @@ Each rank's report() calls arrive(); the last rank to arrive names the checkpoin
 has one) and releases them all. Ranks with a part copy it into that folder and call part_done();
 when the last part is done the checkpoint is listed in the run's state file (the commit) and
 num_to_keep prunes. Calls carry the attempt number: a restarted gang gets a new one, and calls
-of an older attempt are refused."""
+of an older attempt are refused. It also watches the gang's nodes for drains (_preemption.py):
+each barrier's answer says whether one of them is draining."""
 
 import asyncio
 import os
 import shutil
 
 from airt.train import _storage
+from airt.train._preemption import NodeWatch
 
 
 class StaleAttempt(RuntimeError):
@@ -31,6 +33,8 @@ class Coordinator:
         self._finished = {}     # rank -> reports it made before its loop returned
         self._metrics = None
         self._reports = 0
+        self._watch = NodeWatch()
+        self._commits = {}      # checkpoint name -> asyncio.Event set once it is committed
 
     async def begin_attempt(self, attempt):
         """Starts attempt `attempt`: forgets the barriers and uncommitted checkpoints of the
@@ -40,14 +44,18 @@ class Coordinator:
         for barrier in self._barriers.values():
             barrier["result"] = StaleAttempt(f"attempt {attempt} started")
             barrier["event"].set()
-        self._barriers, self._pending, self._finished = {}, {}, {}
+        for event in self._commits.values():
+            event.set()  # their waiters see the attempt is over
+        self._barriers, self._pending, self._finished, self._commits = {}, {}, {}, {}
+        self._watch.watch({})
         _storage.remove_unlisted(self._run_dir, self._state)
         return self._state["checkpoints"][-1]["name"] if self._state["checkpoints"] else None
 
     async def arrive(self, attempt, rank, index, metrics, checkpoint):
         """Rank `rank`'s report number `index` (checkpoint: None, or ("upload",) or ("path", p)
-        for NO_UPLOAD). Returns the checkpoint's folder name (None without one) once every rank
-        arrived. Raises when the attempt is over or a rank's loop returned with fewer reports."""
+        for NO_UPLOAD). Returns (the checkpoint's folder name or None, the drain of a gang node as
+        PreemptionInfo fields or None) once every rank arrived, the same to every rank. Raises
+        when the attempt is over or a rank's loop returned with fewer reports."""
         self._check(attempt)
         barrier = self._barriers.setdefault(index, {"arrived": {}, "event": asyncio.Event(),
                                                     "result": None})
@@ -55,12 +63,13 @@ class Coordinator:
         self._fail_if_a_rank_finished(index)
         if len(barrier["arrived"]) == self._world_size:
             barrier["result"] = self._complete(index, barrier["arrived"])
+            barrier["preemption"] = self._watch.check()
             barrier["event"].set()
         await barrier["event"].wait()
         result = barrier["result"]
         if isinstance(result, BaseException):
             raise result
-        return result
+        return result, barrier.get("preemption")
 
     def _complete(self, index, arrived):
         self._reports += 1
@@ -92,7 +101,30 @@ class Coordinator:
             self._commit(name)
         return True
 
+    async def watch_nodes(self, attempt, ranks_of):
+        """Attempt `attempt`'s gang runs on these nodes ({node id: world ranks})."""
+        self._check(attempt)
+        self._watch.watch(ranks_of)
+        return True
+
+    async def preemption_info(self, attempt):
+        """The drain of one of the gang's nodes (PreemptionInfo's fields), or None."""
+        self._check(attempt)
+        return self._watch.check()
+
+    async def committed(self, attempt, name):
+        """Returns once checkpoint `name` is committed (every rank's part copied)."""
+        self._check(attempt)
+        if any(c["name"] == name for c in self._state["checkpoints"]):
+            return True
+        if name not in self._pending:
+            raise ValueError(f"no checkpoint {name} is waiting to be committed")
+        await self._commits.setdefault(name, asyncio.Event()).wait()
+        self._check(attempt)
+        return True
+
     def _commit(self, name):
+        self._commits.pop(name, asyncio.Event()).set()
         entry = self._pending.pop(name)["entry"]
         checkpoints = self._state["checkpoints"] + [entry]
         keep = _storage.checkpoints_to_keep(checkpoints, *self._keep)
