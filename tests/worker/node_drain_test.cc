@@ -25,7 +25,7 @@ class NodeDrain : public LeaseFixture {
     target_->drain = drain_.get();
     done_ = drain_->WhenDone().then([this] { done_seen_ = true; }).eagerlyEvaluate(nullptr);
   }
-  ~NodeDrain() override {
+  ~NodeDrain() noexcept override {
     target_->drain = nullptr;
     done_ = nullptr;
     drain_.reset();
