@@ -69,8 +69,10 @@ running = slow.options(scheduling_strategy=NodeAffinitySchedulingStrategy(victim
 while not os.path.exists(started):
     time.sleep(0.05)
 # Asked for the victim (soft affinity): there while it takes work, elsewhere once it drains.
+# (`before` asks for another shape, so that the lease it got before the drain is not the one
+# the later tasks reuse: a submitter keeps an idle lease 10 ms.)
 prefer_victim = where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(victim, soft=True))
-before = airt.get(prefer_victim.remote())
+before = airt.get(prefer_victim.options(num_cpus=0.5).remote())
 drain.drain_node(victim, reason="maintenance", deadline_s=300)
 state = drain.drain_states()[victim]
 assert state["draining"] and state["reason"] == "maintenance", state
