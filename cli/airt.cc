@@ -7,6 +7,8 @@
 //   airt down CLUSTER.yaml [--temp-dir DIR]      stops what `airt up` started
 //   airt gpu return NODE GPU [--address ...]     re-tests a quarantined GPU, back in service if
 //                                                it passes (NODE: an id prefix from `status`)
+//   airt drain NODE [--deadline S] [--reason T]  drains a node: no new leases, its work runs
+//                [--wait]                        for at most S seconds, then it leaves
 // Node flags: --num-cpus N --num-gpus N --memory BYTES --resources '{"name": n}'
 //             --labels ray.io/accelerator-type=A10,zone=a --object-store-memory BYTES
 //             --gpu-memory BYTES --gpu-fault-spec SPEC (docs/gpu.md)
@@ -26,6 +28,7 @@
 
 #include <capnp/ez-rpc.h>
 
+#include "cli/drain.h"
 #include "cli/session.h"
 #include "cli/up_down.h"
 #include "common/daemon_process.h"
@@ -286,9 +289,13 @@ int PrintStatus(const std::string& address) {
       for (auto g : n.getGpuIdsInUse()) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
       std::string addr =
           std::string(info.getAddress().cStr()) + ":" + std::to_string(info.getNodePort());
-      std::printf("%-10s %-22s %-6s %-52s %s\n", id.c_str(), addr.c_str(),
-                  n.getAlive() ? "alive" : "DEAD", resources.c_str(),
-                  gpus.empty() ? "-" : gpus.c_str());
+      const char* state = !n.getAlive() ? "DEAD" : n.getDraining() ? "DRAIN" : "alive";
+      std::printf("%-10s %-22s %-6s %-52s %s\n", id.c_str(), addr.c_str(), state,
+                  resources.c_str(), gpus.empty() ? "-" : gpus.c_str());
+      if (n.getAlive() && n.getDraining()) {
+        std::printf("%-10s DRAINING until %s: %s\n", "",
+                    FormatWallMs(n.getDrainDeadlineMs()).c_str(), n.getDrainReason().cStr());
+      }
       std::string labels;
       for (auto l : info.getLabels()) {
         labels += (labels.empty() ? "" : ", ") + std::string(l.getKey().cStr()) + "=" +
@@ -356,26 +363,11 @@ int StatusCommand(int argc, char** argv) {
     if (s.code() == Code::kCancelled) return std::cout << flags.Usage(), 0;
     return Fail(s);
   }
-  if (address.empty()) {
-    if (auto saved = Session(temp_dir).HeadAddress())
-      address = *saved;
-    else if (const char* env = std::getenv("AIRT_ADDRESS"))
-      address = env;
-  }
+  address = ResolveHeadAddress(address, temp_dir);
   if (address.empty()) {
     return Fail(NotFound("no cluster started here; pass --address or set AIRT_ADDRESS"));
   }
   return PrintStatus(address);
-}
-
-std::string ResolveAddress(std::string address, const std::string& temp_dir) {
-  if (address.empty()) {
-    if (auto saved = Session(temp_dir).HeadAddress())
-      address = *saved;
-    else if (const char* env = std::getenv("AIRT_ADDRESS"))
-      address = env;
-  }
-  return address;
 }
 
 // airt gpu return NODE GPU: the node (an id prefix, as `airt status` shows it) re-tests its
@@ -411,38 +403,14 @@ int GpuCommand(int argc, char** argv) {
   } catch (const std::exception&) {
     return Fail(InvalidArgument("GPU '" + words[2] + "' is not a GPU id (e.g. 0)"));
   }
-  address = ResolveAddress(address, temp_dir);
+  address = ResolveHeadAddress(address, temp_dir);
   if (address.empty()) {
     return Fail(NotFound("no cluster started here; pass --address or set AIRT_ADDRESS"));
   }
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos)
-    return Fail(InvalidArgument("address '" + address + "' is not host:port"));
-  std::string node_host;
-  uint16_t node_port = 0;
-  int matches = 0;
+  Result<AliveNode> node = FindAliveNode(address, prefix);
+  if (!node.ok()) return Fail(node.status());
   Status s = CatchKj([&] {
-    capnp::EzRpcClient client(address.substr(0, colon),
-                              static_cast<uint>(std::stoul(address.substr(colon + 1))));
-    auto view = client.getMain<proto::Head>().clusterViewRequest().send().wait(
-        client.getWaitScope());
-    for (auto n : view.getNodes()) {
-      auto id = n.getInfo().getNodeId();
-      if (!n.getAlive() || id.size() != NodeId::kSize) continue;
-      if (NodeId::FromRaw(id.begin()).Hex().rfind(prefix, 0) != 0) continue;
-      ++matches;
-      node_host = n.getInfo().getAddress().cStr();
-      node_port = n.getInfo().getNodePort();
-    }
-  });
-  if (!s.ok()) return Fail(s.WithContext("asking the head at " + address));
-  if (matches != 1) {
-    return Fail(NotFound(matches == 0 ? "no alive node's id starts with '" + prefix + "'"
-                                      : "several nodes' ids start with '" + prefix +
-                                            "': give more of the id"));
-  }
-  s = CatchKj([&] {
-    capnp::EzRpcClient client(node_host, node_port);
+    capnp::EzRpcClient client(node->host, node->port);
     auto ask = client.getMain<proto::Node>().returnGpuRequest();
     ask.setGpuId(gpu);
     ask.send().wait(client.getWaitScope());
@@ -476,6 +444,7 @@ int main(int argc, char** argv) {
       "  status [--address HOST:PORT]         show the cluster\n"
       "  stop                                 stop what `airt start` started here\n"
       "  gpu return NODE GPU                  re-test a quarantined GPU, back in service if ok\n"
+      "  drain NODE [--deadline S] [--reason TEXT]  stop new work on a node, then it leaves\n"
       "  up CLUSTER.yaml                      start a head, its node and the autoscaler\n"
       "  down CLUSTER.yaml                    stop what `airt up` started\n"
       "Each command takes --help.\n";
@@ -485,6 +454,7 @@ int main(int argc, char** argv) {
   if (verb == "status") return airt::cli::StatusCommand(argc - 1, argv + 1);
   if (verb == "stop") return airt::cli::StopCommand(argc - 1, argv + 1);
   if (verb == "gpu") return airt::cli::GpuCommand(argc - 1, argv + 1);
+  if (verb == "drain") return airt::cli::DrainCommand(argc - 1, argv + 1);
   if (verb == "up") return airt::cli::UpCommand(argc - 1, argv + 1);
   if (verb == "down") return airt::cli::DownCommand(argc - 1, argv + 1);
   if (verb == "--help" || verb == "-h" || verb == "help") return std::cout << usage, 0;

@@ -120,6 +120,8 @@ class HeadServer final : public proto::Head::Server {
   // Demand: head/demand.cc.
   kj::Promise<void> requestResources(RequestResourcesContext context) override;
   kj::Promise<void> waitDemand(WaitDemandContext context) override;
+  // Draining a node: head/drain.cc.
+  kj::Promise<void> drainNode(DrainNodeContext context) override;
 
  private:
   struct PendingCommit;
@@ -157,6 +159,7 @@ class HeadServer final : public proto::Head::Server {
   std::unique_ptr<internal::JobTable> jobs_;
   std::unique_ptr<internal::ActorTable> actors_;
   std::unique_ptr<internal::PlacementGroupManager> groups_;
+  internal::NodeConnector* node_connector_;  // may be null: drainNode then fails kUnavailable
   // When each actor waiting for a node that can hold it first asked placeActor (Clock
   // MonotonicMs); forgotten once it is placed or found infeasible.
   std::unordered_map<ActorId, int64_t> placing_since_;

@@ -110,6 +110,7 @@ HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, 
           [this](std::function<Result<internal::Change>()> stage) {
             return Commit(std::move(stage));
           })),
+      node_connector_(nodes),
       requested_(std::make_unique<internal::ResourceRequest>()),
       last_demand_(std::make_unique<internal::DemandRecord>()),
       store_(store),

@@ -121,6 +121,7 @@ int64_t TimeoutMs(std::optional<double> seconds) {
 
 void BindPlacementGroups(py::module_& m);  // _airt_placement_groups.cc
 void BindAutoscaler(py::module_& m);       // _airt_autoscaler.cc
+void BindDrain(py::module_& m);            // _airt_drain.cc
 void BindCollective(py::module_& m);       // _airt_collective.cc
 void BindReferences(py::module_& m);       // _airt_refs.cc
 void ApplyStrategy(const py::object& strategy, const std::map<std::string, std::string>& selector,
@@ -133,7 +134,10 @@ PYBIND11_MODULE(_airt, m) {
   // from the core parks instead of retaking the GIL (_airt_gil.h).
   py::module_::import("atexit").attr("register")(
       py::cpp_function([] { airt::python::g_exiting = true; }));
-  for (auto bind : {BindPlacementGroups, BindAutoscaler, BindCollective, BindReferences}) bind(m);
+  for (auto bind :
+       {BindPlacementGroups, BindAutoscaler, BindDrain, BindCollective, BindReferences}) {
+    bind(m);
+  }
 
   // airt's errors: the base type here, and each C++ exception raised as the airt package's type
   // for its kind (airt.exceptions.from_core, the one map; all derive from Error).

@@ -7,15 +7,12 @@
 #include <map>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
-
-#include <capnp/ez-rpc.h>
 
 #include "airt/api.h"
 #include "common/proto/cluster.capnp.h"
-#include "common/rpc_status.h"
 #include "python/_airt_gil.h"
+#include "python/_airt_head_call.h"
 
 namespace py = pybind11;
 
@@ -26,38 +23,29 @@ using Selectors = std::vector<std::map<std::string, std::string>>;
 
 airt::Status RequestResources(const std::string& address, const Bundles& bundles,
                               const Selectors& selectors) {
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return airt::InvalidArgument("the head's address '" + address + "' is not host:port");
-  }
-  airt::Status status;
-  std::thread([&] {
-    status = airt::CatchKj([&] {
-      capnp::EzRpcClient client(address.substr(0, colon),
-                                static_cast<uint>(std::stoul(address.substr(colon + 1))));
-      auto request = client.getMain<airt::proto::Head>().requestResourcesRequest();
-      auto out = request.initBundles(bundles.size());
-      for (size_t i = 0; i < bundles.size(); ++i) {
-        auto resources = out[i].initResources(bundles[i].size());
-        size_t r = 0;
-        for (const auto& [name, amount] : bundles[i]) {
-          resources[r].setName(name);
-          resources[r++].setAmount(amount);
-        }
+  return airt::python::CallHead(address, [&](airt::proto::Head::Client& head,
+                                             kj::WaitScope& wait) {
+    auto request = head.requestResourcesRequest();
+    auto out = request.initBundles(bundles.size());
+    for (size_t i = 0; i < bundles.size(); ++i) {
+      auto resources = out[i].initResources(bundles[i].size());
+      size_t r = 0;
+      for (const auto& [name, amount] : bundles[i]) {
+        resources[r].setName(name);
+        resources[r++].setAmount(amount);
       }
-      auto labels_out = request.initLabelSelectors(selectors.size());
-      for (size_t i = 0; i < selectors.size(); ++i) {
-        auto labels = labels_out[i].initLabels(selectors[i].size());
-        size_t l = 0;
-        for (const auto& [key, value] : selectors[i]) {
-          labels[l].setKey(key);
-          labels[l++].setValue(value);
-        }
+    }
+    auto labels_out = request.initLabelSelectors(selectors.size());
+    for (size_t i = 0; i < selectors.size(); ++i) {
+      auto labels = labels_out[i].initLabels(selectors[i].size());
+      size_t l = 0;
+      for (const auto& [key, value] : selectors[i]) {
+        labels[l].setKey(key);
+        labels[l++].setValue(value);
       }
-      request.send().wait(client.getWaitScope());
-    });
-  }).join();
-  return status;
+    }
+    request.send().wait(wait);
+  });
 }
 
 }  // namespace

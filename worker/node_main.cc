@@ -1,7 +1,7 @@
 // airt-node: the node daemon, one per machine (DESIGN.md "Processes"): hosts the node's object
 // store and transfer service, registers with the head and heartbeats, grants worker leases and
-// keeps the pool of worker processes. Exit status: 0 after SIGTERM or SIGINT, 1 when a service
-// cannot start, 2 for bad flags.
+// keeps the pool of worker processes. Exit status: 0 after SIGTERM or SIGINT or a drain, 1 when a
+// service cannot start, 2 for bad flags.
 #include <signal.h>
 
 #include <cstdio>
@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGUSR1);  // a preemption notice: the node drains itself (node_daemon.cc)
   sigset_t blocked = stop;
   sigaddset(&blocked, SIGCHLD);
   pthread_sigmask(SIG_BLOCK, &blocked, nullptr);

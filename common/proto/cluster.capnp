@@ -48,6 +48,12 @@ struct NodeStatus {
   # holds (docs/autoscaler.md).
   queued @8 :List(ShapeCount);
   numLeases @9 :UInt32;
+  # Draining (Head.drainNode, docs/cluster.md "Draining a node"): the node takes no new leases
+  # and leaves once its work is done or at `drainDeadlineMs` (wall clock, ms since the epoch);
+  # why, as the drain's caller said. false, "" and 0 when not draining.
+  draining @10 :Bool;
+  drainReason @11 :Text;
+  drainDeadlineMs @12 :UInt64;
 }
 
 # A resource shape and how many requests ask for it: the autoscaler's demand.
@@ -254,6 +260,15 @@ interface Head {
   # Deletes every key of `namespace` starting with `prefix` (not empty) in one write: a collective
   # group's rendezvous keys. `deleted`: how many there were.
   kvDeletePrefix @23 (namespace :Text, prefix :Text) -> (deleted :UInt32);
+  # Drains node `nodeId` (`airt drain`, a provider's preemption notice; docs/cluster.md "Draining
+  # a node"): the head shows it draining with `reason` (clusterView) and places no actors or
+  # bundles there, and tells the node (Node.drain), which takes no new leases, lets what runs
+  # finish for at most `timeoutMs` (0: the default, 10 minutes), stops what still runs then, and
+  # leaves (unregisterNode). A node drained again keeps the earlier deadline when it comes first.
+  # Answers once the node took it, with the deadline (wall clock, ms since the epoch).
+  # kNotFound: no such node; kFailedPrecondition: it is dead; kUnavailable: it cannot be reached
+  # (then it is not shown draining).
+  drainNode @24 (nodeId :Data, reason :Text, timeoutMs :UInt64) -> (deadlineMs :UInt64);
 }
 
 # Ray's placement strategies: PACK (as few nodes as possible, best effort), SPREAD (as many nodes

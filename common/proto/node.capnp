@@ -109,6 +109,12 @@ interface Node {
   # was killed on request): a quarantined GPU, or its GPU memory beyond its share, or the node's
   # memory use above its threshold (`outOfMemory`: the task fails with outOfMemory).
   workerExitReason @12 (workerId :Data) -> (reason :Text, outOfMemory :Bool);
+  # The head drains this node (Head.drainNode): from now on it grants no new lease (requests
+  # spill back to nodes with room, or wait for one), lets its leases run for at most `timeoutMs`,
+  # then stops the workers still leased (their owners retry elsewhere, as for a node death) and
+  # leaves the cluster (tells the head, exits). Drained again: the earlier deadline stands.
+  # kInvalidArgument: timeoutMs 0.
+  drain @13 (reason :Text, timeoutMs :UInt64) -> ();
 }
 
 # One bundle of a placement group as a node reserves it.

@@ -282,8 +282,9 @@ std::vector<PlacementNode> PlacementNodes(const std::vector<NodeView>& view,
   std::map<NodeId, size_t> index;
   for (const NodeView& v : view) {
     index[v.info.id] = nodes.size();
-    nodes.push_back(
-        PlacementNode{v.info.id, v.alive, v.info.total, v.load.available, v.info.labels, {}, 0});
+    // A draining node takes no new actors: placement sees it as gone.
+    nodes.push_back(PlacementNode{v.info.id, v.alive && !v.draining, v.info.total,
+                                  v.load.available, v.info.labels, {}, 0});
   }
   for (const ActorRecord& actor : actors) {
     if (actor.state == ActorState::kDead || !actor.node || actor.id == placing) continue;

@@ -190,6 +190,43 @@ Result<Change> NodeTable::MarkDead(const NodeId& id, std::string cause) {
   return change;
 }
 
+Result<Change> NodeTable::Unregister(const NodeId& id) {
+  auto found = seq_of_.find(id);
+  if (found != seq_of_.end() && by_seq_.at(found->second).drain_reason) {
+    return MarkDead(id, "it was drained (" + *by_seq_.at(found->second).drain_reason +
+                            ") and left the cluster");
+  }
+  return MarkDead(id, "it unregistered (stopped by airt stop or its stop signal)");
+}
+
+Result<uint64_t> NodeTable::StartDrain(const NodeId& id, std::string reason,
+                                       uint64_t deadline_ms) {
+  auto found = seq_of_.find(id);
+  if (found == seq_of_.end()) return NotFound("node " + id.Hex() + " is not registered");
+  Entry& e = by_seq_.at(found->second);
+  int64_t now = clock_.MonotonicMs();
+  if (!e.alive || TimedOut(e, now)) {
+    return FailedPrecondition("node " + id.Hex() + " is dead (" +
+                              (e.alive ? TimeoutCause(e, now) : e.death_cause) +
+                              "): there is nothing to drain");
+  }
+  if (!e.drain_reason || deadline_ms < e.drain_deadline_ms) e.drain_deadline_ms = deadline_ms;
+  if (!e.drain_reason) {
+    AIRT_LOG(INFO) << "node " << id.Hex() << " at " << e.info.address << ":" << e.info.node_port
+                   << " is draining (" << reason << ")";
+  }
+  e.drain_reason = std::move(reason);
+  return e.drain_deadline_ms;
+}
+
+void NodeTable::CancelDrain(const NodeId& id) {
+  auto found = seq_of_.find(id);
+  if (found == seq_of_.end()) return;
+  Entry& e = by_seq_.at(found->second);
+  e.drain_reason.reset();
+  e.drain_deadline_ms = 0;
+}
+
 Staged<std::vector<NodeId>> NodeTable::CheckLiveness() {
   Staged<std::vector<NodeId>> out;
   std::vector<uint64_t> dying;
@@ -239,6 +276,11 @@ NodeView NodeTable::ViewOf(const Entry& e, int64_t now) const {
     view.death_cause = TimeoutCause(e, now);
   }
   view.ms_since_heartbeat = static_cast<uint64_t>(std::max<int64_t>(0, now - e.last_heartbeat_ms));
+  if (view.alive && e.drain_reason) {
+    view.draining = true;
+    view.drain_reason = *e.drain_reason;
+    view.drain_deadline_ms = e.drain_deadline_ms;
+  }
   return view;
 }
 

@@ -60,10 +60,15 @@ class NodeTable {
   // disconnect_grace_ms (its heartbeats answer false meanwhile), or it times out. Unknown or dead
   // nodes are ignored.
   void Disconnected(const NodeId& id);
-  // MarkDead for a node leaving cleanly.
-  Result<Change> Unregister(const NodeId& id) {
-    return MarkDead(id, "it unregistered (stopped by airt stop or its stop signal)");
-  }
+  // MarkDead for a node leaving cleanly; a drained one's cause names its drain.
+  Result<Change> Unregister(const NodeId& id);
+  // Marks the alive node draining with `reason` until `deadline_ms` (wall ms since the epoch), in
+  // memory: a restarted head forgets it (the node goes on draining and leaves all the same). A
+  // node drained already keeps the earlier deadline and takes the new reason. Returns the
+  // deadline in effect. kNotFound: not in the table; kFailedPrecondition: dead.
+  Result<uint64_t> StartDrain(const NodeId& id, std::string reason, uint64_t deadline_ms);
+  // Forgets the node's drain mark (the node could not be told). Unknown nodes are ignored.
+  void CancelDrain(const NodeId& id);
   // The alive nodes whose last heartbeat is node_timeout_ms old or older, and the change that
   // records them dead (and forgets the oldest dead beyond max_dead_nodes).
   Staged<std::vector<NodeId>> CheckLiveness();
@@ -84,6 +89,8 @@ class NodeTable {
     std::optional<int64_t> disconnected_ms;  // when its session connection dropped
     std::string death_cause;        // as its row says
     uint64_t death_time_ms = 0;
+    std::optional<std::string> drain_reason;  // set while draining (StartDrain)
+    uint64_t drain_deadline_ms = 0;
   };
 
   static std::string RowKey(uint64_t seq, const NodeId& id);

@@ -170,7 +170,7 @@ std::vector<BundleNode> PlacementGroupManager::FreeNodes(const std::vector<NodeV
   };
   std::vector<BundleNode> out;
   for (const NodeView& v : view) {
-    if (!v.alive) continue;
+    if (!v.alive || v.draining) continue;  // a draining node takes no new bundles
     BundleNode node{v.info.id, ToBundleUnits(v.info.total), {}, {}};
     for (const Label& l : v.info.labels) node.labels[l.key] = l.value;
     BundleUnits reported = ToBundleUnits(v.load.available);

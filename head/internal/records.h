@@ -68,6 +68,11 @@ struct NodeView {
   // node whose timeout passed but whose death is not recorded yet shows the timeout as cause.
   std::string death_cause;
   uint64_t death_time_ms = 0;
+  // Draining (NodeTable::StartDrain): no actor or bundle is placed there; it leaves by the
+  // deadline (wall ms since the epoch).
+  bool draining = false;
+  std::string drain_reason;
+  uint64_t drain_deadline_ms = 0;
 };
 
 // One driver's job (proto::JobInfo). Times are wall-clock ms since the epoch; end_ms is 0 while

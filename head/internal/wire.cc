@@ -368,6 +368,9 @@ void FillNodeStatus(const NodeView& view, proto::NodeStatus::Builder out) {
   out.setDeathTimeMs(view.death_time_ms);
   FillShapeCounts(view.load.queued, out.initQueued(view.load.queued.size()));
   out.setNumLeases(view.load.num_leases);
+  out.setDraining(view.draining);
+  out.setDrainReason(AsText(view.drain_reason));
+  out.setDrainDeadlineMs(view.drain_deadline_ms);
 }
 
 void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out) {

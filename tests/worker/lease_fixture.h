@@ -99,6 +99,7 @@ class LeaseFixture : public ::testing::Test {
   // A client of the node's store.
   objectstore::StoreClient& store() { return *store_client_; }
   worker::WorkerPool& pool() { return *pool_; }
+  worker::LeaseManager& leases() { return *leases_; }
   std::string LogPath(const WorkerId& worker) const;
   std::string WorkerLog(const WorkerId& worker) const { return ReadFile(LogPath(worker)); }
 

@@ -50,7 +50,8 @@ RemoteNodes ToRemoteNodes(capnp::List<proto::NodeStatus>::Reader nodes) {
     if (!id.ok()) continue;
     worker::scheduling::NodeView view;
     view.id = *id;
-    view.alive = status.getAlive();
+    // A draining node takes no spillback: it is no target.
+    view.alive = status.getAlive() && !status.getDraining();
     view.total = ToResourceSet(info.getTotal());
     view.available = ToResourceSet(status.getAvailable());
     for (auto label : info.getLabels()) view.labels[label.getKey()] = label.getValue();

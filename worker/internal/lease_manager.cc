@@ -80,7 +80,7 @@ kj::Promise<LeaseOutcome> LeaseManager::RequestLease(LeaseAsk ask) {
   Result<worker::scheduling::LeaseDecision> decision =
       queue_.Submit(worker::scheduling::LeaseRequest{id, ask.shape, now, ask.placed,
                                                      ask.strategy, ask.spilled},
-                    cordoned_ ? none_ : resources_, remote_.view, now);
+                    Closed() ? none_ : resources_, remote_.view, now);
   if (!decision.ok()) return ToKjException(Internal(decision.status().ToString()));
   AIRT_LOG(DEBUG) << "lease request " << id << " for " << ask.shape.ToString() << ": "
                   << worker::scheduling::ToString(*decision);
@@ -377,6 +377,11 @@ void LeaseManager::SetCordoned(bool cordoned) {
   ScheduleDispatch();
 }
 
+void LeaseManager::SetDraining() {
+  draining_ = true;
+  ScheduleDispatch();
+}
+
 bool LeaseManager::StopWorker(const WorkerId& worker, const std::string& reason,
                               bool out_of_memory) {
   constexpr size_t kMaxExitReasons = 512;
@@ -438,7 +443,7 @@ LeaseSpilled LeaseManager::SpillTarget(const NodeId& node) const {
 void LeaseManager::Dispatch() {
   TimePoint now = Now();
   std::vector<worker::scheduling::DispatchedLease> out =
-      queue_.Dispatch(cordoned_ ? none_ : resources_, remote_.view, now);
+      queue_.Dispatch(Closed() ? none_ : resources_, remote_.view, now);
   for (worker::scheduling::DispatchedLease& d : out) {
     uint64_t id = d.request.id;
     auto it = requests_.find(id);
@@ -486,7 +491,7 @@ ResourceReport LeaseManager::Report() const {
   worker::scheduling::NodeResourcesSnapshot snapshot = resources_.Snapshot();
   ResourceReport report;
   for (const auto& [name, amount] : snapshot.total.amounts()) {
-    report.available.push_back({name, cordoned_ ? 0 : snapshot.available.Get(name).ToDouble()});
+    report.available.push_back({name, Closed() ? 0 : snapshot.available.Get(name).ToDouble()});
   }
   for (const worker::scheduling::GpuIdUsage& gpu : snapshot.gpus_in_use) {
     report.gpu_ids_in_use.push_back(gpu.id);

@@ -166,6 +166,10 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   // Leases held go on.
   void SetCordoned(bool cordoned);
   bool cordoned() const { return cordoned_; }
+  // Draining (node_drain.h): as cordoned, for good, and apart from the GPU monitor's cordon (which
+  // it may lift). Leases held go on.
+  void SetDraining();
+  bool draining() const { return draining_; }
   // Stops worker `worker` as KillWorker does, remembering `reason` as its ExitReason.
   bool StopWorker(const WorkerId& worker, const std::string& reason, bool out_of_memory = false);
   // Why the node stopped worker `worker` (QuarantineGpu, StopWorker); nullopt for any other
@@ -245,9 +249,11 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   std::map<PlacementGroupId, std::vector<ReservedBundle>> bundles_;
   std::set<uint64_t> ended_leases_;  // ended here and not returned yet; the latest few
   bool cordoned_ = false;
+  bool draining_ = false;
+  bool Closed() const { return cordoned_ || draining_; }  // nothing new is granted here
   std::function<void()> on_queued_;
   std::set<uint32_t> quarantined_;  // GPU ids
-  worker::scheduling::NodeResources none_;  // what a cordoned node offers new requests
+  worker::scheduling::NodeResources none_;  // what a closed node offers new requests
   std::map<WorkerId, WorkerExit> exit_reasons_;
   std::vector<WorkerId> exit_reason_order_;
   uint64_t next_request_id_ = 1;

@@ -245,7 +245,7 @@ struct RawFlags {
   std::string worker_binary, worker_code_search_path, python_executable;
   uint64_t infeasible_grace_ms = 10000, worker_register_timeout_ms = 30000;
   uint64_t idle_worker_timeout_ms = 60000, worker_stop_grace_ms = 2000;
-  uint64_t cluster_view_interval_ms = 1000;
+  uint64_t cluster_view_interval_ms = 1000, preemption_grace_ms = 30000;
   std::string head_reconnect_timeout_s;
   std::string gpu_memory, gpu_fault_spec, gpu_memory_margin, gpu_min_bandwidth_fraction;
   uint64_t gpu_health_interval_ms = 60000, gpu_memory_check_ms = 1000;
@@ -326,6 +326,8 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
                   "a worker told to stop (SIGTERM) is killed (SIGKILL) after this");
   flags.AddUint64("cluster-view-interval-ms", &raw.cluster_view_interval_ms,
                   "how often the head's cluster view is fetched (for spillback)");
+  flags.AddUint64("preemption-grace-ms", &raw.preemption_grace_ms,
+                  "on SIGUSR1 (a preemption notice) the node drains, leaving within this");
   flags.AddString("gpu-memory", &raw.gpu_memory,
                   "bytes of each GPU when detection does not say (declared GPUs); sets the "
                   "memory shares of fractional GPUs");
@@ -409,6 +411,8 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
                         ParseMs("worker-stop-grace-ms", raw.worker_stop_grace_ms, 0));
   AIRT_ASSIGN_OR_RETURN(config.cluster_view_interval_ms,
                         ParseMs("cluster-view-interval-ms", raw.cluster_view_interval_ms, 1));
+  AIRT_ASSIGN_OR_RETURN(config.preemption_grace_ms,
+                        ParseMs("preemption-grace-ms", raw.preemption_grace_ms, 1));
 
   uint64_t cpus = host.cpu_count;
   if (!raw.num_cpus.empty()) {

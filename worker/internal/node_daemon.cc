@@ -32,6 +32,7 @@
 #include "worker/internal/lease_manager.h"
 #include "worker/internal/log_streamer.h"
 #include "worker/internal/memory_monitor.h"
+#include "worker/internal/node_drain.h"
 #include "worker/internal/node_service.h"
 #include "worker/internal/worker_pool.h"
 #include "worker/scheduling/scheduling.h"
@@ -184,7 +185,39 @@ uint64_t WallMs() {
                                    .count());
 }
 
+// A preemption notice (SIGUSR1, e.g. Slurm's sbatch --signal=B:USR1@S): the node asks the head
+// to drain it (so that the head shows it draining and places nothing more there; the head then
+// calls this node's Node.drain), and drains by itself when the head cannot be reached.
+kj::Promise<void> DrainOnPreemptionNotice(HeadConnector& connector, kj::Timer& timer,
+                                          const NodeId& id, NodeDrain& drain,
+                                          kj::Duration grace, kj::Duration call_timeout) {
+  std::string reason = "preemption notice (SIGUSR1)";
+  AIRT_LOG(WARNING) << reason << ": draining within " << grace / kj::MILLISECONDS << " ms";
+  auto request = connector.Connect().drainNodeRequest();
+  request.setNodeId(capnp::Data::Reader(id.data(), NodeId::kSize));
+  request.setReason(reason);
+  request.setTimeoutMs(static_cast<uint64_t>(grace / kj::MILLISECONDS));
+  return timer.timeoutAfter(call_timeout, request.send().ignoreResult())
+      .catch_([&drain, grace, reason](kj::Exception&& e) {
+        AIRT_LOG(WARNING) << "the head did not take the preemption notice ("
+                          << FromKjException(e).ToString() << "); draining without it";
+        Status started = drain.Start(reason, grace);
+        if (!started.ok()) AIRT_LOG(WARNING) << started.ToString();
+      });
+}
+
 }  // namespace
+
+void LeaveCluster(const LeavingNode& node, kj::WaitScope& wait) {
+  AIRT_LOG(INFO) << "leaving the cluster: " << node.why;
+  node.target.leases = nullptr;  // new calls fail with kUnavailable from here on
+  node.target.logs = nullptr;
+  node.target.store = nullptr;
+  node.target.gpus = nullptr;
+  node.target.drain = nullptr;
+  node.pool.StopAll().wait(wait);
+  if (node.tell_head) node.session.Unregister(node.unregister_timeout).wait(wait);
+}
 
 int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
   NodeRegistration node;
@@ -390,29 +423,43 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
         [&leases](RemoteNodes nodes) { leases.UpdateView(std::move(nodes)); });
     poller.Start();
 
-    // The stop signal, or the head session giving up (the head refused this node, or stayed
-    // unreachable past the reconnect window): then the node stops as on a signal and exits 1.
-    std::string gave_up;
-    int sig = stop->Next()
-                  .exclusiveJoin(session.WhenGivenUp().then([&gave_up](std::string why) {
-                    gave_up = std::move(why);
-                    return 0;
-                  }))
-                  .wait(wait);
-    if (!gave_up.empty()) {
-      std::fprintf(stderr, "airt-node: %s\n", gave_up.c_str());
-      exit_code = 1;
-    } else {
-      AIRT_LOG(INFO) << "stopping on signal " << sig;
+    NodeDrain drain(leases, timer, WallMs);
+    target->drain = &drain;
+    KJ_DEFER(target->drain = nullptr);
+    EzRpcHeadConnector drain_connector(config.head_address);
+
+    // Until the stop signal, the head session giving up (the head refused this node, or stayed
+    // unreachable past the reconnect window: then the node stops as on a signal and exits 1), or
+    // the drain being done; a preemption notice (SIGUSR1) starts a drain and the wait goes on.
+    std::string gave_up, left_because;
+    auto given_up = session.WhenGivenUp().fork();
+    auto drained = drain.WhenDone().fork();
+    while (left_because.empty()) {
+      int sig = stop->Next()
+                    .exclusiveJoin(given_up.addBranch().then([&gave_up](std::string why) {
+                      gave_up = std::move(why);
+                      return 0;
+                    }))
+                    .exclusiveJoin(drained.addBranch().then([] { return -1; }))
+                    .wait(wait);
+      if (sig == SIGUSR1) {
+        DrainOnPreemptionNotice(drain_connector, timer, node.id, drain,
+                                config.preemption_grace_ms * kj::MILLISECONDS,
+                                options.call_timeout)
+            .wait(wait);
+      } else if (!gave_up.empty()) {
+        std::fprintf(stderr, "airt-node: %s\n", gave_up.c_str());
+        exit_code = 1;
+        left_because = gave_up;
+      } else if (sig == -1) {
+        left_because = "drained (" + drain.Snapshot().reason + ")";
+      } else {
+        left_because = "stopping on signal " + std::to_string(sig);
+      }
     }
-    target->leases = nullptr;  // new calls fail with kUnavailable from here on
-    target->logs = nullptr;
-    target->store = nullptr;
-    target->gpus = nullptr;
-    pool.StopAll().wait(wait);
-    if (gave_up.empty()) {
-      session.Unregister(std::min(options.call_timeout, kMaxUnregisterWait)).wait(wait);
-    }
+    LeaveCluster({*target, pool, session, gave_up.empty(),
+                  std::min(options.call_timeout, kMaxUnregisterWait), left_because},
+                 wait);
   });
   if (!served.ok()) {
     AIRT_LOG(ERROR) << "node event loop failed: " << served.ToString();

@@ -1,10 +1,17 @@
 // airt-node's life: its folder, object store, transfer service, Cap'n Proto service and head
-// session, from start to SIGTERM.
+// session, from start to SIGTERM (or to the end of its drain).
 #pragma once
 
 #include <signal.h>
 
+#include <string>
+
+#include <kj/async.h>
+
+#include "worker/internal/head_session.h"
 #include "worker/internal/node_config.h"
+#include "worker/internal/node_service.h"
+#include "worker/internal/worker_pool.h"
 
 namespace airt::worker {
 
@@ -17,9 +24,27 @@ namespace airt::worker {
 // worker processes, fetches the head's cluster view and registers with the head, retrying while
 // the head is down; when a heartbeat's answer lists finished jobs it stops their workers and then
 // deletes their objects from the store. Prints "node ready <node id hex>" to stdout once the head
-// first answers. On a stop signal: stops every worker (SIGTERM, SIGKILL after
-// --worker-stop-grace-ms), unregisters (best effort, a short timeout), stops the services, returns
-// 0. Returns 1, having logged why, when a service cannot start (folder, memory, ports, resources).
+// first answers. On a stop signal (SIGINT, SIGTERM), or once a drain is done (Node.drain; SIGUSR1
+// is a preemption notice that starts one, node_drain.h): LeaveCluster, then stops the services
+// and returns 0. Returns 1, having logged why, when a service cannot start (folder, memory,
+// ports, resources) or the head refused the node.
 int RunNode(const NodeConfig& config, const sigset_t& stop_signals);
+
+// What LeaveCluster needs of the node.
+struct LeavingNode {
+  NodeServiceTarget& target;
+  WorkerPool& pool;
+  HeadSession& session;
+  bool tell_head = true;  // false when the head refused the node (it declared it dead)
+  kj::Duration unregister_timeout;
+  std::string why;  // "drained (...)", "stopping on signal 15", or why the session gave up
+};
+
+// The node's final exit step, however it goes (drained, a stop signal, the head refusing it):
+// new calls to its service fail with kUnavailable from here on, every worker is stopped
+// (SIGTERM, SIGKILL after --worker-stop-grace-ms), then the head hears that the node leaves
+// (unregisterNode, best effort within the timeout; the head records a drained node's death as
+// "drained (...)"). Runs the loop of `wait` until done.
+void LeaveCluster(const LeavingNode& node, kj::WaitScope& wait);
 
 }  // namespace airt::worker

@@ -1,5 +1,6 @@
 #include "worker/internal/node_service.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -281,6 +282,24 @@ kj::Promise<void> NodeService::workerExitReason(WorkerExitReasonContext context)
   auto results = context.getResults();
   results.setReason(exit ? exit->reason : "");
   results.setOutOfMemory(exit && exit->out_of_memory);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> NodeService::drain(DrainContext context) {
+  constexpr size_t kMaxDrainReasonBytes = 4096;
+  if (target_->drain == nullptr) return Fail(Unavailable("the node is not serving (stopping)"));
+  auto params = context.getParams();
+  std::string_view reason = View(params.getReason());
+  if (reason.size() > kMaxDrainReasonBytes || reason.find('\0') != std::string_view::npos) {
+    return Fail(FieldError("reason", "must be at most " + std::to_string(kMaxDrainReasonBytes) +
+                                         " bytes without NUL"));
+  }
+  if (params.getTimeoutMs() == 0) return Fail(FieldError("timeoutMs", "must be > 0"));
+  constexpr uint64_t kMaxTimeoutMs = 7ull * 24 * 3600 * 1000;
+  uint64_t timeout_ms = std::min(params.getTimeoutMs(), kMaxTimeoutMs);
+  Status started = target_->drain->Start(std::string(reason),
+                                         static_cast<int64_t>(timeout_ms) * kj::MILLISECONDS);
+  if (!started.ok()) return Fail(started);
   return kj::READY_NOW;
 }
 

@@ -14,6 +14,7 @@
 #include "worker/internal/gpu_monitor.h"
 #include "worker/internal/lease_manager.h"
 #include "worker/internal/log_streamer.h"
+#include "worker/internal/node_drain.h"
 
 namespace airt::worker {
 
@@ -31,6 +32,7 @@ struct NodeServiceTarget {
   LogStreamer* logs = nullptr;
   objectstore::StoreClient* store = nullptr;  // the node's own client of its store
   GpuMonitor* gpus = nullptr;                 // the node's GPU health
+  NodeDrain* drain = nullptr;                 // the node's drain (Node.drain)
 };
 
 // The edge's parsing, exposed for tests.
@@ -68,6 +70,8 @@ class NodeService final : public proto::Node::Server {
   kj::Promise<void> returnGpu(ReturnGpuContext context) override;
   // kInvalidArgument: a malformed workerId.
   kj::Promise<void> workerExitReason(WorkerExitReasonContext context) override;
+  // kInvalidArgument: a zero timeoutMs or a bad reason; others as NodeDrain::Start.
+  kj::Promise<void> drain(DrainContext context) override;
 
  private:
   Result<LeaseManager*> Leases() const;

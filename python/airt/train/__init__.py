@@ -16,20 +16,23 @@
 
 The ranks are a gang of actors reserved as one placement group, each with the torchrun
 environment; checkpoints go to storage_path; a failed rank restarts the gang from the latest
-complete checkpoint. docs/train.md has the rest.
+complete checkpoint; a draining node's ranks are told (get_preemption_info), checkpoint and
+restart elsewhere (PreemptionError, FailureConfig.max_preemption_failures). docs/train.md has
+the rest.
 """
 
+from airt.train._preemption import PreemptionError, PreemptionInfo
 from airt.train.config import (CheckpointConfig, CheckpointUploadMode, FailureConfig, RunConfig,
                                ScalingConfig)
 from airt.train.result import Result, TrainingFailedError, WorkerGroupError
 from airt.train.session import (TrainContext, get_checkpoint, get_context, get_dataset_shard,
-                                report)
+                                get_preemption_info, report)
 from airt.train.trainer import DataParallelTrainer
 from airt.tune.trainable import Checkpoint
 
 __all__ = [
     "Checkpoint", "CheckpointConfig", "CheckpointUploadMode", "DataParallelTrainer",
-    "FailureConfig", "Result", "RunConfig", "ScalingConfig", "TrainContext",
-    "TrainingFailedError", "WorkerGroupError", "get_checkpoint", "get_context",
-    "get_dataset_shard", "report",
+    "FailureConfig", "PreemptionError", "PreemptionInfo", "Result", "RunConfig",
+    "ScalingConfig", "TrainContext", "TrainingFailedError", "WorkerGroupError", "get_checkpoint",
+    "get_context", "get_dataset_shard", "get_preemption_info", "report",
 ]

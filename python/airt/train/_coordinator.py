@@ -5,7 +5,8 @@ Each rank's report() calls arrive(); the last rank to arrive names the checkpoin
 has one) and releases them all. Ranks with a part copy it into that folder and call part_done();
 when the last part is done the checkpoint is listed in the run's state file (the commit) and
 num_to_keep prunes. Calls carry the attempt number: a restarted gang gets a new one, and calls
-of an older attempt are refused.
+of an older attempt are refused. It also watches the gang's nodes for drains (_preemption.py):
+each barrier's answer says whether one of them is draining.
 
 Inside a Tune trial (`forward`), the trial's thread takes each completed report, once its
 checkpoint is committed, with next_report() and hands it to tune.report; a rank's report number
@@ -17,6 +18,7 @@ import os
 import shutil
 
 from airt.train import _storage
+from airt.train._preemption import NodeWatch
 
 
 class StaleAttempt(RuntimeError):
@@ -40,6 +42,8 @@ class Coordinator:
         self._log = []          # this attempt's completed reports, in order (forward mode)
         self._taken = 0         # how many of them the trial took
         self._changed = None    # set (and replaced) when the log, _taken or the attempt change
+        self._watch = NodeWatch()
+        self._commits = {}      # checkpoint name -> asyncio.Event set once it is committed
 
     async def begin_attempt(self, attempt):
         """Starts attempt `attempt`: forgets the barriers and uncommitted checkpoints of the
@@ -49,16 +53,20 @@ class Coordinator:
         for barrier in self._barriers.values():
             barrier["result"] = StaleAttempt(f"attempt {attempt} started")
             barrier["event"].set()
-        self._barriers, self._pending, self._finished = {}, {}, {}
+        for event in self._commits.values():
+            event.set()  # their waiters see the attempt is over
+        self._barriers, self._pending, self._finished, self._commits = {}, {}, {}, {}
         self._log, self._taken = [], 0
         self._notify()
+        self._watch.watch({})
         _storage.remove_unlisted(self._run_dir, self._state)
         return self._state["checkpoints"][-1]["name"] if self._state["checkpoints"] else None
 
     async def arrive(self, attempt, rank, index, metrics, checkpoint):
         """Rank `rank`'s report number `index` (checkpoint: None, or ("upload",) or ("path", p)
-        for NO_UPLOAD). Returns the checkpoint's folder name (None without one) once every rank
-        arrived. Raises when the attempt is over or a rank's loop returned with fewer reports."""
+        for NO_UPLOAD). Returns (the checkpoint's folder name or None, the drain of a gang node as
+        PreemptionInfo fields or None) once every rank arrived, the same to every rank. Raises
+        when the attempt is over or a rank's loop returned with fewer reports."""
         self._check(attempt)
         while self._forward and self._taken < index - 1:
             await self._wait_for_change()
@@ -69,12 +77,13 @@ class Coordinator:
         self._fail_if_a_rank_finished(index)
         if len(barrier["arrived"]) == self._world_size:
             barrier["result"] = self._complete(index, barrier["arrived"])
+            barrier["preemption"] = self._watch.check()
             barrier["event"].set()
         await barrier["event"].wait()
         result = barrier["result"]
         if isinstance(result, BaseException):
             raise result
-        return result
+        return result, barrier.get("preemption")
 
     def _complete(self, index, arrived):
         self._reports += 1
@@ -108,7 +117,30 @@ class Coordinator:
             self._commit(name)
         return True
 
+    async def watch_nodes(self, attempt, ranks_of):
+        """Attempt `attempt`'s gang runs on these nodes ({node id: world ranks})."""
+        self._check(attempt)
+        self._watch.watch(ranks_of)
+        return True
+
+    async def preemption_info(self, attempt):
+        """The drain of one of the gang's nodes (PreemptionInfo's fields), or None."""
+        self._check(attempt)
+        return self._watch.check()
+
+    async def committed(self, attempt, name):
+        """Returns once checkpoint `name` is committed (every rank's part copied)."""
+        self._check(attempt)
+        if any(c["name"] == name for c in self._state["checkpoints"]):
+            return True
+        if name not in self._pending:
+            raise ValueError(f"no checkpoint {name} is waiting to be committed")
+        await self._commits.setdefault(name, asyncio.Event()).wait()
+        self._check(attempt)
+        return True
+
     def _commit(self, name):
+        self._commits.pop(name, asyncio.Event()).set()
         entry = self._pending.pop(name)["entry"]
         for item in self._log:
             if item["key"] == name:

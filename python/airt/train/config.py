@@ -95,9 +95,10 @@ class ScalingConfig:
 @dataclasses.dataclass
 class FailureConfig:
     """max_failures: how often the gang is restarted from the latest checkpoint after a rank's
-    process or node died or its loop raised (-1: without limit). max_preemption_failures: the
-    budget of restarts after node drains (-1: without limit); drains are not reported to
-    airt.train yet, so every failure counts against max_failures."""
+    process or node died or its loop raised (-1: without limit). max_preemption_failures: how
+    often after a failure a node's drain caused (`airt drain`, a preemption notice: the ranks
+    raised PreemptionError after checkpointing, or their drained node left); those do not count
+    against max_failures (-1: without limit)."""
     max_failures: int = 0
     max_preemption_failures: int = -1
 

@@ -1,9 +1,11 @@
-"""Inside the training loop: report, get_checkpoint, get_context and get_dataset_shard, as Ray
-Train 2.60's (ray.train.report, ...). One session per rank process, set while its loop runs."""
+"""Inside the training loop: report, get_checkpoint, get_context, get_dataset_shard and
+get_preemption_info, as Ray Train 2.60's (ray.train.report, ...). One session per rank process,
+set while its loop runs."""
 
 import os
 import shutil
 
+from airt.train._preemption import PreemptionError, info_of
 from airt.train._storage import Uploader, copy_durably, snapshot
 from airt.train.config import CheckpointUploadMode
 from airt.tune.trainable import Checkpoint
@@ -52,8 +54,32 @@ class Session:
         self.shards = shards
         self.reports = 0
         self.uploader = Uploader()
+        self.preemption = None  # a gang node's drain (PreemptionInfo fields), once told
 
     def report(self, metrics, checkpoint, checkpoint_dir_name, mode, delete_local):
+        """_report, then, when a node of the gang is draining and this report made a
+        checkpoint: waits until that checkpoint is complete and raises PreemptionError."""
+        import airt
+        name = self._report(metrics, checkpoint, checkpoint_dir_name, mode, delete_local)
+        if self.preemption is None or name is None:
+            return
+        self.uploader.wait()
+        airt.get(self.coordinator.committed.remote(self.info["attempt"], name))
+        info = info_of(self.preemption)
+        raise PreemptionError(
+            f"node {info.node_id} holding ranks {info.world_ranks} is draining ({info.reason}); "
+            f"checkpoint {name} is complete: the gang restarts from it on other nodes", info)
+
+    def preemption_info(self):
+        import airt
+        if self.preemption is None:
+            self.preemption = airt.get(self.coordinator.preemption_info.remote(
+                self.info["attempt"]))
+        return info_of(self.preemption)
+
+    def _report(self, metrics, checkpoint, checkpoint_dir_name, mode, delete_local):
+        """The report's barrier and this rank's checkpoint part; the checkpoint's folder name
+        (None without one)."""
         import airt
         mode = CheckpointUploadMode(mode) if not isinstance(mode, CheckpointUploadMode) else mode
         if delete_local is None:
@@ -80,15 +106,17 @@ class Session:
         self.uploader.wait()  # the previous copy is done (or its error raised) before the next
         self.reports += 1
         attempt = self.info["attempt"]
-        name = airt.get(self.coordinator.arrive.remote(
+        name, preemption = airt.get(self.coordinator.arrive.remote(
             attempt, self.info["world_rank"], self.reports,
             dict(metrics) if self.info["world_rank"] == 0 else None, part))
+        if preemption is not None:
+            self.preemption = preemption
         if part is None or name is None:
-            return
+            return name
         destination = os.path.join(run_dir, name)
         if part[0] == "path":
             self.checkpoint = Checkpoint(part[1])
-            return
+            return name
         coordinator, rank = self.coordinator, self.info["world_rank"]
 
         def upload(source, remove_source):
@@ -101,6 +129,7 @@ class Session:
             self.uploader.start(lambda: upload(local, True))
         else:
             upload(checkpoint.path, bool(delete_local))
+        return name
 
     def finish(self):
         """The loop returned: the last upload completes, then the coordinator hears of it."""
@@ -148,6 +177,14 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None,
             return
     _current("report").report(metrics, checkpoint, checkpoint_dir_name, checkpoint_upload_mode,
                               delete_local_checkpoint_after_upload)
+
+
+def get_preemption_info():
+    """A PreemptionInfo when a node holding ranks of this gang is draining (`airt drain`, a
+    provider's preemption notice), else None. Checkpoint then: the next report(...,
+    checkpoint=...) returns once that checkpoint is complete and raises PreemptionError, and the
+    gang restarts from it on other nodes (docs/train.md "Preemption")."""
+    return _current("get_preemption_info").preemption_info()
 
 
 def get_checkpoint():

@@ -13,7 +13,7 @@ import inspect
 import os
 import uuid
 
-from airt.train import _gang
+from airt.train import _gang, _preemption
 from airt.train.config import RunConfig, ScalingConfig
 from airt.train.result import Result, TrainingFailedError, WorkerGroupError
 from airt.tune.trainable import Checkpoint
@@ -98,13 +98,25 @@ class DataParallelTrainer:
             run_dir, self._scaling.num_workers,
             (keep.num_to_keep, keep.checkpoint_score_attribute, keep.checkpoint_score_order),
             trial is not None)
-        failures, attempt, error, value = 0, 0, None, None
+        failures, preemptions, attempt, error, value = 0, 0, 0, None, None
         try:
             while True:
                 outcome = self._attempt(attempt, coordinator, run_dir, name, trial, resume_from)
                 if not isinstance(outcome, _gang.GangFailure):
                     value = outcome
                     break
+                if getattr(outcome, "preempted", False):
+                    preemptions += 1
+                    limit = run.failure_config.max_preemption_failures
+                    if limit != -1 and preemptions > limit:
+                        message = (f"{outcome} (a node drain, after {preemptions - 1} restarts "
+                                   f"after drains; FailureConfig(max_preemption_failures="
+                                   f"{limit}))")
+                        error = WorkerGroupError(message, {outcome.rank: outcome.cause})
+                        break
+                    _preemption.wait_for_drained_nodes(outcome.gang_nodes, outcome.preemption)
+                    attempt += 1
+                    continue
                 failures += 1
                 limit = run.failure_config.max_failures
                 if limit != -1 and failures > limit:
@@ -152,6 +164,8 @@ class DataParallelTrainer:
                 raise TrainingFailedError(f"the gang cannot be reserved: {error}") from None
             self._check_storage(gang, run_dir)
             latest = airt.get(coordinator.begin_attempt.remote(attempt))
+            ranks_of = _preemption.gang_nodes(gang.ranks)
+            airt.get(coordinator.watch_nodes.remote(attempt, ranks_of))
             checkpoint = os.path.join(run_dir, latest) if latest else (
                 resume_from.path if resume_from is not None else None)
             try:
@@ -171,7 +185,7 @@ class DataParallelTrainer:
                     if trial is not None else None
                 return gang.run(_run_loop, args, beside=forwarder)[0]
             except _gang.GangFailure as failure:
-                return failure
+                return _preemption.classify(failure, coordinator, attempt, ranks_of)
         finally:
             gang.shutdown()
 
