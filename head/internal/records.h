@@ -68,6 +68,7 @@ struct NodeView {
   // node whose timeout passed but whose death is not recorded yet shows the timeout as cause.
   std::string death_cause;
   uint64_t death_time_ms = 0;
+  friend bool operator==(const NodeView&, const NodeView&) = default;
 };
 
 // One driver's job (proto::JobInfo). Times are wall-clock ms since the epoch; end_ms is 0 while
