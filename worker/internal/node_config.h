@@ -99,7 +99,9 @@ struct NodeConfig {
   uint32_t worker_register_timeout_ms = 30000;
   uint32_t idle_worker_timeout_ms = 60000;   // an idle worker is stopped after this
   uint32_t worker_stop_grace_ms = 2000;      // SIGTERM, then SIGKILL after this
-  uint32_t cluster_view_interval_ms = 1000;  // how often the head's view is fetched
+  // The longest backoff between cluster view subscriptions (waitClusterChange), and the polling
+  // interval against a head without it.
+  uint32_t cluster_view_interval_ms = 1000;
 };
 
 // Parses argv (Ray's `ray start` flags where they exist) and fills the gaps from `host`:

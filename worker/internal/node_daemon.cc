@@ -23,7 +23,7 @@
 #include "objectstore/object_store.h"
 #include "objectstore/transfer.h"
 #include "worker/internal/child_processes.h"
-#include "worker/internal/cluster_view_poller.h"
+#include "worker/internal/cluster_view_subscriber.h"
 #include "worker/internal/gpu_health.h"
 #include "worker/internal/gpu_monitor.h"
 #include "worker/internal/head_session.h"
@@ -384,11 +384,11 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
     session.Start();
 
     EzRpcHeadConnector view_connector(config.head_address);
-    ClusterViewPoller poller(
+    ClusterViewSubscriber view_subscriber(
         view_connector, timer,
         {config.cluster_view_interval_ms * kj::MILLISECONDS, options.call_timeout},
         [&leases](RemoteNodes nodes) { leases.UpdateView(std::move(nodes)); });
-    poller.Start();
+    view_subscriber.Start();
 
     // The stop signal, or the head session giving up (the head refused this node, or stayed
     // unreachable past the reconnect window): then the node stops as on a signal and exits 1.
