@@ -86,8 +86,10 @@ class ClusterFeed {
   void Wake();
 
   uint64_t epoch_;
-  uint64_t version_ = 0;
-  uint64_t membership_version_ = 0;
+  // The empty view before the first Publish is version 1: an answer's version is never 0, which
+  // asks for the full view (a client passing it back would be answered at once, again and again).
+  uint64_t version_ = 1;
+  uint64_t membership_version_ = 1;
   uint64_t forgotten_version_ = 0;  // the last version at which a node left the view
   std::vector<Entry> entries_;      // registration order
   std::unordered_map<NodeId, size_t> index_;
