@@ -171,7 +171,37 @@ kj::Promise<void> Autoscaler::Run() {
   std::string types = NodeTypesText(config_);
   put.setValue(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(types.data()), types.size()));
   put.setOverwrite(true);
-  return put.send().ignoreResult().then([this] { return WatchDemand().exclusiveJoin(Tick()); });
+  return put.send().ignoreResult().then([this] {
+    return WatchDemand().exclusiveJoin(WatchMembership()).exclusiveJoin(Tick());
+  });
+}
+
+kj::Promise<void> Autoscaler::WatchMembership() {
+  auto request = head_.waitClusterChangeRequest();
+  request.setEpoch(cluster_epoch_);
+  request.setSinceVersion(cluster_version_);
+  request.setMembershipOnly(true);
+  request.setMaxWaitMs(kMembershipWaitMs);
+  return timer_.timeoutAfter((kMembershipWaitMs + 5000) * kj::MILLISECONDS, request.send())
+      .then(
+          [this](capnp::Response<proto::Head::WaitClusterChangeResults>&& reply) {
+            auto change = reply.getChange();
+            bool changed = change.getEpoch() != cluster_epoch_ ||
+                           change.getVersion() != cluster_version_;
+            cluster_epoch_ = change.getEpoch();
+            cluster_version_ = change.getVersion();
+            // A node joined, died or left: its launch is registered, failed or done with.
+            kj::Promise<void> round = changed ? Reconcile() : kj::READY_NOW;
+            return round.then([this] { return WatchMembership(); });
+          },
+          [this](kj::Exception&& e) -> kj::Promise<void> {
+            if (e.getType() == kj::Exception::Type::UNIMPLEMENTED) {
+              return kj::NEVER_DONE;  // a head without the change feed: the tick alone
+            }
+            return timer_.afterDelay(500 * kj::MILLISECONDS).then([this] {
+              return WatchMembership();
+            });
+          });
 }
 
 kj::Promise<void> Autoscaler::WatchDemand() {

@@ -1,5 +1,6 @@
 // The autoscaler (docs/autoscaler.md): hears of demand from the head as it changes (one
-// Head.waitDemand call kept pending), reads the cluster (clusterView, listActors,
+// Head.waitDemand call kept pending) and of nodes joining, dying and leaving (one
+// Head.waitClusterChange call, membership only), reads the cluster (clusterView, listActors,
 // listPlacementGroups), decides with Decide (planner.h) and launches and stops nodes through a
 // NodeProvider. Failed launches (the provider's error, a node that never registered within
 // launch_timeout_ms, or that died soon after) are retried with backoff per node type. What it is
@@ -98,6 +99,10 @@ class Autoscaler {
 
  private:
   kj::Promise<void> WatchDemand();
+  // Reconciles when a node joins, dies or leaves (the head's cluster change feed, membership
+  // only), besides the tick.
+  kj::Promise<void> WatchMembership();
+  static constexpr uint32_t kMembershipWaitMs = 10'000;
   kj::Promise<void> Tick();
   kj::Promise<void> RunRound();
   void Act(const std::vector<NodeNow>& nodes, const Plan& plan, int64_t now);
@@ -113,6 +118,8 @@ class Autoscaler {
 
   Demand demand_;
   uint64_t demand_version_ = 0;
+  uint64_t cluster_epoch_ = 0;  // the cluster change feed's, as last answered
+  uint64_t cluster_version_ = 0;
   std::map<std::string, LaunchRecord> launches_;      // by launch id
   std::map<std::string, int64_t> idle_since_;         // by node id (hex)
   std::map<std::string, uint32_t> failures_in_a_row_;  // by node type

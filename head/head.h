@@ -29,6 +29,7 @@ namespace airt::head {
 
 namespace internal {
 class ActorTable;
+class ClusterFeed;
 class JobTable;
 class KvTable;
 class NodeTable;
@@ -92,6 +93,15 @@ class HeadServer final : public proto::Head::Server {
   kj::Promise<std::vector<NodeId>> CheckLiveness();
   // Runs CheckLiveness every `interval` until the promise is dropped.
   kj::Promise<void> WatchLiveness(kj::Timer& timer, kj::Duration interval);
+  // The cluster change feed's state (waitClusterChange; tests and the dashboard).
+  struct FeedSnapshot {
+    uint64_t epoch = 0;
+    uint64_t version = 0;
+    uint64_t membership_version = 0;
+    size_t nodes = 0;
+    size_t waiters = 0;  // waitClusterChange calls pending
+  };
+  FeedSnapshot ClusterFeedSnapshot() const;
 
  protected:
   kj::Promise<void> registerNode(RegisterNodeContext context) override;
@@ -122,6 +132,8 @@ class HeadServer final : public proto::Head::Server {
   kj::Promise<void> waitDemand(WaitDemandContext context) override;
   // Draining a node: head/drain.cc.
   kj::Promise<void> drainNode(DrainNodeContext context) override;
+  // The cluster change feed: head/cluster_changes.cc.
+  kj::Promise<void> waitClusterChange(WaitClusterChangeContext context) override;
 
  private:
   struct PendingCommit;
@@ -151,6 +163,11 @@ class HeadServer final : public proto::Head::Server {
   // The node types the autoscaler published (none when no autoscaler runs), parsed again only
   // when its KV value changed.
   const std::vector<internal::NodeInfo>& NodeTypes();
+  // Publishes the view to the cluster change feed (cluster_feed.h): after every change applied
+  // (RunCommits), so after each registration, death, liveness check, placement group and KV
+  // write; NodeMayHaveChanged publishes one node's entry, after its heartbeat.
+  void ClusterMayHaveChanged();
+  void NodeMayHaveChanged(const NodeId& id);
 
   HeadOptions options_;
   Clock& clock_;
@@ -172,6 +189,7 @@ class HeadServer final : public proto::Head::Server {
   std::string node_types_text_;
   std::shared_ptr<std::vector<internal::NodeInfo>> node_types_;  // whose last heartbeat reported queued requests
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> demand_waiters_;
+  std::unique_ptr<internal::ClusterFeed> feed_;
   MetadataStore& store_;
   // Jobs whose driver went away and whose finish could not be written yet.
   std::set<JobId> lost_drivers_;

@@ -177,7 +177,9 @@ int main(int argc, char** argv) {
   capnp::TwoPartyServer server(head_cap);
 
   // Liveness is also checked whenever a call reads it; the timer makes deaths show promptly.
-  uint64_t check_ms = std::clamp<uint64_t>(node_timeout_ms / 10, 1, 1000);
+  // Every 100 ms at most: a node past its timeout or disconnect grace shows dead to the cluster
+  // change feed's subscribers (waitClusterChange) within that.
+  uint64_t check_ms = std::clamp<uint64_t>(node_timeout_ms / 20, 1, 100);
   kj::Promise<void> serving = server.listen(*listener).exclusiveJoin(
       head.WatchLiveness(io.provider->getTimer(), check_ms * kj::MILLISECONDS));
   kj::Promise<int> stopped = io.unixEventPort.onSignal(SIGTERM)

@@ -8,6 +8,7 @@
 #include "head/head.h"
 #include "head/internal/actor_placement.h"
 #include "head/internal/actor_table.h"
+#include "head/internal/cluster_feed.h"
 #include "head/internal/demand.h"
 #include "head/internal/job_table.h"
 #include "head/internal/kv_table.h"
@@ -89,6 +90,7 @@ Result<kj::Own<HeadServer>> HeadServer::Open(const HeadOptions& options, Metadat
   AIRT_RETURN_IF_ERROR(server->jobs_->Load().WithContext("loading the job table"));
   AIRT_RETURN_IF_ERROR(server->actors_->Load().WithContext("loading the actor directory"));
   AIRT_RETURN_IF_ERROR(server->groups_->Load().WithContext("loading the placement groups"));
+  server->ClusterMayHaveChanged();
   return kj::Own<HeadServer>(kj::mv(server));
 }
 
@@ -113,6 +115,7 @@ HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, 
       node_connector_(nodes),
       requested_(std::make_unique<internal::ResourceRequest>()),
       last_demand_(std::make_unique<internal::DemandRecord>()),
+      feed_(std::make_unique<internal::ClusterFeed>(internal::NewFeedEpoch())),
       store_(store),
       self_(std::make_shared<HeadServer*>(this)) {}
 
@@ -146,6 +149,7 @@ void HeadServer::RunCommits() {
     }
     if (change->rows.empty()) {
       change->Apply();
+      ClusterMayHaveChanged();
       next.done->fulfill(Status::Ok());
       continue;
     }
@@ -158,6 +162,7 @@ void HeadServer::RunCommits() {
                    done = kj::mv(next.done)](Status written) mutable {
               if (written.ok()) {
                 change.Apply();
+                ClusterMayHaveChanged();
               } else {
                 written = written.WithContext(change.what);
                 AIRT_LOG(WARNING) << written.ToString() << "; nothing changed";
@@ -174,6 +179,7 @@ kj::Promise<std::vector<NodeId>> HeadServer::CheckLiveness() {
     lost_drivers_.erase(job);
     FinishJobOfLostDriver(job);
   }
+  feed_->Expire(clock_.MonotonicMs());
   auto died = std::make_shared<std::vector<NodeId>>();
   return Commit([this, died]() -> Result<internal::Change> {
            internal::Staged<std::vector<NodeId>> staged = nodes_->CheckLiveness();
@@ -238,7 +244,10 @@ kj::Promise<void> HeadServer::heartbeat(HeartbeatContext context) {
   bool has_queue = !load->queued.empty();
   Result<bool> known = nodes_->Heartbeat(*id, std::move(*load));
   if (!known.ok()) return Fail(known.status());
-  if (*known) groups_->OnNodeReport(*id);
+  if (*known) {
+    groups_->OnNodeReport(*id);
+    NodeMayHaveChanged(*id);
+  }
   // Only a node that reports a queue, or reported one last time, can change the demand.
   if (has_queue || nodes_with_queue_.count(*id) > 0) {
     if (has_queue) {

@@ -207,10 +207,17 @@ class CoreWorker::Impl {
   // Frees the copy of `id` in the store of the node at `node`, leaving the owner's entry alone.
   void FreeAt(const std::string& node, const ObjectId& id);
   // Node death and lineage (core_worker_recovery.cc, docs/fault_tolerance.md), loop thread.
-  // Asks the head until it shows the node whose Node service is at `node` dead (then NodeDied),
-  // or node_death_wait_ms passes; resolves whether it died. One watch per node at a time.
+  // Follows the head's cluster change feed (waitClusterChange, membership only) until it shows
+  // the node whose Node service is at `node` dead (then NodeDied), or node_death_wait_ms passes;
+  // resolves whether it died. One watch per node at a time. A failed call is retried with the
+  // same version after 100 ms, on a new connection when the head's dropped (a restarted head
+  // answers with its full view); a head without the feed is polled with clusterView.
   kj::Promise<bool> WatchNode(const std::string& node);
-  kj::Promise<bool> AskHeadUntilDead(const std::string& node, kj::TimePoint deadline);
+  kj::Promise<bool> AskHeadUntilDead(const std::string& node, kj::TimePoint deadline,
+                                     uint64_t epoch, uint64_t since);
+  kj::Promise<bool> PollHeadUntilDead(const std::string& node, kj::TimePoint deadline);
+  // loop_->head on a new connection (the old one dropped).
+  void ReconnectHead();
   // The node died: the copies there leave the location table, and each owned object that lay
   // there is rebuilt or given its error (Recover).
   void NodeDied(const std::string& node);

@@ -3,6 +3,7 @@
 // the copies the node held from its location table, and re-runs the tasks that made the objects
 // it owns that lay there, arguments first. The rest of the core worker is in core_worker.cc and
 // core_worker_objects.cc.
+#include <algorithm>
 #include <cstdlib>
 
 #include "api/core_worker/capnp_util.h"
@@ -14,8 +15,23 @@
 namespace airt::core_worker {
 namespace {
 
-// How often a watch asks the head whether a node died.
+// A watch's retry after a failed call, and how often it polls a head without the change feed.
 constexpr auto kWatchInterval = 100 * kj::MILLISECONDS;
+// The longest a watch's waitClusterChange asks the head to hold, and the time beyond that after
+// which an unanswered call counts as a lost connection.
+constexpr int64_t kMaxWatchWaitMs = 10'000;
+constexpr auto kWatchCallTimeout = 5 * kj::SECONDS;
+
+// Whether `nodes` (a view or a change) lists the node whose Node service is at `node` dead.
+bool ShowsDead(capnp::List<proto::NodeStatus>::Reader nodes, const std::string& node) {
+  for (auto n : nodes) {
+    auto info = n.getInfo();
+    if (std::string(info.getAddress().cStr()) + ":" + std::to_string(info.getNodePort()) == node) {
+      return !n.getAlive();
+    }
+  }
+  return false;
+}
 
 std::string TaskName(const LineageTask& task) {
   return task.options.name.empty() ? task.function : task.options.name;
@@ -43,7 +59,7 @@ kj::Promise<bool> CoreWorker::Impl::WatchNode(const std::string& node) {
   if (it == node_watches_.end()) {
     kj::TimePoint deadline =
         loop_->io.provider->getTimer().now() + options_.node_death_wait_ms * kj::MILLISECONDS;
-    kj::Promise<bool> asked = AskHeadUntilDead(node, deadline).then([this, node](bool dead) {
+    kj::Promise<bool> asked = AskHeadUntilDead(node, deadline, 0, 0).then([this, node](bool dead) {
       // The next question about this node starts a new watch (the entry goes after this turn).
       loop_->tasks.add(kj::evalLater([this, node] { node_watches_.erase(node); }));
       return dead;
@@ -54,29 +70,68 @@ kj::Promise<bool> CoreWorker::Impl::WatchNode(const std::string& node) {
 }
 
 kj::Promise<bool> CoreWorker::Impl::AskHeadUntilDead(const std::string& node,
-                                                     kj::TimePoint deadline) {
+                                                     kj::TimePoint deadline, uint64_t epoch,
+                                                     uint64_t since) {
+  kj::Timer& timer = loop_->io.provider->getTimer();
+  if (stopping_ || timer.now() >= deadline) return false;
+  int64_t left_ms = (deadline - timer.now()) / kj::MILLISECONDS;
+  auto request = loop_->head.waitClusterChangeRequest();
+  request.setEpoch(epoch);
+  request.setSinceVersion(since);
+  request.setMembershipOnly(true);
+  request.setMaxWaitMs(static_cast<uint32_t>(std::clamp<int64_t>(left_ms, 1, kMaxWatchWaitMs)));
+  // The head answers by maxWaitMs (within its liveness tick); later, the connection is lost.
+  kj::Duration limit = std::min<int64_t>(left_ms, kMaxWatchWaitMs) * kj::MILLISECONDS +
+                       kWatchCallTimeout;
+  return timer.timeoutAfter(limit, request.send())
+      .then(
+          [this, node, deadline](auto reply) -> kj::Promise<bool> {
+            auto change = reply.getChange();
+            if (ShowsDead(change.getNodes(), node)) {
+              NodeDied(node);
+              return true;
+            }
+            return AskHeadUntilDead(node, deadline, change.getEpoch(), change.getVersion());
+          },
+          [this, node, deadline, epoch, since](kj::Exception&& e) -> kj::Promise<bool> {
+            if (e.getType() == kj::Exception::Type::UNIMPLEMENTED) {
+              return PollHeadUntilDead(node, deadline);  // a head without the change feed
+            }
+            if (e.getType() == kj::Exception::Type::DISCONNECTED ||
+                e.getType() == kj::Exception::Type::OVERLOADED) {
+              ReconnectHead();  // it restarted, or the connection was lost
+            }
+            return loop_->io.provider->getTimer()
+                .afterDelay(kWatchInterval)
+                .then([this, node, deadline, epoch, since] {
+                  // The same version: a restarted head (another epoch) answers with its full view.
+                  return AskHeadUntilDead(node, deadline, epoch, since);
+                });
+          });
+}
+
+kj::Promise<bool> CoreWorker::Impl::PollHeadUntilDead(const std::string& node,
+                                                      kj::TimePoint deadline) {
   auto again = [this, node, deadline]() -> kj::Promise<bool> {
     kj::Timer& timer = loop_->io.provider->getTimer();
     if (stopping_ || timer.now() >= deadline) return false;
     return timer.afterDelay(kWatchInterval).then([this, node, deadline] {
-      return AskHeadUntilDead(node, deadline);
+      return PollHeadUntilDead(node, deadline);
     });
   };
   return loop_->head.clusterViewRequest().send().then(
       [this, node, again](auto view) -> kj::Promise<bool> {
-        for (auto n : view.getNodes()) {
-          auto info = n.getInfo();
-          if (std::string(info.getAddress().cStr()) + ":" + std::to_string(info.getNodePort()) !=
-              node) {
-            continue;
-          }
-          if (n.getAlive()) break;
-          NodeDied(node);
-          return true;
-        }
-        return again();
+        if (!ShowsDead(view.getNodes(), node)) return again();
+        NodeDied(node);
+        return true;
       },
       [again](kj::Exception&&) { return again(); });
+}
+
+void CoreWorker::Impl::ReconnectHead() {
+  if (options_.head_address.empty()) return;
+  Forget(options_.head_address);
+  loop_->head = Connect(options_.head_address).castAs<proto::Head>();
 }
 
 void CoreWorker::Impl::NodeDied(const std::string& node) {

@@ -269,6 +269,31 @@ interface Head {
   # kNotFound: no such node; kFailedPrecondition: it is dead; kUnavailable: it cannot be reached
   # (then it is not shown draining).
   drainNode @24 (nodeId :Data, reason :Text, timeoutMs :UInt64) -> (deadlineMs :UInt64);
+  # The cluster view's change feed (docs/cluster.md "Cluster changes"): answers once the view
+  # changed after `sinceVersion` of the head incarnation `epoch`, with what changed. Every change
+  # to a node's entry (it joined, died, left, its info, or what its heartbeat reports: available
+  # resources, GPUs in use or quarantined, queued shapes, leases) and to the node types numbers
+  # the view anew. `membershipOnly`: wake only for nodes joining, dying, leaving or changing
+  # their info, and for the node types (the answer still lists every node changed since).
+  # `epoch` 0, an epoch not the head's (it restarted), or a version the head cannot answer with
+  # a delta (nodes it forgot since): at once, with the full view. `maxWaitMs` (0: no limit):
+  # answered with nothing changed (the same version, no nodes) once it passed, so that a client
+  # tells a quiet head from a lost connection. Dropping the call stops the wait.
+  waitClusterChange @25 (epoch :UInt64, sinceVersion :UInt64, membershipOnly :Bool,
+                         maxWaitMs :UInt32) -> (change :ClusterChange);
+}
+
+# waitClusterChange's answer. `full`: `nodes` is the whole view (every node the head knows, in
+# registration order): the client replaces its copy. Otherwise `nodes` are the entries changed
+# after the asked version (in registration order; a node not in the client's copy joined since),
+# and the rest of its copy stands. `msSinceHeartbeat` is as of each entry's change. `nodeTypes`
+# as clusterView's, always whole. The next call passes `epoch` and `version`.
+struct ClusterChange {
+  epoch @0 :UInt64;
+  version @1 :UInt64;
+  full @2 :Bool;
+  nodes @3 :List(NodeStatus);
+  nodeTypes @4 :List(NodeInfo);
 }
 
 # Ray's placement strategies: PACK (as few nodes as possible, best effort), SPREAD (as many nodes

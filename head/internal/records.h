@@ -73,6 +73,7 @@ struct NodeView {
   bool draining = false;
   std::string drain_reason;
   uint64_t drain_deadline_ms = 0;
+  friend bool operator==(const NodeView&, const NodeView&) = default;
 };
 
 // One driver's job (proto::JobInfo). Times are wall-clock ms since the epoch; end_ms is 0 while

@@ -73,7 +73,7 @@ LeaseFixture::~LeaseFixture() {
   holders_.clear();
   node_.reset();
   client_.reset();
-  poller_.reset();
+  view_subscriber_.reset();
   view_connector_.reset();
   session_.reset();
   connector_.reset();
@@ -141,10 +141,10 @@ void LeaseFixture::StartNode(const NodeSetup& setup) {
   session_->SetOnFinishedJobs([this](std::vector<JobId> jobs) { cleanup_->OnFinished(jobs); });
   session_->Start();
   view_connector_ = std::make_unique<worker::EzRpcHeadConnector>(head);
-  poller_ = std::make_unique<worker::ClusterViewPoller>(
-      *view_connector_, timer(), worker::ClusterViewPollerOptions{20 * kMs, 2 * kj::SECONDS},
+  view_subscriber_ = std::make_unique<worker::ClusterViewSubscriber>(
+      *view_connector_, timer(), worker::ClusterViewSubscriberOptions{20 * kMs, 2 * kj::SECONDS},
       [this](worker::RemoteNodes nodes) { leases_->UpdateView(std::move(nodes)); });
-  poller_->Start();
+  view_subscriber_->Start();
 
   client_ = std::make_unique<capnp::EzRpcClient>("127.0.0.1", node_port_);
   node_ = std::make_unique<proto::Node::Client>(client_->getMain<proto::Node>());
@@ -213,8 +213,8 @@ bool LeaseFixture::PumpUntil(const std::function<bool()>& condition,
 }
 
 bool LeaseFixture::WaitForFreshView() {
-  uint64_t seen = poller_->views();
-  return PumpUntil([&] { return poller_->views() >= seen + 2; });
+  uint64_t seen = view_subscriber_->views();
+  return PumpUntil([&] { return view_subscriber_->views() >= seen + 2; });
 }
 
 bool LeaseFixture::WaitForHeartbeatAvailable(const std::string& name, double amount) {

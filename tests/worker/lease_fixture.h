@@ -25,7 +25,7 @@
 #include "tests/testing/test_support.h"
 #include "tests/worker/fake_head.h"
 #include "worker/internal/child_processes.h"
-#include "worker/internal/cluster_view_poller.h"
+#include "worker/internal/cluster_view_subscriber.h"
 #include "worker/internal/head_session.h"
 #include "worker/internal/job_cleanup.h"
 #include "worker/internal/lease_manager.h"
@@ -65,7 +65,7 @@ class LeaseFixture : public ::testing::Test {
   LeaseFixture();
   ~LeaseFixture() override;
 
-  // Builds the node (store, pool, lease manager, job cleanup, head session, view poller) and a
+  // Builds the node (store, pool, lease manager, job cleanup, head session, view subscriber) and a
   // client to it.
   void StartNode(const NodeSetup& setup);
 
@@ -126,7 +126,7 @@ class LeaseFixture : public ::testing::Test {
   std::unique_ptr<worker::EzRpcHeadConnector> connector_;
   std::unique_ptr<worker::HeadSession> session_;
   std::unique_ptr<worker::EzRpcHeadConnector> view_connector_;
-  std::unique_ptr<worker::ClusterViewPoller> poller_;
+  std::unique_ptr<worker::ClusterViewSubscriber> view_subscriber_;
   std::unique_ptr<capnp::EzRpcClient> client_;
   std::unique_ptr<proto::Node::Client> node_;
   std::map<uint64_t, proto::LeaseHolder::Client> holders_;  // by lease id

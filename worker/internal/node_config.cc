@@ -325,7 +325,8 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
   flags.AddUint64("worker-stop-grace-ms", &raw.worker_stop_grace_ms,
                   "a worker told to stop (SIGTERM) is killed (SIGKILL) after this");
   flags.AddUint64("cluster-view-interval-ms", &raw.cluster_view_interval_ms,
-                  "how often the head's cluster view is fetched (for spillback)");
+                  "the longest backoff between subscriptions to the head's cluster view, and its "
+                  "polling interval against a head without waitClusterChange (for spillback)");
   flags.AddUint64("preemption-grace-ms", &raw.preemption_grace_ms,
                   "on SIGUSR1 (a preemption notice) the node drains, leaving within this");
   flags.AddString("gpu-memory", &raw.gpu_memory,

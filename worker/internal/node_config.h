@@ -99,7 +99,9 @@ struct NodeConfig {
   uint32_t worker_register_timeout_ms = 30000;
   uint32_t idle_worker_timeout_ms = 60000;   // an idle worker is stopped after this
   uint32_t worker_stop_grace_ms = 2000;      // SIGTERM, then SIGKILL after this
-  uint32_t cluster_view_interval_ms = 1000;  // how often the head's view is fetched
+  // The longest backoff between cluster view subscriptions (waitClusterChange), and the polling
+  // interval against a head without it.
+  uint32_t cluster_view_interval_ms = 1000;
   // SIGUSR1 is a preemption notice (Slurm's sbatch --signal=B:USR1@S): the node drains itself,
   // leaving within this (docs/cluster.md "Draining a node").
   uint32_t preemption_grace_ms = 30000;

@@ -23,7 +23,7 @@
 #include "objectstore/object_store.h"
 #include "objectstore/transfer.h"
 #include "worker/internal/child_processes.h"
-#include "worker/internal/cluster_view_poller.h"
+#include "worker/internal/cluster_view_subscriber.h"
 #include "worker/internal/gpu_health.h"
 #include "worker/internal/gpu_monitor.h"
 #include "worker/internal/head_session.h"
@@ -417,11 +417,11 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
     session.Start();
 
     EzRpcHeadConnector view_connector(config.head_address);
-    ClusterViewPoller poller(
+    ClusterViewSubscriber view_subscriber(
         view_connector, timer,
         {config.cluster_view_interval_ms * kj::MILLISECONDS, options.call_timeout},
         [&leases](RemoteNodes nodes) { leases.UpdateView(std::move(nodes)); });
-    poller.Start();
+    view_subscriber.Start();
 
     NodeDrain drain(leases, timer, WallMs);
     target->drain = &drain;
