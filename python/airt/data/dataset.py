@@ -62,11 +62,13 @@ class Dataset:
                            tuple(fn_constructor_args or ()), dict(fn_constructor_kwargs or {})))
 
     def _row_op(self, kind, fn, compute, concurrency, fn_args, fn_kwargs, fn_constructor_args,
-                num_cpus, num_gpus, memory, resources, ray_remote_args):
+                num_cpus, num_gpus, memory, resources, ray_remote_args,
+                fn_constructor_kwargs=None):
         compute = strategy_for(fn, compute, concurrency, fn_constructor_args)
         options = _map_options(num_cpus, num_gpus, memory, resources, ray_remote_args)
         return self._with(("map", T.RowTransform(kind, fn, fn_args, fn_kwargs), compute,
-                           options, tuple(fn_constructor_args or ()), {}))
+                           options, tuple(fn_constructor_args or ()),
+                           dict(fn_constructor_kwargs or {})))
 
     def map(self, fn, *, compute=None, fn_args=None, fn_kwargs=None, fn_constructor_args=None,
             num_cpus=None, num_gpus=None, memory=None, concurrency=None, resources=None,
@@ -82,14 +84,31 @@ class Dataset:
                             fn_constructor_args, num_cpus, num_gpus, memory, resources,
                             ray_remote_args)
 
-    def filter(self, fn=None, *, compute=None, fn_args=None, fn_kwargs=None,
-               fn_constructor_args=None, num_cpus=None, num_gpus=None, memory=None,
-               concurrency=None, resources=None, **ray_remote_args):
-        if fn is None:
-            raise ValueError("filter() needs a function of a row (expressions are not built)")
-        return self._row_op("filter", fn, compute, concurrency, fn_args, fn_kwargs,
-                            fn_constructor_args, num_cpus, num_gpus, memory, resources,
-                            ray_remote_args)
+    def filter(self, fn=None, expr=None, *, compute=None, fn_args=None, fn_kwargs=None,
+               fn_constructor_args=None, fn_constructor_kwargs=None, num_cpus=None,
+               num_gpus=None, memory=None, concurrency=None, resources=None, **ray_remote_args):
+        """Rows for which fn(row) is true, or for which the string predicate `expr` holds
+        (airt.data._expressions: parsed, never evaluated as Python, and computed by pyarrow
+        over each block's columns). A malformed expression, or a column the dataset is known
+        not to have, is a ValueError here; other columns are checked in each block."""
+        if (fn is None) == (expr is None):
+            raise ValueError("Exactly one of 'fn' or 'expr' must be provided.")
+        if expr is None:
+            return self._row_op("filter", fn, compute, concurrency, fn_args, fn_kwargs,
+                                fn_constructor_args, num_cpus, num_gpus, memory, resources,
+                                ray_remote_args, fn_constructor_kwargs)
+        if any(a is not None for a in (fn_args, fn_kwargs, fn_constructor_args,
+                                       fn_constructor_kwargs)):
+            raise ValueError("when 'expr' is used, 'fn_args/fn_kwargs' or "
+                             "'fn_constructor_args/fn_constructor_kwargs' cannot be used.")
+        from airt.data._expressions import Predicate
+        predicate = Predicate(expr)
+        known = _plan.known_columns(self._plan)
+        if known is not None:
+            predicate.check_columns(known)
+        options = _map_options(num_cpus, num_gpus, memory, resources, ray_remote_args)
+        return self._with(("map", T.ExpressionFilter(predicate),
+                           strategy_for(None, compute, concurrency, None), options, (), {}))
 
     def add_column(self, col, fn, *, batch_format="pandas", compute=None, concurrency=None,
                    **ray_remote_args):
