@@ -85,6 +85,10 @@ class Executor:
         self.ops = operators
         operators[0].upstream_done = True  # its inputs are all given
         self.ctx = context
+        spare = getattr(context, "_spare_cpus", None)
+        for op in operators:  # a split's data tasks that cannot get CPUs use their consumers'
+            op.borrow = op.kind == "task" and spare is not None and \
+                float(op.options.get("num_cpus", 1) or 0) > spare
         self.budget = context.budget_bytes()
         self.target = context.target_max_block_size
         self.events = queue.Queue()
@@ -363,6 +367,8 @@ class Executor:
         if op.pool is None:
             per_call = max(float(op.options.get("num_cpus", 1) or 0), 1e-3)
             cap = cap or max(1, int(self.total_cpus / per_call))
+            if op.borrow:
+                cap = min(cap, max(1, self.ctx._borrow_slots))
             if op.running() >= cap:
                 return False
         estimate = op.stats.mean_block_bytes()
@@ -384,6 +390,8 @@ class Executor:
         else:
             options = dict(op.options)
             options.setdefault("num_cpus", 1)
+            if op.borrow:
+                options["num_cpus"] = 0
             options["max_retries"] = 0
             options["_generator_backpressure_num_objects"] = \
                 self.ctx.generator_backpressure_num_objects

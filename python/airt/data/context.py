@@ -55,6 +55,13 @@ class DataContext:
         self.max_task_retries = 3
         # The default of read_* parallelism and from_* block counts when none is given.
         self.read_op_min_num_blocks = 16
+        # Set by streaming_split's coordinator for each epoch, None elsewhere: the CPUs the
+        # cluster has to spare for the epoch's data tasks beyond what its consumers (training
+        # ranks) hold. A task operator whose calls ask for more runs them with no CPU of their
+        # own, at most _borrow_slots (one per consumer) at once: a consumer waiting for input
+        # lends its CPU in effect, so reads never wait for CPUs the ranks hold.
+        self._spare_cpus = None
+        self._borrow_slots = 0
 
     @classmethod
     def get_current(cls):
