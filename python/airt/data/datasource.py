@@ -87,7 +87,10 @@ class FileRead:
             names = [self._FIXED[self.fmt]]
         elif self.fmt == "parquet" and self.pieces:
             import pyarrow.parquet as pq
-            names = self.options.get("columns") or pq.read_schema(self.pieces[0][0]).names
+            try:
+                names = self.options.get("columns") or pq.read_schema(self.pieces[0][0]).names
+            except (OSError, pa.ArrowInvalid):  # the read task will say what is wrong
+                return None
         else:
             return None
         return list(names) + (["path"] if self.include_paths else [])
