@@ -68,21 +68,32 @@ def test_two_ranks_holding_every_cpu_still_read_their_dataset(two_cpus, tmp_path
         assert sorted(got) == [i * 2 for i in range(100)]
 
 
-def test_actors_holding_every_cpu_consume_their_splits(two_cpus):
-    """The same without the train layer: two actors of 1 CPU each (no placement group)."""
+def test_actors_in_a_placement_group_holding_every_cpu_consume_their_splits(two_cpus):
+    """The same without the train layer, over a dataset with all-to-all ops: two actors in the
+    bundles of a placement group that takes both CPUs (a blocked worker lends the CPUs of its
+    own lease, not those of a bundle, so without sharing nothing would run)."""
     code = """
 import airt
 from airt import data
+from airt.util import placement_group
+from airt.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 airt.init()
 data.DataContext.get_current().enable_progress_bars = False
 
-@airt.remote(num_cpus=1)
+@airt.remote
 class Consumer:
     def rows(self, split):
         return [[r["id"] for r in split.iter_rows()] for _ in range(2)]
 
-splits = data.range(60, override_num_blocks=6).streaming_split(2, equal=True)
-consumers = [Consumer.remote() for _ in range(2)]
+pg = placement_group([{"CPU": 1}] * 2)
+assert pg.wait(120)
+consumers = [Consumer.options(num_cpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(
+    pg, i)).remote() for i in range(2)]
+# The all-to-all ops' tasks (a shuffle, and the reads of the dataset a union adds) share the
+# consumers' CPUs too.
+rest = data.range(20, override_num_blocks=2).map(lambda r: {"id": r["id"] + 40})
+ds = data.range(40, override_num_blocks=4).random_shuffle(seed=3).union(rest)
+splits = ds.streaming_split(2, equal=True)
 got = airt.get([c.rows.remote(s) for c, s in zip(consumers, splits)], timeout=300)
 for epoch in range(2):
     assert sorted(got[0][epoch] + got[1][epoch]) == list(range(60)), got
