@@ -36,6 +36,17 @@ std::string PutBytes(std::string bytes) {
   return id->Binary();
 }
 
+std::vector<std::string> ObjectNodeAddresses(const std::vector<std::string>& ids) {
+  if (Local()) return std::vector<std::string>(ids.size());
+  std::vector<ObjectId> objects;
+  objects.reserve(ids.size());
+  for (const std::string& id : ids) {
+    if (id.size() != ObjectId::kSize) throw Exception("an ObjectRef without an object");
+    objects.push_back(IdOf(id));
+  }
+  return Core()->NodeAddressesOf(objects);
+}
+
 std::vector<std::pair<std::string, uint64_t>> LocalStoreStats() {
   if (Local()) LocalModeLacks("the object store's stats");
   Result<objectstore::StoreStats> stats = Core()->store().Stats();

@@ -59,6 +59,15 @@ void BindReferences(py::module_& m) {
     return Reference{raw, airt::internal::HoldBorrowed(raw, owner)};
   });
 
+  // Where each object of `ids` lies, as its owner (this process) knows: the host:port of the
+  // Node service holding it (nodes()' NodeManagerAddress), or "" (inline, not made yet, owned
+  // elsewhere). airt.data places map tasks and actor calls near their input blocks with it.
+  m.def("object_node_addresses", [](const std::vector<py::bytes>& ids) {
+    std::vector<std::string> raw(ids.begin(), ids.end());
+    GilRelease unlocked;
+    return airt::internal::ObjectNodeAddresses(raw);
+  });
+
   // Keeps the stream `completed` open until the returned object goes (then its untaken items
   // are freed and the generator runs on unheld).
   m.def("hold_generator", [](py::bytes completed) {

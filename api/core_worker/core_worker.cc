@@ -457,6 +457,9 @@ Status CoreWorker::GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
 std::vector<bool> CoreWorker::Ready(std::span<const ObjectId> ids) const {
   return impl_->Ready(ids);
 }
+std::vector<std::string> CoreWorker::NodeAddressesOf(std::span<const ObjectId> ids) const {
+  return impl_->NodeAddressesOf(ids);
+}
 std::vector<bool> CoreWorker::Wait(std::span<const ObjectId> ids, size_t num_ready,
                                    int64_t timeout_ms) {
   return impl_->Wait(ids, num_ready, timeout_ms);

@@ -222,6 +222,11 @@ class CoreWorker {
   // Waits until `num_ready` of `ids` are ready (an error counts as ready, as in Ray) or
   // timeout_ms passes (< 0: no limit); returns which are ready.
   std::vector<bool> Wait(std::span<const ObjectId> ids, size_t num_ready, int64_t timeout_ms);
+  // Where each of `ids` lies as this process's memory store knows it (an owner's table, Ray's
+  // object locations): the host:port of the Node service whose store holds the object, or "" for
+  // an object held inline, not made yet, failed, or not known here (a borrowed one). Any thread;
+  // never blocks.
+  std::vector<std::string> NodeAddressesOf(std::span<const ObjectId> ids) const;
 
   // Cancels the task of this process that makes `object` (Ray's ray.cancel). Its returns fail at
   // once with kCancelled errors (Get raises TaskCancelledError), whatever the worker does next:

@@ -60,6 +60,7 @@ class CoreWorker::Impl {
   Status GetEach(std::span<const ObjectId> ids, int64_t timeout_ms,
                  const std::function<void(size_t, GotObject&)>& use);
   std::vector<bool> Ready(std::span<const ObjectId> ids) const { return memory_.Ready(ids); }
+  std::vector<std::string> NodeAddressesOf(std::span<const ObjectId> ids) const;
   // Also starts pulling the ready objects that lie on other nodes (one batch per call), so that
   // a Get after it finds them here.
   std::vector<bool> Wait(std::span<const ObjectId> ids, size_t n, int64_t timeout_ms);

@@ -321,6 +321,17 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
   return Status::Ok();
 }
 
+std::vector<std::string> CoreWorker::Impl::NodeAddressesOf(std::span<const ObjectId> ids) const {
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (const ObjectId& id : ids) {
+    std::optional<ObjectEntry> entry = memory_.Peek(id);
+    bool stored = entry && !entry->error && entry->location;
+    out.push_back(stored ? entry->location->node_address : std::string());
+  }
+  return out;
+}
+
 std::vector<bool> CoreWorker::Impl::Wait(std::span<const ObjectId> ids, size_t n,
                                          int64_t timeout_ms) {
   RequestBorrowed(ids);

@@ -482,6 +482,27 @@ TEST_F(Borrowing, ABorrowedObjectOutlivesItsOwnersRefAndGoesWithTheLastBorrow) {
   EXPECT_FALSE(driver_->References(id).referenced);
 }
 
+TEST_F(Borrowing, NodeAddressesOfNamesTheStoreNodeOfWhatTheOwnerHoldsThere) {
+  core_worker::OwnerAddress owner;
+  ObjectId big = PutBig(&owner);
+  Result<ObjectId> small = driver_->Put("small");
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  driver_->AddLocalReference(*small);
+  ObjectId unknown = ObjectId::FromRandom();
+  ObjectId ids[] = {big, *small, unknown};
+  std::vector<std::string> where = driver_->NodeAddressesOf(ids);
+  ASSERT_EQ(where.size(), 3u);
+  EXPECT_EQ(where[0], driver_->node_address()) << "a 1 MiB put lies in this node's store";
+  EXPECT_EQ(where[1], "") << "a small put is held inline";
+  EXPECT_EQ(where[2], "") << "an object this process does not know";
+  // A borrower's table does not say where the owner's object lies.
+  borrower_->AddBorrowedReference(big, owner);
+  EXPECT_EQ(borrower_->NodeAddressesOf(std::span<const ObjectId>(&big, 1)).at(0), "");
+  borrower_->RemoveLocalReference(big);
+  driver_->RemoveLocalReference(*small);
+  driver_->RemoveLocalReference(big);
+}
+
 TEST_F(Borrowing, ASmallBorrowedValueComesInlineFromItsOwner) {
   Result<ObjectId> id = driver_->Put(Serialize(42));
   ASSERT_TRUE(id.ok());

@@ -266,6 +266,10 @@ std::string PutBytes(std::string bytes);
 // num_objects, num_spilled, spilled_bytes (airt.data's back-pressure and its tests read it).
 // Throws UnimplementedError in local mode.
 std::vector<std::pair<std::string, uint64_t>> LocalStoreStats();
+// Where each object of `ids` lies, as this process (its owner) knows: the host:port of the Node
+// service whose store holds it (NodeInfo::address), or "" when it is held inline, not made yet,
+// or owned elsewhere; all "" in local mode. Never blocks.
+std::vector<std::string> ObjectNodeAddresses(const std::vector<std::string>& ids);
 // Puts an object of `size` bytes that `write` writes in place (into the node's store when large).
 std::string PutWith(uint64_t size, const std::function<void(uint8_t* out)>& write);
 // Copies into an object being written (non-temporal stores for large copies).

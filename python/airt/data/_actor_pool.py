@@ -1,7 +1,8 @@
 """The actor pool of a map_batches stage with a callable class (compute=ActorPoolStrategy).
 
 Actors (airt.data._tasks.MapWorker) are started up to initial_size; a block goes to the ready
-actor with the fewest calls in flight, each actor taking at most max_tasks_in_flight_per_actor.
+actor with the fewest calls in flight (among those on the block's node first, when the executor
+knows it), each actor taking at most max_tasks_in_flight_per_actor.
 The pool grows by one actor while blocks wait and every actor is full (up to max_size), and an
 actor beyond min_size that has had nothing to do for DataContext.actor_pool_idle_timeout_s is
 killed. Each actor's idle time (alive with no call in flight) is counted for stats().
@@ -23,6 +24,7 @@ class _Member:
         self.handle = handle
         self.ready_ref = ready_ref
         self.ready = False
+        self.node = None  # the id of the node it runs on, once ready
         self.in_flight = 0
         self.born = time.monotonic()
         self.idle_since = self.born
@@ -70,6 +72,18 @@ class ActorPool:
                            options["num_cpus"], total)
         for _ in range(strategy.initial_size):
             self._add()
+        if ctx.wait_for_min_actors_s > 0:
+            self._wait_for_min_actors(ctx.wait_for_min_actors_s)
+
+    def _wait_for_min_actors(self, timeout):
+        refs = [m.ready_ref for m in self.members]
+        ready, _ = airt.wait(refs, num_returns=len(refs), timeout=timeout)
+        if len(ready) < len(refs):
+            from airt.exceptions import GetTimeoutError
+            raise GetTimeoutError("Timed out while starting actors. This may mean that the "
+                                  "cluster does not have enough resources for the requested "
+                                  "actor pool.")
+        self._poll_ready()
 
     def _add(self):
         handle = self.actor_class.remote(self.blob)
@@ -86,16 +100,24 @@ class ActorPool:
         now = time.monotonic()
         for m in pending:
             if m.ready_ref in ready:
-                airt.get(m.ready_ref)  # raises the constructor's error
+                m.node = airt.get(m.ready_ref)  # raises the constructor's error
                 m.ready, m.idle_since = True, now
 
     def has_free(self):
         self._poll_ready()
         return any(m.ready and m.in_flight < self.per_actor for m in self.members)
 
-    def submit(self, call, block_ref, skip, target, backpressure):
-        member = min((m for m in self.members if m.ready and m.in_flight < self.per_actor),
-                     key=lambda m: m.in_flight)
+    def submit(self, call, block_ref, skip, target, backpressure, node=None):
+        """Sends the block to the free actor with the fewest calls in flight, one on `node`
+        (where the block lies) first, as Ray's actor locality."""
+        free = [m for m in self.members if m.ready and m.in_flight < self.per_actor]
+        near = [m for m in free if m.node == node] if node is not None else []
+        member = min(near or free, key=lambda m: m.in_flight)
+        if node is not None:
+            if near:
+                self.stats.locality_hits += 1
+            else:
+                self.stats.locality_misses += 1
         member.busy(time.monotonic())
         member.in_flight += 1
         call.actor = member

@@ -12,17 +12,31 @@ from airt.data import _tasks
 from airt.data import block as B
 
 
-def run(calls, num_cpus=1):
-    """Runs each (fn, [block refs]) as a blocks_task; for each, the blocks it made."""
+def _task_cpus(ctx):
+    """The CPUs of an all-to-all op's tasks and how many run at once (None: all): 1 each, or,
+    in a streaming_split epoch whose consumers hold the CPUs (DataContext._spare_cpus below 1),
+    none, at most one per consumer at once (as the executor's task operators then)."""
+    spare = getattr(ctx, "_spare_cpus", None)
+    if spare is not None and spare < 1:
+        return 0, max(1, ctx._borrow_slots)
+    return 1, None
+
+
+def run(calls, ctx=None):
+    """Runs each (fn, [block refs]) as a blocks_task; for each, the blocks it made. `ctx`: the
+    execution's DataContext (its CPU sharing, _task_cpus)."""
+    num_cpus, at_once = _task_cpus(ctx)
     task = _tasks.remote(_tasks.blocks_task).options(num_cpus=num_cpus, max_retries=3)
-    gens = [task.remote(cloudpickle.dumps(fn), *refs) for fn, refs in calls]
+    step = at_once or max(1, len(calls))
     out = []
-    for gen in gens:
-        blocks = []
-        for ref in gen:
-            meta = airt.get(next(gen))
-            blocks.append((ref, meta))
-        out.append(blocks)
+    for start in range(0, len(calls), step):
+        gens = [task.remote(cloudpickle.dumps(fn), *refs) for fn, refs in calls[start:start + step]]
+        for gen in gens:
+            blocks = []
+            for ref in gen:
+                meta = airt.get(next(gen))
+                blocks.append((ref, meta))
+            out.append(blocks)
     return out
 
 
@@ -59,21 +73,21 @@ def _slice_concat(pieces):
     return fn
 
 
-def reshape(blocks, counts):
+def reshape(blocks, counts, ctx=None):
     """Blocks of exactly the given row counts, cut from `blocks` in order."""
     blocks = [b for b in blocks if b[1]["num_rows"] > 0] or blocks[:1]
     plans = _rows_plan(blocks, counts)
     calls = [(_slice_concat(p), [blocks[bi][0] for bi, _, _ in p]) for p in plans]
-    return [bs[0] for bs in run(calls)]
+    return [bs[0] for bs in run(calls, ctx)]
 
 
-def repartition(blocks, n):
+def repartition(blocks, n, ctx=None):
     total = sum(m["num_rows"] for _, m in blocks)
     counts = [total // n + (1 if i < total % n else 0) for i in range(n)]
-    return reshape(blocks, counts)
+    return reshape(blocks, counts, ctx)
 
 
-def random_shuffle(blocks, seed, num_blocks=None):
+def random_shuffle(blocks, seed, num_blocks=None, ctx=None):
     n = num_blocks or max(1, len(blocks))
 
     def mapper(index):
@@ -92,8 +106,8 @@ def random_shuffle(blocks, seed, num_blocks=None):
             yield table.take(pa.array(rng.permutation(table.num_rows)))
         return fn
 
-    mapped = run([(mapper(i), [ref]) for i, (ref, _) in enumerate(blocks)])
-    reduced = run([(reducer(j), [m[j][0] for m in mapped]) for j in range(n)])
+    mapped = run([(mapper(i), [ref]) for i, (ref, _) in enumerate(blocks)], ctx)
+    reduced = run([(reducer(j), [m[j][0] for m in mapped]) for j in range(n)], ctx)
     return [bs[0] for bs in reduced]
 
 
@@ -116,13 +130,13 @@ def _boundaries(blocks, key, n):
     return [samples[min(len(samples) - 1, (i * len(samples)) // n)] for i in range(1, n)]
 
 
-def _range_partition(blocks, key, descending, reduce_fn, n=None):
+def _range_partition(blocks, key, descending, reduce_fn, ctx=None):
     """Blocks partitioned by ranges of `key` (ascending or not), each range reduced."""
     blocks = [b for b in blocks if b[1]["num_rows"] > 0]
     if not blocks:
         return []
     keys = _keys(key)
-    n = n or len(blocks)
+    n = len(blocks)
     bounds = _boundaries(blocks, keys[0], n)
 
     def mapper(tables):
@@ -133,29 +147,29 @@ def _range_partition(blocks, key, descending, reduce_fn, n=None):
         for j in range(len(bounds) + 1):
             yield table.take(pa.array(np.nonzero(where == j)[0]))
 
-    mapped = run([(mapper, [ref]) for ref, _ in blocks])
+    mapped = run([(mapper, [ref]) for ref, _ in blocks], ctx)
     order = range(len(bounds) + 1)
     if descending:
         order = reversed(order)
-    reduced = run([(reduce_fn, [m[j][0] for m in mapped]) for j in order])
+    reduced = run([(reduce_fn, [m[j][0] for m in mapped]) for j in order], ctx)
     return [b for bs in reduced for b in bs if b[1]["num_rows"] > 0]
 
 
-def sort(blocks, key, descending=False):
+def sort(blocks, key, descending=False, ctx=None):
     keys = _keys(key)
     direction = "descending" if descending else "ascending"
 
     def reducer(tables):
         table = B.concat(tables)
         yield table.sort_by([(k, direction) for k in keys]) if table.num_rows else table
-    return _range_partition(blocks, key, descending, reducer)
+    return _range_partition(blocks, key, descending, reducer, ctx)
 
 
 _PA_AGG = {"sum": "sum", "min": "min", "max": "max", "mean": "mean", "std": "stddev",
            "count": "count_all"}
 
 
-def groupby_aggregate(blocks, key, aggs):
+def groupby_aggregate(blocks, key, aggs, ctx=None):
     """aggs: [(name, column or None)]; columns named as Ray's: "count()", "sum(x)", ..."""
     keys = _keys(key)
 
@@ -178,10 +192,10 @@ def groupby_aggregate(blocks, key, aggs):
         out = out.select(keys + [c for c in out.column_names if c not in keys])
         out = out.rename_columns(keys + names).sort_by([(k, "ascending") for k in keys])
         yield out
-    return _range_partition(blocks, keys[0], False, reducer)
+    return _range_partition(blocks, keys[0], False, reducer, ctx)
 
 
-def map_groups(blocks, key, fn, batch_format, fn_args, fn_kwargs):
+def map_groups(blocks, key, fn, batch_format, fn_args, fn_kwargs, ctx=None):
     keys = _keys(key)
 
     def reducer(tables):
@@ -196,16 +210,16 @@ def map_groups(blocks, key, fn, batch_format, fn_args, fn_kwargs):
                 group = table.slice(start, i - start)
                 yield B.from_batch(fn(B.to_batch(group, batch_format), *fn_args, **fn_kwargs))
                 start = i
-    return _range_partition(blocks, keys[0], False, reducer)
+    return _range_partition(blocks, keys[0], False, reducer, ctx)
 
 
-def zip_blocks(left, right):
+def zip_blocks(left, right, ctx=None):
     """Left's blocks with right's columns beside them (right cut to left's row counts)."""
     counts = [m["num_rows"] for _, m in left]
     if sum(counts) != sum(m["num_rows"] for _, m in right):
         raise ValueError("zip: the datasets have different numbers of rows "
                          f"({sum(counts)} and {sum(m['num_rows'] for _, m in right)})")
-    right = reshape(right, counts)
+    right = reshape(right, counts, ctx)
 
     def zipper(tables):
         a, b = tables
@@ -215,4 +229,4 @@ def zip_blocks(left, right):
                 out += "_1"
             a = a.append_column(out, column)
         yield a
-    return [bs[0] for bs in run([(zipper, [l[0], r[0]]) for l, r in zip(left, right)])]
+    return [bs[0] for bs in run([(zipper, [l[0], r[0]]) for l, r in zip(left, right)], ctx)]

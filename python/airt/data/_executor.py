@@ -6,7 +6,9 @@ the call makes them (airt.data._tasks). One executor thread owns all the state: 
 operator's outputs on in input order (so a dataset keeps its order), starts calls while the
 bytes of blocks made and not yet consumed stay within the budget (DataContext.budget_bytes),
 grows and shrinks actor pools with the backlog, and retries a call whose worker died, skipping
-the blocks its first run gave. Block refs go to calls as top-level arguments only.
+the blocks its first run gave. A call on a block runs near it (airt.data._locality): a task on
+the block's node while that node has room, an actor call on an actor there when one is free.
+Block refs go to calls as top-level arguments only.
 """
 
 import collections
@@ -83,6 +85,10 @@ class Executor:
         self.ops = operators
         operators[0].upstream_done = True  # its inputs are all given
         self.ctx = context
+        spare = getattr(context, "_spare_cpus", None)
+        for op in operators:  # a split's data tasks that cannot get CPUs use their consumers'
+            op.borrow = op.kind == "task" and spare is not None and \
+                float(op.options.get("num_cpus", 1) or 0) > spare
         self.budget = context.budget_bytes()
         self.target = context.target_max_block_size
         self.events = queue.Queue()
@@ -164,6 +170,8 @@ class Executor:
     # ---- the executor thread
     def _run(self):
         try:
+            from airt.data._locality import Locality
+            self.locality = Locality()
             for op in self.ops:
                 if op.kind == "task":
                     op.chain_ref = airt.put(cloudpickle.dumps(op.chain))
@@ -359,6 +367,8 @@ class Executor:
         if op.pool is None:
             per_call = max(float(op.options.get("num_cpus", 1) or 0), 1e-3)
             cap = cap or max(1, int(self.total_cpus / per_call))
+            if op.borrow:
+                cap = min(cap, max(1, self.ctx._borrow_slots))
             if op.running() >= cap:
                 return False
         estimate = op.stats.mean_block_bytes()
@@ -374,13 +384,22 @@ class Executor:
         item = call.item
         if op.kind == "actor":
             gen = op.pool.submit(call, item[1], call.received, self.target,
-                                 self.ctx.generator_backpressure_num_objects)
+                                 self.ctx.generator_backpressure_num_objects,
+                                 self.locality.node_of(item[1])
+                                 if self.ctx.execution_options.actor_locality_enabled else None)
         else:
             options = dict(op.options)
             options.setdefault("num_cpus", 1)
+            if op.borrow:
+                options["num_cpus"] = 0
             options["max_retries"] = 0
             options["_generator_backpressure_num_objects"] = \
                 self.ctx.generator_backpressure_num_objects
+            if item[0] == "block" and options.get("scheduling_strategy") is None:
+                near = self.locality.strategy(item[1])  # run on the block's node if it has room
+                if near is not None:
+                    options["scheduling_strategy"] = near
+                    op.stats.locality_hits += 1
             fn = _tasks.remote(_tasks.data_task).options(**options)
             source = item[1]
             gen = fn.remote(item[0], op.chain_ref, source, call.received, self.target)

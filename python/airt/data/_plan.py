@@ -26,6 +26,15 @@ def _resources(options):
             tuple(sorted((options.get("resources") or {}).items())))
 
 
+def _fusable_options(a, b):
+    """Whether maps of options `a` and `b` may run in one task: the same resources and the same
+    other remote options (a scheduling strategy, memory, ...)."""
+    def rest(options):
+        return {k: v for k, v in options.items() if k not in ("num_cpus", "num_gpus",
+                                                              "resources")}
+    return _resources(a) == _resources(b) and rest(a) == rest(b)
+
+
 def physical(source, rest):
     """The executor's operators for a source tuple and the maps/limits after it."""
     ops, cur = [], None
@@ -53,7 +62,7 @@ def physical(source, rest):
             op.ctor_args, op.ctor_kwargs = ctor_args, ctor_kwargs
             ops.append(op)
             continue
-        fusable = (cur is not None and _resources(cur.options) == _resources(options) and
+        fusable = (cur is not None and _fusable_options(cur.options, options) and
                    (compute is None or compute.size is None) and cur.compute is None)
         if fusable:
             cur.chain.append(transform)
@@ -69,6 +78,34 @@ def physical(source, rest):
     for op in ops:
         op.stats.name = op.name
     return ops
+
+
+# All-to-all ops whose output has their input's columns.
+_SAME_COLUMNS = ("Repartition", "RandomShuffle", "RandomizeBlockOrder", "Sort", "Union")
+
+
+def known_columns(plan):
+    """The columns `plan`'s output has, when they are known without running it (a source that
+    knows its schema, then transforms whose columns follow from it), else None."""
+    from airt.data import _transforms as T
+    source = plan[0]
+    if source[0] == "read":
+        names = [getattr(r, "columns", lambda: None)() for r in source[1][:1]]
+        names = names[0] if names else None
+    else:
+        names = next((m["columns"] for _, m in source[1] if m.get("columns")), None)
+    for op in plan[1:]:
+        if names is None:
+            return None
+        if op[0] == "all":
+            names = names if op[1] in _SAME_COLUMNS else None
+        elif op[0] == "map":
+            transform = op[1]
+            if isinstance(transform, T.ExpressionFilter) or (
+                    isinstance(transform, T.RowTransform) and transform.kind == "filter"):
+                continue
+            names = transform.columns_after(names) if isinstance(transform, T.Columns) else None
+    return None if names is None else list(names)
 
 
 def execute(plan, stats=None, context=None):

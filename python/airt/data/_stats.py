@@ -18,6 +18,10 @@ class OperatorStats:
         self.max_actors = 0
         self.scale_ups = 0
         self.scale_downs = 0
+        # Calls on a block placed on the block's node (a task's soft affinity, an actor there),
+        # and calls of an actor pool sent elsewhere (no free actor on that node).
+        self.locality_hits = 0
+        self.locality_misses = 0
 
     def start(self):
         if self.started is None:
@@ -48,7 +52,8 @@ class OperatorStats:
                 "tasks": self.tasks, "retries": self.retries, "wall_s": self.wall_seconds(),
                 "task_s": self.task_seconds, "idle_fraction": self.idle_fraction,
                 "max_actors": self.max_actors, "scale_ups": self.scale_ups,
-                "scale_downs": self.scale_downs}
+                "scale_downs": self.scale_downs, "locality_hits": self.locality_hits,
+                "locality_misses": self.locality_misses}
 
     def summary(self, index):
         wall = self.wall_seconds()
@@ -59,6 +64,9 @@ class OperatorStats:
                  f"* Task time: {self.task_seconds:.2f}s total"]
         if self.retries:
             lines.append(f"* Tasks retried after a worker died: {self.retries}")
+        if self.locality_hits or self.locality_misses:
+            lines.append(f"* Locality: {self.locality_hits} calls placed on their block's node, "
+                         f"{self.locality_misses} elsewhere")
         if self.idle_fraction is not None:
             lines.append(f"* Actor pool: up to {self.max_actors} actors ({self.scale_ups} added, "
                          f"{self.scale_downs} removed), idle fraction {self.idle_fraction:.1%}")

@@ -61,7 +61,13 @@ class MapWorker:
         self.after = after or []
 
     def ready(self):
-        return True
+        """The id of this actor's node (the pool sends it the blocks that lie there first), or
+        None where there are no nodes (local mode)."""
+        import airt
+        try:
+            return airt.get_runtime_context().get_node_id()
+        except Exception:  # noqa: BLE001 - local mode has no node list
+            return None
 
     def process(self, block, skip, target_max_block_size):
         tables = _transforms.apply([self.transform] + self.after, iter([block]))

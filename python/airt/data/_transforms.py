@@ -80,6 +80,21 @@ class RowTransform:
             yield B.from_rows(out)
 
 
+class ExpressionFilter:
+    """filter(expr="..."): the rows of each block whose predicate (airt.data._expressions) holds,
+    computed by pyarrow over the block's columns."""
+
+    def __init__(self, predicate):
+        self.predicate = predicate
+        self.name = f"Filter({predicate.text})"
+
+    def __call__(self, tables):
+        for table in tables:
+            if table.num_rows == 0:
+                continue
+            yield table.filter(self.predicate.mask(table))
+
+
 class Columns:
     """add_column, drop_columns, select_columns, rename_columns."""
 
@@ -89,6 +104,16 @@ class Columns:
         self.fn = fn
         self.batch_format = batch_format
         self.name = kind.title().replace("_", "")
+
+    def columns_after(self, names):
+        """The columns a table of columns `names` has after this transform."""
+        if self.kind == "add_column":
+            return [n for n in names if n != self.names] + [self.names]
+        if self.kind == "drop_columns":
+            return [n for n in names if n not in self.names]
+        if self.kind == "select_columns":
+            return list(self.names)
+        return [self.names.get(n, n) for n in names]
 
     def __call__(self, tables):
         for table in tables:

@@ -44,8 +44,9 @@ class Encoded:
 
 
 def metadata(table):
-    """What the executor keeps of a block: rows and bytes."""
-    return {"num_rows": table.num_rows, "size_bytes": table.nbytes}
+    """What the executor keeps of a block: rows, bytes and column names."""
+    return {"num_rows": table.num_rows, "size_bytes": table.nbytes,
+            "columns": table.column_names}
 
 
 def empty():

@@ -13,10 +13,13 @@ import threading
 
 class ExecutionOptions:
     """Ray's ExecutionOptions, the parts that apply: preserve_order (airt keeps the order by
-    default), and resource_limits.object_store_memory, an absolute budget in bytes."""
+    default), resource_limits.object_store_memory, an absolute budget in bytes, and
+    actor_locality_enabled (an actor pool sends a block to a free actor on the block's node
+    first)."""
 
     def __init__(self):
         self.preserve_order = True
+        self.actor_locality_enabled = True
         self.resource_limits = ResourceLimits()
         self.verbose_progress = False
 
@@ -39,6 +42,9 @@ class DataContext:
         self.execution_options = ExecutionOptions()
         # One console line per operator while a dataset executes (stderr).
         self.enable_progress_bars = True
+        # > 0: an actor pool waits this long for its first min_size actors before it takes any
+        # block (Ray's; GetTimeoutError past it); -1: blocks go to actors as they get ready.
+        self.wait_for_min_actors_s = -1
         # How long an actor beyond an autoscaling pool's min_size may idle before it goes.
         self.actor_pool_idle_timeout_s = 1.0
         # Items a data task's streaming generator may run ahead of the executor (block and
@@ -49,6 +55,13 @@ class DataContext:
         self.max_task_retries = 3
         # The default of read_* parallelism and from_* block counts when none is given.
         self.read_op_min_num_blocks = 16
+        # Set by streaming_split's coordinator for each epoch, None elsewhere: the CPUs the
+        # cluster has to spare for the epoch's data tasks beyond what its consumers (training
+        # ranks) hold. A task operator whose calls ask for more runs them with no CPU of their
+        # own, at most _borrow_slots (one per consumer) at once: a consumer waiting for input
+        # lends its CPU in effect, so reads never wait for CPUs the ranks hold.
+        self._spare_cpus = None
+        self._borrow_slots = 0
 
     @classmethod
     def get_current(cls):

@@ -62,11 +62,13 @@ class Dataset:
                            tuple(fn_constructor_args or ()), dict(fn_constructor_kwargs or {})))
 
     def _row_op(self, kind, fn, compute, concurrency, fn_args, fn_kwargs, fn_constructor_args,
-                num_cpus, num_gpus, memory, resources, ray_remote_args):
+                num_cpus, num_gpus, memory, resources, ray_remote_args,
+                fn_constructor_kwargs=None):
         compute = strategy_for(fn, compute, concurrency, fn_constructor_args)
         options = _map_options(num_cpus, num_gpus, memory, resources, ray_remote_args)
         return self._with(("map", T.RowTransform(kind, fn, fn_args, fn_kwargs), compute,
-                           options, tuple(fn_constructor_args or ()), {}))
+                           options, tuple(fn_constructor_args or ()),
+                           dict(fn_constructor_kwargs or {})))
 
     def map(self, fn, *, compute=None, fn_args=None, fn_kwargs=None, fn_constructor_args=None,
             num_cpus=None, num_gpus=None, memory=None, concurrency=None, resources=None,
@@ -82,14 +84,31 @@ class Dataset:
                             fn_constructor_args, num_cpus, num_gpus, memory, resources,
                             ray_remote_args)
 
-    def filter(self, fn=None, *, compute=None, fn_args=None, fn_kwargs=None,
-               fn_constructor_args=None, num_cpus=None, num_gpus=None, memory=None,
-               concurrency=None, resources=None, **ray_remote_args):
-        if fn is None:
-            raise ValueError("filter() needs a function of a row (expressions are not built)")
-        return self._row_op("filter", fn, compute, concurrency, fn_args, fn_kwargs,
-                            fn_constructor_args, num_cpus, num_gpus, memory, resources,
-                            ray_remote_args)
+    def filter(self, fn=None, expr=None, *, compute=None, fn_args=None, fn_kwargs=None,
+               fn_constructor_args=None, fn_constructor_kwargs=None, num_cpus=None,
+               num_gpus=None, memory=None, concurrency=None, resources=None, **ray_remote_args):
+        """Rows for which fn(row) is true, or for which the string predicate `expr` holds
+        (airt.data._expressions: parsed, never evaluated as Python, and computed by pyarrow
+        over each block's columns). A malformed expression, or a column the dataset is known
+        not to have, is a ValueError here; other columns are checked in each block."""
+        if (fn is None) == (expr is None):
+            raise ValueError("Exactly one of 'fn' or 'expr' must be provided.")
+        if expr is None:
+            return self._row_op("filter", fn, compute, concurrency, fn_args, fn_kwargs,
+                                fn_constructor_args, num_cpus, num_gpus, memory, resources,
+                                ray_remote_args, fn_constructor_kwargs)
+        if any(a is not None for a in (fn_args, fn_kwargs, fn_constructor_args,
+                                       fn_constructor_kwargs)):
+            raise ValueError("when 'expr' is used, 'fn_args/fn_kwargs' or "
+                             "'fn_constructor_args/fn_constructor_kwargs' cannot be used.")
+        from airt.data._expressions import Predicate
+        predicate = Predicate(expr)
+        known = _plan.known_columns(self._plan)
+        if known is not None:
+            predicate.check_columns(known)
+        options = _map_options(num_cpus, num_gpus, memory, resources, ray_remote_args)
+        return self._with(("map", T.ExpressionFilter(predicate),
+                           strategy_for(None, compute, concurrency, None), options, (), {}))
 
     def add_column(self, col, fn, *, batch_format="pandas", compute=None, concurrency=None,
                    **ray_remote_args):
@@ -121,18 +140,20 @@ class Dataset:
         if num_blocks is None and target_num_rows_per_block is None:
             raise ValueError("repartition() needs num_blocks or target_num_rows_per_block")
         if shuffle:
-            return self._all("Repartition", lambda b, ctx: A.random_shuffle(b, None, num_blocks))
+            return self._all("Repartition",
+                             lambda b, ctx: A.random_shuffle(b, None, num_blocks, ctx))
 
         def fn(blocks, ctx):
             n = num_blocks
             if n is None:
                 total = sum(m["num_rows"] for _, m in blocks)
                 n = max(1, -(-total // target_num_rows_per_block))
-            return A.repartition(blocks, n)
+            return A.repartition(blocks, n, ctx)
         return self._all("Repartition", fn)
 
     def random_shuffle(self, *, seed=None, num_blocks=None, **_):
-        return self._all("RandomShuffle", lambda b, ctx: A.random_shuffle(b, seed, num_blocks))
+        return self._all("RandomShuffle",
+                         lambda b, ctx: A.random_shuffle(b, seed, num_blocks, ctx))
 
     def randomize_block_order(self, *, seed=None):
         def fn(blocks, ctx):
@@ -143,7 +164,7 @@ class Dataset:
     def sort(self, key, descending=False):
         if isinstance(descending, (list, tuple)):
             descending = bool(descending[0])
-        return self._all("Sort", lambda b, ctx: A.sort(b, key, descending))
+        return self._all("Sort", lambda b, ctx: A.sort(b, key, descending, ctx))
 
     def groupby(self, key):
         return GroupedData(self, key)
@@ -154,22 +175,23 @@ class Dataset:
         def fn(blocks, ctx):
             out = list(blocks)
             for other in datasets[1:]:
-                out.extend(other._blocks())
+                out.extend(other._blocks(ctx))
             return out
         return self._all("Union", fn)
 
     def zip(self, *others):
         def fn(blocks, ctx):
             for other in others:
-                blocks = A.zip_blocks(blocks, other._blocks())
+                blocks = A.zip_blocks(blocks, other._blocks(ctx), ctx)
             return blocks
         return self._all("Zip", fn)
 
     # ---- execution
-    def _blocks(self):
-        """The output blocks, all of them (executing the plan)."""
+    def _blocks(self, context=None):
+        """The output blocks, all of them (executing the plan; `context`: the DataContext of
+        the execution this is part of, else the current one)."""
         self._stats = DatasetStats()  # stats() describes the latest execution
-        return _plan.materialize(self._plan, self._stats)
+        return _plan.materialize(self._plan, self._stats, context)
 
     def _stream(self):
         self._stats = DatasetStats()
@@ -402,7 +424,9 @@ class GroupedData:
         self._key = key
 
     def _agg(self, aggs):
-        return self._ds._all("Aggregate", lambda b, ctx: A.groupby_aggregate(b, self._key, aggs))
+        key = self._key
+        return self._ds._all("Aggregate",
+                             lambda b, ctx: A.groupby_aggregate(b, key, aggs, ctx))
 
     def _on(self, name, on):
         cols = [on] if isinstance(on, str) else list(on)
@@ -429,4 +453,4 @@ class GroupedData:
     def map_groups(self, fn, *, batch_format="default", fn_args=None, fn_kwargs=None, **_):
         key = self._key
         return self._ds._all("MapGroups", lambda b, ctx: A.map_groups(
-            b, key, fn, batch_format, tuple(fn_args or ()), dict(fn_kwargs or {})))
+            b, key, fn, batch_format, tuple(fn_args or ()), dict(fn_kwargs or {}), ctx))

@@ -55,6 +55,9 @@ class RangeRead:
     def __init__(self, start, end, tensor_shape=None, column="id"):
         self.start, self.end, self.tensor_shape, self.column = start, end, tensor_shape, column
 
+    def columns(self):
+        return [self.column] if self.tensor_shape is None else ["data"]
+
     def __call__(self):
         ids = np.arange(self.start, self.end, dtype=np.int64)
         if self.tensor_shape is None:
@@ -73,6 +76,24 @@ class FileRead:
         self.pieces = pieces        # [(path, row_groups or None)]
         self.options = options
         self.include_paths = include_paths
+
+    # The column of each format that has one whatever the file holds.
+    _FIXED = {"numpy": "data", "text": "text", "binary": "bytes", "images": "image"}
+
+    def columns(self):
+        """The columns of the tables this read makes, when known without reading the data (a
+        parquet file's footer is read), else None."""
+        if self.fmt in self._FIXED:
+            names = [self._FIXED[self.fmt]]
+        elif self.fmt == "parquet" and self.pieces:
+            import pyarrow.parquet as pq
+            try:
+                names = self.options.get("columns") or pq.read_schema(self.pieces[0][0]).names
+            except (OSError, pa.ArrowInvalid):  # the read task will say what is wrong
+                return None
+        else:
+            return None
+        return list(names) + (["path"] if self.include_paths else [])
 
     def __call__(self):
         for path, row_groups in self.pieces:

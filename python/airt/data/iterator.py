@@ -189,29 +189,46 @@ class _SplitCoordinator:
         self.n, self.equal = n, equal
         self.lock = threading.Condition()
         self.epoch = -1
-        self.arrived = {}
+        self.arrived = {}  # epoch -> {split: the CPUs its consumer holds}
         self.queues = None
         self.error = None
 
-    def start_epoch(self, split, epoch):
-        """Blocks until all n splits asked for `epoch`; the first makes the coordinator start
-        it (once the previous one is over)."""
+    def start_epoch(self, split, epoch, held_cpus=0.0):
+        """Blocks until all n splits asked for `epoch`; the last to arrive makes the coordinator
+        start it (once the previous one is over). `held_cpus`: what the split's consumer holds
+        (a training rank's CPUs), which the epoch's data tasks may use (_spare_cpus)."""
         with self.lock:
-            self.arrived.setdefault(epoch, set()).add(split)
+            self.arrived.setdefault(epoch, {})[split] = float(held_cpus or 0)
             if len(self.arrived[epoch]) == self.n and self.epoch < epoch:
                 self.epoch = epoch
                 self.queues = [queue.Queue(maxsize=2) for _ in range(self.n)]
-                threading.Thread(target=self._feed, args=(self.queues,), daemon=True).start()
+                context = self._epoch_context(sum(self.arrived[epoch].values()))
+                threading.Thread(target=self._feed, args=(self.queues, context),
+                                 daemon=True).start()
                 self.lock.notify_all()
             self.lock.wait_for(lambda: self.epoch >= epoch)
             return self.epoch
 
-    def _feed(self, queues):
+    def _epoch_context(self, held):
+        """The context of an epoch's execution: the CPUs the cluster has to spare for its data
+        tasks, those its consumers hold left out (the view of what is free may not show them
+        yet), and one call per consumer that may run on a consumer's CPU."""
+        context = self.context.copy()
+        try:
+            total = float(airt.cluster_resources().get("CPU", 0))
+            free = float(airt.available_resources().get("CPU", 0))
+        except Exception:  # no cluster view (local mode): nothing to share
+            return context
+        context._spare_cpus = max(0.0, min(free, total - held))
+        context._borrow_slots = self.n
+        return context
+
+    def _feed(self, queues, context):
         from airt.data import _plan
         fed = [0] * self.n
         leftover = []
         try:
-            for ref, meta in _plan.stream(self.plan, None, self.context):
+            for ref, meta in _plan.stream(self.plan, None, context):
                 if not self.equal:
                     i = min(range(self.n), key=lambda k: (queues[k].qsize(), fed[k]))
                     queues[i].put([ref])
@@ -246,6 +263,20 @@ class _SplitCoordinator:
         return item
 
 
+def _cpus_held():
+    """The CPUs this process holds: a training rank's (its actor's, for its life, or its
+    placement group bundle's), a task's; 0 in a driver."""
+    try:
+        held = airt.get_runtime_context().get_assigned_resources()
+    except Exception:  # noqa: BLE001 - a driver holds nothing
+        return 0.0
+    if "CPU" in held:
+        return float(held["CPU"])
+    groups = {k: v for k, v in held.items() if k.startswith("CPU_group_")}
+    wildcard = [v for k, v in groups.items() if k.count("_") == 2]  # CPU_group_<group>
+    return float(sum(wildcard) if wildcard else sum(groups.values()))
+
+
 class SplitIterator(DataIterator):
     """One of streaming_split's n iterators: each iter_batches()/iter_rows() is an epoch."""
 
@@ -259,7 +290,7 @@ class SplitIterator(DataIterator):
     def _tables(self):
         epoch = self._epoch
         self._epoch += 1
-        airt.get(self._coordinator.start_epoch.remote(self._index, epoch))
+        airt.get(self._coordinator.start_epoch.remote(self._index, epoch, _cpus_held()))
         while True:
             item = airt.get(self._coordinator.next.remote(self._index, epoch))
             if item is None:
