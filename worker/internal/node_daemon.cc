@@ -33,6 +33,7 @@
 #include "worker/internal/log_streamer.h"
 #include "worker/internal/memory_monitor.h"
 #include "worker/internal/node_service.h"
+#include "worker/internal/object_evacuator.h"
 #include "worker/internal/worker_pool.h"
 #include "worker/scheduling/scheduling.h"
 
@@ -373,8 +374,19 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
         leases, [&store_client](const JobId& job) { return (*store_client)->DeleteJob(job); });
     target->store = store_client->get();  // freeObjects
 
+    // Moving this node's primary copies elsewhere before it leaves (Node.evacuateObjects; the
+    // drain's exit step calls target->evacuator->Evacuate too), over a head connection of its own.
+    EzRpcHeadConnector evacuation_head(config.head_address);
+    ObjectEvacuator evacuator(
+        {pool_options.node_address + ":" + std::to_string(node.node_port),  // as owners know it
+         pool_options.transfer_address},
+        **store_client, evacuation_head, timer);
+    target->evacuator = &evacuator;
+    KJ_DEFER(target->evacuator = nullptr);
+    StoreAwareReport report(leases, **store_client);
+
     std::string hex = node.id.Hex();
-    HeadSession session(connector, timer, node, leases, options, [hex] {
+    HeadSession session(connector, timer, node, report, options, [hex] {
       std::printf("node ready %s\n", hex.c_str());
       std::fflush(stdout);
     });
@@ -409,6 +421,7 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
     target->logs = nullptr;
     target->store = nullptr;
     target->gpus = nullptr;
+    target->evacuator = nullptr;
     pool.StopAll().wait(wait);
     if (gave_up.empty()) {
       session.Unregister(std::min(options.call_timeout, kMaxUnregisterWait)).wait(wait);

@@ -14,6 +14,7 @@
 #include "worker/internal/gpu_monitor.h"
 #include "worker/internal/lease_manager.h"
 #include "worker/internal/log_streamer.h"
+#include "worker/internal/object_evacuator.h"
 
 namespace airt::worker {
 
@@ -31,6 +32,7 @@ struct NodeServiceTarget {
   LogStreamer* logs = nullptr;
   objectstore::StoreClient* store = nullptr;  // the node's own client of its store
   GpuMonitor* gpus = nullptr;                 // the node's GPU health
+  ObjectEvacuator* evacuator = nullptr;       // moving primary copies off a leaving node
 };
 
 // The edge's parsing, exposed for tests.
@@ -68,6 +70,10 @@ class NodeService final : public proto::Node::Server {
   kj::Promise<void> returnGpu(ReturnGpuContext context) override;
   // kInvalidArgument: a malformed workerId.
   kj::Promise<void> workerExitReason(WorkerExitReasonContext context) override;
+  // A leaving node's primary copies (node_service_objects.cc, ObjectEvacuator).
+  // kInvalidArgument: a malformed id, owners not one per object, an owner too long.
+  kj::Promise<void> evacuateObjects(EvacuateObjectsContext context) override;
+  kj::Promise<void> pullPrimaries(PullPrimariesContext context) override;
 
  private:
   Result<LeaseManager*> Leases() const;
