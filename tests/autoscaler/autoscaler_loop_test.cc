@@ -65,6 +65,7 @@ class AutoscalerLoop : public ::testing::Test {
     config.head_node_type = "cpu";
     options.tick_ms = 5;
   }
+  ~AutoscalerLoop() noexcept override {}
   static kj::Own<head::HeadServer> Open(head::InMemoryMetadataStore& store,
                                         head::testing::ManualClock& clock) {
     auto opened = head::HeadServer::Open(head::HeadOptions{}, store, clock);

@@ -114,12 +114,17 @@ kj::Promise<EvacuationOutcome> ObjectEvacuator::Evacuate(kj::Duration deadline) 
   peers_.clear();
   kj::ForkedPromise<EvacuationOutcome> forked =
       Start(deadline)
-          .then([this](EvacuationOutcome outcome) {
-            // Forgotten after this turn (the fork cannot be dropped from its own continuation);
-            // a call meanwhile gets this outcome.
-            cleanup_.add(kj::evalLater([this] { running_ = nullptr; }));
-            return outcome;
-          })
+          .then(
+              [this](EvacuationOutcome outcome) {
+                // Forgotten after this turn (the fork cannot be dropped from its own
+                // continuation); a call meanwhile gets this outcome.
+                cleanup_.add(kj::evalLater([this] { running_ = nullptr; }));
+                return outcome;
+              },
+              [this](kj::Exception&& e) -> EvacuationOutcome {
+                cleanup_.add(kj::evalLater([this] { running_ = nullptr; }));
+                kj::throwFatalException(kj::mv(e));
+              })
           .fork();
   kj::Promise<EvacuationOutcome> branch = forked.addBranch();
   running_ = kj::mv(forked);
