@@ -408,6 +408,19 @@ void Autoscaler::Act(const std::vector<NodeNow>& nodes, const Plan& plan, int64_
       }
     }
   }
+  // Where no evacuated object may go: the nodes stopping now, being evacuated, or stopped within
+  // the last minute (the cluster view may show them alive a while).
+  for (auto it = stopped_at_.begin(); it != stopped_at_.end();) {
+    it = now - it->second > 60'000 ? stopped_at_.erase(it) : std::next(it);
+  }
+  std::vector<std::string> leaving;
+  for (const auto& [address, at] : stopped_at_) leaving.push_back(address);
+  for (const auto& [id, address] : evacuating_) leaving.push_back(address);
+  for (const Stop& stop : plan.stops) {
+    for (const NodeNow& n : nodes) {
+      if (n.id == stop.id && !n.node_address.empty()) leaving.push_back(n.node_address);
+    }
+  }
   for (const Stop& stop : plan.stops) {
     if (evacuating_.count(stop.id) > 0) continue;  // stopped once its objects are moved
     auto spared = spared_until_.find(stop.id);
@@ -415,14 +428,14 @@ void Autoscaler::Act(const std::vector<NodeNow>& nodes, const Plan& plan, int64_
     auto node = std::find_if(nodes.begin(), nodes.end(),
                              [&](const NodeNow& n) { return n.id == stop.id; });
     if (node != nodes.end() && node->primary_objects > 0) {
-      EvacuateThenStop(*node, stop, now);
+      EvacuateThenStop(*node, stop, leaving, now);
       continue;
     }
-    StopNode(stop, now);
+    StopNode(stop, node != nodes.end() ? node->node_address : "", now);
   }
 }
 
-void Autoscaler::StopNode(const Stop& stop, int64_t now) {
+void Autoscaler::StopNode(const Stop& stop, const std::string& address, int64_t now) {
   for (auto it = launches_.begin(); it != launches_.end(); ++it) {
     if (it->second.node_id != stop.id) continue;
     AIRT_LOG(INFO) << "autoscaler: stopping node " << stop.id.substr(0, 8) << " (" << stop.type
@@ -436,6 +449,7 @@ void Autoscaler::StopNode(const Stop& stop, int64_t now) {
     snapshot_.stopped_total++;
     idle_since_.erase(stop.id);
     spared_until_.erase(stop.id);
+    if (!address.empty()) stopped_at_[address] = now;
     launches_.erase(it);
     return;
   }

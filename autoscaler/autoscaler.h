@@ -128,11 +128,14 @@ class Autoscaler {
   kj::Promise<void> RunRound();
   void Act(const std::vector<NodeNow>& nodes, const Plan& plan, int64_t now);
   void Fail(const std::string& launch_id, std::string error, int64_t now);
-  // Stops the node of `stop` through the provider and records why.
-  void StopNode(const Stop& stop, int64_t now);
-  // `node` has primary objects: moves them (Node.evacuateObjects), then stops it if it is still
-  // idle; spares it for evacuation_retry_ms when some could not be moved.
-  void EvacuateThenStop(const NodeNow& node, const Stop& stop, int64_t now);
+  // Stops the node of `stop` (its Node service at `address`) through the provider and records
+  // why.
+  void StopNode(const Stop& stop, const std::string& address, int64_t now);
+  // `node` has primary objects: moves them (Node.evacuateObjects) to nodes not in `leaving`
+  // (nodes stopping, being evacuated or stopped lately), then stops it if it is still idle;
+  // spares it for evacuation_retry_ms when some could not be moved.
+  void EvacuateThenStop(const NodeNow& node, const Stop& stop, std::vector<std::string> leaving,
+                        int64_t now);
   void Spare(const std::string& node_id, const std::string& why, int64_t now);
   kj::Promise<void> Publish();
 
@@ -151,6 +154,7 @@ class Autoscaler {
   std::map<std::string, int64_t> backoff_until_;      // by node type
   std::map<std::string, std::string> evacuating_;     // node id (hex) -> its address
   std::map<std::string, int64_t> spared_until_;       // by node id (hex)
+  std::map<std::string, int64_t> stopped_at_;         // by Node service address, the last minute
   uint64_t next_launch_ = 0;
   bool running_round_ = false;
   bool round_again_ = false;

@@ -11,7 +11,8 @@
 
 namespace airt::autoscaler {
 
-void Autoscaler::EvacuateThenStop(const NodeNow& node, const Stop& stop, int64_t now) {
+void Autoscaler::EvacuateThenStop(const NodeNow& node, const Stop& stop,
+                                  std::vector<std::string> leaving, int64_t now) {
   std::string count = std::to_string(node.primary_objects);
   if (options_.nodes == nullptr) {
     return Spare(node.id,
@@ -24,8 +25,11 @@ void Autoscaler::EvacuateThenStop(const NodeNow& node, const Stop& stop, int64_t
   evacuating_[node.id] = node.node_address;
   auto request = options_.nodes->Connect(node.node_address).evacuateObjectsRequest();
   request.setDeadlineMs(static_cast<uint64_t>(std::max<int64_t>(options_.evacuation_deadline_ms, 1)));
+  leaving.erase(std::remove(leaving.begin(), leaving.end(), node.node_address), leaving.end());
+  auto avoid = request.initAvoid(static_cast<unsigned>(leaving.size()));
+  for (size_t i = 0; i < leaving.size(); ++i) avoid.set(static_cast<unsigned>(i), leaving[i]);
   detached_.add(request.send().then(
-      [this, stop, count](auto reply) {
+      [this, stop, address = node.node_address](auto reply) {
         evacuating_.erase(stop.id);
         int64_t at = now_ms_();
         auto failed = reply.getFailed();
@@ -45,7 +49,7 @@ void Autoscaler::EvacuateThenStop(const NodeNow& node, const Stop& stop, int64_t
         if (reply.getUnreferenced() > 0) {
           moved.reason += " (" + std::to_string(reply.getUnreferenced()) + " unreferenced left)";
         }
-        StopNode(moved, at);
+        StopNode(moved, address, at);
       },
       [this, stop](kj::Exception&& e) {
         evacuating_.erase(stop.id);

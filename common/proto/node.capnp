@@ -117,7 +117,8 @@ interface Node {
   # `moved`: objects now elsewhere; `unreferenced`: skipped, nothing references them; `failed`:
   # each object that could not be moved and why (no node with room, a dead destination or
   # owner, the deadline); those stay here, untouched. Several calls at once share one run.
-  evacuateObjects @13 (deadlineMs :UInt64)
+  # `avoid`: Node service addresses (host:port) not to send objects to (other nodes leaving too).
+  evacuateObjects @13 (deadlineMs :UInt64, avoid :List(Text))
       -> (moved :UInt64, unreferenced :UInt64, failed :List(EvacuationFailure));
   # Another node is leaving: pull each of `objects` from `fromTransfer` into this node's store
   # and keep it as the primary copy owned by `owners[i]` (owner address, host:port). `errors[i]`

@@ -34,7 +34,7 @@ TEST(PlanEvacuation, PlacesNothingWithoutTargets) {
   EXPECT_TRUE(PlanEvacuation({}, {}).empty());
 }
 
-TEST(EvacuationTargets, ListsAliveNodesButTheLeavingOne) {
+TEST(EvacuationTargets, ListsAliveNodesButTheLeavingOneAndThoseToAvoid) {
   capnp::MallocMessageBuilder message;
   auto nodes = message.initRoot<proto::Head::ClusterViewResults>().initNodes(4);
   auto set = [&](unsigned i, const char* host, uint16_t port, uint16_t transfer, bool alive,
@@ -55,6 +55,8 @@ TEST(EvacuationTargets, ListsAliveNodesButTheLeavingOne) {
   EXPECT_EQ(targets[0].node_address, "10.0.0.2:7000");
   EXPECT_EQ(targets[0].transfer_address, "10.0.0.2:7001");
   EXPECT_EQ(targets[0].free_bytes, 200u);
+  // Another node leaving too is avoided.
+  EXPECT_TRUE(EvacuationTargets(nodes.asReader(), "10.0.0.1:7000", {"10.0.0.2:7000"}).empty());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ namespace {
 constexpr uint64_t kDefaultEvacuationMs = 60'000;
 constexpr uint64_t kMaxEvacuationMs = 24ull * 3600 * 1000;
 constexpr size_t kMaxPullObjects = 1'000'000;
+constexpr size_t kMaxNodeAddressBytes = 512;
 
 kj::Promise<void> Fail(const Status& status) { return ToKjException(status); }
 
@@ -24,8 +25,16 @@ kj::Promise<void> NodeService::evacuateObjects(EvacuateObjectsContext context) {
   if (ms > kMaxEvacuationMs) {
     return Fail(InvalidArgument("deadlineMs: " + std::to_string(ms) + " is over a day"));
   }
+  std::vector<std::string> avoid;
+  for (auto node : context.getParams().getAvoid()) {
+    if (node.size() > kMaxNodeAddressBytes) {
+      return Fail(InvalidArgument("avoid: an address of " + std::to_string(node.size()) +
+                                  " bytes, over " + std::to_string(kMaxNodeAddressBytes)));
+    }
+    avoid.push_back(node.cStr());
+  }
   context.allowCancellation();
-  return target_->evacuator->Evacuate(ms * kj::MILLISECONDS)
+  return target_->evacuator->Evacuate(ms * kj::MILLISECONDS, std::move(avoid))
       .then([context](EvacuationOutcome outcome) mutable {
         auto results = context.getResults();
         results.setMoved(outcome.moved);

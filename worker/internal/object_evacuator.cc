@@ -41,7 +41,8 @@ ResourceReport StoreAwareReport::Report() const {
 }
 
 std::vector<EvacuationTarget> EvacuationTargets(capnp::List<proto::NodeStatus>::Reader nodes,
-                                                const std::string& self) {
+                                                const std::string& self,
+                                                const std::vector<std::string>& avoid) {
   std::vector<EvacuationTarget> out;
   for (auto status : nodes) {
     if (!status.getAlive()) continue;
@@ -49,6 +50,7 @@ std::vector<EvacuationTarget> EvacuationTargets(capnp::List<proto::NodeStatus>::
     std::string host = info.getAddress().cStr();
     std::string node = host + ":" + std::to_string(info.getNodePort());
     if (node == self || info.getTransferPort() == 0) continue;
+    if (std::find(avoid.begin(), avoid.end(), node) != avoid.end()) continue;
     out.push_back(EvacuationTarget{node, host + ":" + std::to_string(info.getTransferPort()),
                                    status.getStoreFreeBytes()});
   }
@@ -108,12 +110,13 @@ capnp::EzRpcClient& ObjectEvacuator::Dial(const std::string& address) {
   return *peers_.back().second;
 }
 
-kj::Promise<EvacuationOutcome> ObjectEvacuator::Evacuate(kj::Duration deadline) {
+kj::Promise<EvacuationOutcome> ObjectEvacuator::Evacuate(kj::Duration deadline,
+                                                         std::vector<std::string> avoid) {
   KJ_IF_MAYBE(run, running_) { return run->addBranch(); }
   // Fresh connections for each run: one broken in an earlier run is not reused.
   peers_.clear();
   kj::ForkedPromise<EvacuationOutcome> forked =
-      Start(deadline)
+      Start(deadline, std::move(avoid))
           .then(
               [this](EvacuationOutcome outcome) {
                 // Forgotten after this turn (the fork cannot be dropped from its own
@@ -296,7 +299,8 @@ kj::Promise<std::vector<std::string>> ObjectEvacuator::PullPrimaries(
   return kj::mv(paf.promise);
 }
 
-kj::Promise<EvacuationOutcome> ObjectEvacuator::Start(kj::Duration deadline) {
+kj::Promise<EvacuationOutcome> ObjectEvacuator::Start(kj::Duration deadline,
+                                                      std::vector<std::string> avoid) {
   auto run = std::make_shared<Run>();
   run->deadline = timer_.now() + deadline;
   Result<std::vector<objectstore::PrimaryCopy>> listed = store_.ListPrimaries(&run->more);
@@ -347,7 +351,7 @@ kj::Promise<EvacuationOutcome> ObjectEvacuator::Start(kj::Duration deadline) {
     asks.add(kj::mv(asked));
   }
   return kj::joinPromises(asks.finish())
-      .then([this, run]() -> kj::Promise<void> {
+      .then([this, run, avoid]() -> kj::Promise<void> {
         if (run->objects.empty()) return kj::READY_NOW;
         // 2. Where they can go: the head's cluster view.
         proto::Head::Client head = head_.Connect();
@@ -355,8 +359,9 @@ kj::Promise<EvacuationOutcome> ObjectEvacuator::Start(kj::Duration deadline) {
             .timeoutAfter(MsLeft(run->deadline, timer_.now()) * kj::MILLISECONDS,
                           head.clusterViewRequest().send())
             .then(
-                [this, run](auto view) -> kj::Promise<void> {
-                  return Send(run, EvacuationTargets(view.getNodes(), options_.node_address));
+                [this, run, avoid](auto view) -> kj::Promise<void> {
+                  return Send(run,
+                              EvacuationTargets(view.getNodes(), options_.node_address, avoid));
                 },
                 [this, run](kj::Exception&& e) {
                   for (const auto& copy : run->objects) {
@@ -368,10 +373,10 @@ kj::Promise<EvacuationOutcome> ObjectEvacuator::Start(kj::Duration deadline) {
                   run->objects.clear();
                 });
       })
-      .then([this, run]() -> kj::Promise<EvacuationOutcome> {
+      .then([this, run, avoid]() -> kj::Promise<EvacuationOutcome> {
         // The store listed only part of them: the next part, once this one moved something.
         if (run->more && run->outcome.moved > 0 && timer_.now() < run->deadline) {
-          return Start(run->deadline - timer_.now()).then([run](EvacuationOutcome next) {
+          return Start(run->deadline - timer_.now(), avoid).then([run](EvacuationOutcome next) {
             EvacuationOutcome all = run->outcome;
             all.moved += next.moved;
             all.unreferenced += next.unreferenced;

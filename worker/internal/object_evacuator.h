@@ -48,9 +48,11 @@ struct EvacuationOutcome {
   std::vector<EvacuationFailure> failed;  // left here, untouched
 };
 
-// The alive nodes of a cluster view, less the one whose Node service is `self`.
+// The alive nodes of a cluster view, less the one whose Node service is `self` and those in
+// `avoid` (Node service addresses).
 std::vector<EvacuationTarget> EvacuationTargets(capnp::List<proto::NodeStatus>::Reader nodes,
-                                                const std::string& self);
+                                                const std::string& self,
+                                                const std::vector<std::string>& avoid = {});
 
 // Where each object goes: the index into `targets` of the one with the most room left that holds
 // it (placing the largest objects first, counting what is sent to each node already), or -1 when
@@ -92,8 +94,11 @@ class ObjectEvacuator final : private kj::TaskSet::ErrorHandler {
   // `deadline` for the whole run; an object left when it passes fails with a reason saying so.
   // A call while a run is in flight joins it (two runs would move the same objects twice). A
   // failure (the head, an owner or a destination unreachable) is the failure of the objects it
-  // concerns; rejects only when this node's store cannot list its primary copies.
-  kj::Promise<EvacuationOutcome> Evacuate(kj::Duration deadline);
+  // concerns; rejects only when this node's store cannot list its primary copies. Objects go to
+  // no node in `avoid` (Node service addresses: other nodes leaving too; a joining call's list
+  // is not added to the run's).
+  kj::Promise<EvacuationOutcome> Evacuate(kj::Duration deadline,
+                                          std::vector<std::string> avoid = {});
 
   // The receiving end (Node.pullPrimaries): pulls `ids` from the transfer service at `from` into
   // this node's store and makes each the primary copy owned by `owners[i]`. One error per
@@ -109,7 +114,7 @@ class ObjectEvacuator final : private kj::TaskSet::ErrorHandler {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
-  kj::Promise<EvacuationOutcome> Start(kj::Duration deadline);
+  kj::Promise<EvacuationOutcome> Start(kj::Duration deadline, std::vector<std::string> avoid);
   // Sends the run's objects to `targets` as PlanEvacuation places them (Node.pullPrimaries).
   kj::Promise<void> Send(std::shared_ptr<Run> run, std::vector<EvacuationTarget> targets);
   // `arrived` is on `target` now: tells the owners, and deletes the copies here they took.
