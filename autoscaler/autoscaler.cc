@@ -339,6 +339,9 @@ kj::Promise<void> Autoscaler::RunRound() {
               node.total = ToResources(info.getTotal());
               node.available = ToResources(n.getAvailable());
               node.labels = labels;
+              node.primary_objects = n.getNumPrimaryObjects();
+              node.node_address =
+                  std::string(info.getAddress().cStr()) + ":" + std::to_string(info.getNodePort());
               bool idle = n.getNumLeases() == 0 && n.getQueued().size() == 0 &&
                           busy.count(id) == 0 && SameResources(node.total, node.available);
               if (idle) {
@@ -403,6 +406,11 @@ kj::Promise<void> Autoscaler::RunRound() {
                                             std::to_string(until - now) + " ms");
               }
             }
+            snapshot_.evacuating.clear();
+            for (const auto& [id, address] : evacuating_) {
+              snapshot_.evacuating.push_back("node " + id.substr(0, 8) + " at " + address +
+                                             ": moving its primary objects before it stops");
+            }
             return Publish();
           });
         });
@@ -430,24 +438,60 @@ void Autoscaler::Act(const std::vector<NodeNow>& nodes, const Plan& plan, int64_
       }
     }
   }
+  // Where no evacuated object may go: the nodes stopping now, being evacuated, or stopped within
+  // the last minute (the cluster view may show them alive a while).
+  for (auto it = stopped_at_.begin(); it != stopped_at_.end();) {
+    it = now - it->second > 60'000 ? stopped_at_.erase(it) : std::next(it);
+  }
+  std::vector<std::string> leaving;
+  for (const auto& [address, at] : stopped_at_) leaving.push_back(address);
+  for (const auto& [id, address] : evacuating_) leaving.push_back(address);
   for (const Stop& stop : plan.stops) {
-    for (auto it = launches_.begin(); it != launches_.end(); ++it) {
-      if (it->second.node_id != stop.id) continue;
-      AIRT_LOG(INFO) << "autoscaler: stopping node " << stop.id.substr(0, 8) << " (" << stop.type
-                     << "): " << stop.reason;
-      Status stopped = provider_.Terminate(it->first);
-      if (!stopped.ok()) {
-        AIRT_LOG(WARNING) << "autoscaler: stopping " << it->first << ": " << stopped.message();
-      }
-      snapshot_.stopped.push_back({it->first, stop.id, stop.type, stop.reason, now, WallNow()});
-      KeepLatest(snapshot_.stopped);
-      snapshot_.stopped_total++;
-      idle_since_.erase(stop.id);
-      launches_.erase(it);
-      break;
+    for (const NodeNow& n : nodes) {
+      if (n.id == stop.id && !n.node_address.empty()) leaving.push_back(n.node_address);
     }
   }
-  (void)nodes;
+  for (const Stop& stop : plan.stops) {
+    if (evacuating_.count(stop.id) > 0) continue;  // stopped once its objects are moved
+    auto spared = spared_until_.find(stop.id);
+    if (spared != spared_until_.end() && spared->second > now) continue;
+    auto node = std::find_if(nodes.begin(), nodes.end(),
+                             [&](const NodeNow& n) { return n.id == stop.id; });
+    if (node != nodes.end() && node->primary_objects > 0) {
+      EvacuateThenStop(*node, stop, leaving, now);
+      continue;
+    }
+    StopNode(stop, node != nodes.end() ? node->node_address : "", now);
+  }
+}
+
+void Autoscaler::StopNode(const Stop& stop, const std::string& address, int64_t now) {
+  for (auto it = launches_.begin(); it != launches_.end(); ++it) {
+    if (it->second.node_id != stop.id) continue;
+    AIRT_LOG(INFO) << "autoscaler: stopping node " << stop.id.substr(0, 8) << " (" << stop.type
+                   << "): " << stop.reason;
+    Status stopped = provider_.Terminate(it->first);
+    if (!stopped.ok()) {
+      AIRT_LOG(WARNING) << "autoscaler: stopping " << it->first << ": " << stopped.message();
+    }
+    snapshot_.stopped.push_back({it->first, stop.id, stop.type, stop.reason, now, WallNow()});
+    KeepLatest(snapshot_.stopped);
+    snapshot_.stopped_total++;
+    idle_since_.erase(stop.id);
+    spared_until_.erase(stop.id);
+    if (!address.empty()) stopped_at_[address] = now;
+    launches_.erase(it);
+    return;
+  }
+}
+
+
+void Autoscaler::Spare(const std::string& node_id, const std::string& why, int64_t now) {
+  spared_until_[node_id] = now + options_.evacuation_retry_ms;
+  std::string line = WallNow() + " node " + node_id.substr(0, 8) + ": " + why;
+  AIRT_LOG(WARNING) << "autoscaler: sparing idle " << line;
+  snapshot_.spared.push_back(std::move(line));
+  KeepLatest(snapshot_.spared);
 }
 
 void Autoscaler::Fail(const std::string& launch_id, std::string error, int64_t now) {
@@ -505,7 +549,9 @@ std::string Autoscaler::StatusText() const {
   for (const FailedLaunch& fail : snapshot_.failed) {
     failed.push_back(fail.when + " " + fail.launch_id + " (" + fail.type + "): " + fail.error);
   }
+  section("Evacuating (primary objects moving off idle nodes)", snapshot_.evacuating);
   section("Stopped (latest)", stopped);
+  section("Spared (idle, primary objects not moved; latest)", snapshot_.spared);
   section("Failed launches (latest)", failed);
   section("Infeasible (no node type holds it)", snapshot_.infeasible);
   section("Held by max_workers", snapshot_.held_by_limits);

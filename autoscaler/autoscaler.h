@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <kj/async-io.h>
 #include <kj/async.h>
 #include <kj/timer.h>
 
@@ -23,8 +25,21 @@
 #include "autoscaler/planner.h"
 #include "autoscaler/provider.h"
 #include "common/proto/cluster.capnp.h"
+#include "common/proto/node.capnp.h"
 
 namespace airt::autoscaler {
+
+// How the autoscaler reaches a node's Node service (to evacuate its primary objects before it
+// stops it). On the autoscaler's loop; calls on the client fail (kUnavailable) when the node
+// cannot be reached.
+class NodeConnector {
+ public:
+  virtual ~NodeConnector() = default;
+  virtual proto::Node::Client Connect(const std::string& address) = 0;
+};
+
+// TCP through `network` (the loop's); each connection is kept until the next few replace it.
+std::unique_ptr<NodeConnector> MakeTcpNodeConnector(kj::Network& network);
 
 struct AutoscalerOptions {
   // How often idle nodes and launches are checked besides each demand change.
@@ -37,6 +52,13 @@ struct AutoscalerOptions {
   int64_t max_backoff_ms = 60'000;
   // A launched node that dies within this of registering counts as a failed launch.
   int64_t early_death_ms = 60'000;
+  // Evacuating an idle node's primary objects before it stops (Node.evacuateObjects): how the
+  // autoscaler reaches nodes (null: a node with primary objects is never stopped), the deadline
+  // of one evacuation, and how long a node whose objects could not all be moved is spared before
+  // the next try.
+  NodeConnector* nodes = nullptr;
+  int64_t evacuation_deadline_ms = 60'000;
+  int64_t evacuation_retry_ms = 5'000;
 };
 
 struct LaunchRecord {
@@ -77,6 +99,10 @@ struct AutoscalerSnapshot {
   std::vector<std::string> infeasible;   // from the last plan
   std::vector<std::string> held_by_limits;
   std::vector<std::string> backoff;      // node types waiting to launch again, and until when
+  // Idle nodes kept because their primary objects could not all be moved (the latest 20), and
+  // the nodes being evacuated now.
+  std::vector<std::string> spared;
+  std::vector<std::string> evacuating;
 };
 
 class Autoscaler {
@@ -107,6 +133,15 @@ class Autoscaler {
   kj::Promise<void> RunRound();
   void Act(const std::vector<NodeNow>& nodes, const Plan& plan, int64_t now);
   void Fail(const std::string& launch_id, std::string error, int64_t now);
+  // Stops the node of `stop` (its Node service at `address`) through the provider and records
+  // why.
+  void StopNode(const Stop& stop, const std::string& address, int64_t now);
+  // `node` has primary objects: moves them (Node.evacuateObjects) to nodes not in `leaving`
+  // (nodes stopping, being evacuated or stopped lately), then stops it if it is still idle;
+  // spares it for evacuation_retry_ms when some could not be moved.
+  void EvacuateThenStop(const NodeNow& node, const Stop& stop, std::vector<std::string> leaving,
+                        int64_t now);
+  void Spare(const std::string& node_id, const std::string& why, int64_t now);
   kj::Promise<void> Publish();
 
   ClusterConfig config_;
@@ -124,6 +159,9 @@ class Autoscaler {
   std::map<std::string, int64_t> idle_since_;         // by node id (hex)
   std::map<std::string, uint32_t> failures_in_a_row_;  // by node type
   std::map<std::string, int64_t> backoff_until_;      // by node type
+  std::map<std::string, std::string> evacuating_;     // node id (hex) -> its address
+  std::map<std::string, int64_t> spared_until_;       // by node id (hex)
+  std::map<std::string, int64_t> stopped_at_;         // by Node service address, the last minute
   uint64_t next_launch_ = 0;
   bool running_round_ = false;
   bool round_again_ = false;

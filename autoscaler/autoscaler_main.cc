@@ -119,6 +119,9 @@ int main(int argc, char** argv) {
   airt::autoscaler::AutoscalerOptions options;
   options.tick_ms = static_cast<int64_t>(tick_ms);
   options.launch_timeout_ms = static_cast<int64_t>(launch_timeout_ms);
+  std::unique_ptr<airt::autoscaler::NodeConnector> nodes =
+      airt::autoscaler::MakeTcpNodeConnector(io.provider->getNetwork());
+  options.nodes = nodes.get();
   airt::autoscaler::Autoscaler autoscaler(*config, *provider, head, io.provider->getTimer(),
                                           &NowMs, options);
   kj::Promise<void> running = autoscaler.Run();

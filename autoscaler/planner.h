@@ -49,6 +49,10 @@ struct NodeNow {
   bool launching = false;
   bool head_node = false;  // the node `airt up` started with the head: never stopped
   int64_t idle_ms = 0;     // how long it has had no leases, actors, bundles or queue; 0: busy
+  // Primary object copies in its store (its heartbeat): a node stopped with some is evacuated
+  // first (Autoscaler), and stopped only once they are moved.
+  uint64_t primary_objects = 0;
+  std::string node_address;  // its Node service, host:port ("" while launching)
 };
 
 struct Launch {

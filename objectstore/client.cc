@@ -142,13 +142,23 @@ Result<std::string> StoreClient::Call(uint16_t type, std::string_view body) {
 }
 
 Result<MutableObject> StoreClient::Create(const ObjectId& id, uint64_t data_size,
-                                          uint64_t metadata_size, bool secondary) {
+                                          uint64_t metadata_size, bool secondary,
+                                          std::string_view owner) {
+  if (owner.size() > kMaxOwnerBytes) {
+    return InvalidArgument("the owner of object " + id.Hex() + " is " +
+                           std::to_string(owner.size()) + " bytes, over the limit of " +
+                           std::to_string(kMaxOwnerBytes));
+  }
   std::string body;
   WireWriter w(&body);
   w.PutId(id);
   w.Put(data_size);
   w.Put(metadata_size);
   w.Put(static_cast<uint8_t>(secondary ? internal::kCreateSecondary : 0));
+  if (!owner.empty() && !secondary) {
+    w.Put(static_cast<uint32_t>(owner.size()));
+    w.PutBytes(owner);
+  }
   std::lock_guard<std::mutex> lock(socket_mu_);
   AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kCreate), body));
   WireReader r(reply);
@@ -204,8 +214,9 @@ Status StoreClient::Abort(const ObjectId& id) {
 void CopyToObject(uint8_t* dst, const uint8_t* src, size_t n) { internal::StreamCopy(dst, src, n); }
 
 Status StoreClient::Put(const ObjectId& id, std::span<const uint8_t> data,
-                        std::span<const uint8_t> metadata) {
-  AIRT_ASSIGN_OR_RETURN(MutableObject object, Create(id, data.size(), metadata.size()));
+                        std::span<const uint8_t> metadata, std::string_view owner) {
+  AIRT_ASSIGN_OR_RETURN(MutableObject object,
+                        Create(id, data.size(), metadata.size(), /*secondary=*/false, owner));
   internal::StreamCopy(object.data.data(), data.data(), data.size());
   internal::StreamCopy(object.metadata.data(), metadata.data(), metadata.size());
   return Seal(id);
@@ -330,6 +341,49 @@ Result<uint64_t> StoreClient::DeleteJob(const JobId& job) {
   uint64_t deleted;
   if (!r.Get(&deleted)) return Internal("malformed DeleteJob reply from the store");
   return deleted;
+}
+
+Result<std::vector<PrimaryCopy>> StoreClient::ListPrimaries(bool* more) {
+  std::lock_guard<std::mutex> lock(socket_mu_);
+  AIRT_ASSIGN_OR_RETURN(std::string reply,
+                        Call(static_cast<uint16_t>(MessageType::kListPrimaries), ""));
+  WireReader r(reply);
+  AIRT_RETURN_IF_ERROR(internal::ParseReplyStatus(&r));
+  uint8_t cut;
+  uint32_t n;
+  if (!r.Get(&cut) || !r.Get(&n)) return Internal("malformed ListPrimaries reply from the store");
+  std::vector<PrimaryCopy> out;
+  for (uint32_t i = 0; i < n; ++i) {
+    PrimaryCopy p;
+    uint32_t owner_size;
+    std::string_view owner;
+    if (!r.GetId(&p.id) || !r.Get(&p.size) || !r.Get(&owner_size) ||
+        !r.GetBytes(owner_size, &owner)) {
+      return Internal("malformed ListPrimaries reply from the store");
+    }
+    p.owner = std::string(owner);
+    out.push_back(std::move(p));
+  }
+  if (more != nullptr) *more = cut != 0;
+  return out;
+}
+
+Status StoreClient::MakePrimary(const ObjectId& id, std::string_view owner) {
+  if (owner.size() > kMaxOwnerBytes) {
+    return InvalidArgument("the owner of object " + id.Hex() + " is " +
+                           std::to_string(owner.size()) + " bytes, over the limit of " +
+                           std::to_string(kMaxOwnerBytes));
+  }
+  std::string body;
+  WireWriter w(&body);
+  w.PutId(id);
+  w.Put(static_cast<uint32_t>(owner.size()));
+  w.PutBytes(owner);
+  std::lock_guard<std::mutex> lock(socket_mu_);
+  AIRT_ASSIGN_OR_RETURN(std::string reply,
+                        Call(static_cast<uint16_t>(MessageType::kMakePrimary), body));
+  WireReader r(reply);
+  return internal::ParseReplyStatus(&r);
 }
 
 void StoreClient::ReleasePin(uint32_t slot, const ObjectId& id) {

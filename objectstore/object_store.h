@@ -36,6 +36,9 @@ class SpillStorage;
 class StoreLoop;
 }  // namespace internal
 
+// The longest owner a primary copy may name (Create, MakePrimary).
+inline constexpr size_t kMaxOwnerBytes = 512;
+
 struct StoreOptions {
   std::string socket_path;                     // where clients connect; required
   uint64_t capacity_bytes = 1ull << 30;        // the data arena
@@ -71,6 +74,7 @@ struct StoreStats {
   uint64_t num_fallback = 0;           // objects in fallback files now (being created included)
   uint64_t fallback_bytes = 0;         // the size of those files
   uint64_t total_fallback = 0;         // objects put in fallback files (created or restored), ever
+  uint64_t num_primary = 0;  // sealed primary copies (spilled ones included; not being deleted)
 };
 
 // Serves one node's store on a background thread. Thread-safe.
@@ -133,6 +137,14 @@ class ObjectPin {
   std::span<const uint8_t> metadata_;
 };
 
+// A primary copy a store holds (StoreClient::ListPrimaries): an object created there, not pulled
+// from another node, and the owner its creator named ("" when it named none).
+struct PrimaryCopy {
+  ObjectId id;
+  uint64_t size = 0;  // data and metadata
+  std::string owner;
+};
+
 struct PinInfo {
   ObjectId id;
   uint32_t count;
@@ -166,8 +178,10 @@ class StoreClient {
   // (the message names the size, the capacity and its use, and the fallback folder); nothing
   // already stored is lost. `secondary` marks a copy of an object whose primary lives on another
   // node (evicted first, never spilled).
+  // `owner` (at most kMaxOwnerBytes) names a primary copy's owner, read back by ListPrimaries
+  // (a node that leaves tells each owner where its objects went); ignored for a secondary copy.
   Result<MutableObject> Create(const ObjectId& id, uint64_t data_size, uint64_t metadata_size = 0,
-                               bool secondary = false);
+                               bool secondary = false, std::string_view owner = {});
   // Makes `id` immutable and readable; wakes Gets waiting for it. When it returns, every client
   // of this store sees the object. kNotFound: not created here; kFailedPrecondition: sealed
   // already or created by another client.
@@ -177,7 +191,15 @@ class StoreClient {
   // Create, copy and Seal. Large objects are copied with non-temporal stores (see
   // internal/stream_copy.h), faster than memcpy for bytes the writer will not read back.
   Status Put(const ObjectId& id, std::span<const uint8_t> data,
-             std::span<const uint8_t> metadata = {});
+             std::span<const uint8_t> metadata = {}, std::string_view owner = {});
+  // The primary copies here with their owners, in no order. `more` (when given) is set when the
+  // list was cut to fit one reply (about 15 MiB of ids and owners): ask again once these are
+  // dealt with.
+  Result<std::vector<PrimaryCopy>> ListPrimaries(bool* more = nullptr);
+  // Makes sealed `id` (a pulled, secondary copy) the primary copy here, owned by `owner`: it is
+  // spilled rather than evicted from now on, and listed by ListPrimaries. kNotFound: not sealed
+  // here; kFailedPrecondition: being deleted; kInvalidArgument: `owner` too long.
+  Status MakePrimary(const ObjectId& id, std::string_view owner);
 
   // Pins each of `ids`, waiting for those not here yet to be created and sealed here (another
   // node may be sending them), restoring spilled ones. timeout_ms < 0 waits forever.

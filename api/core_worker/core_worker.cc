@@ -178,6 +178,10 @@ void CoreWorker::Impl::Stop() {
 }
 
 void CoreWorker::Impl::MakeSubmitters() {
+  // Served from the start, so that the returns of the first actor calls name their owner too.
+  loop_->tasks.add(ServeOwner().catch_([](kj::Exception&& e) {
+    AIRT_LOG(WARNING) << "cannot serve proto::Owner: " << FromKjException(e).ToString();
+  }));
   loop_->dispatcher = kj::heap<TaskDispatcher>(
       loop_->io.provider->getTimer(), loop_->tasks, memory_,
       [this](const std::string& a) { return Connect(a); },
@@ -269,7 +273,18 @@ kj::Promise<void> CoreWorker::Impl::Run(PendingTask* task) {
           return kj::READY_NOW;
         }
         task->intercept_lost_arguments = task->kind == proto::TaskKind::NORMAL;
-        return loop_->dispatcher->Dispatch(task).then([this, task] { return AfterDispatch(task); });
+        // Its worker names this process as its returns' owner (so a node that leaves can say
+        // where they went); a port that cannot be bound leaves them unnamed, not the task failed.
+        return ServeOwner()
+            .catch_([](kj::Exception&& e) {
+              AIRT_LOG(WARNING) << "cannot serve proto::Owner; task returns name no owner: "
+                                << FromKjException(e).ToString();
+            })
+            .then([this, task] {
+              task->owner = owner_address_;
+              return loop_->dispatcher->Dispatch(task);
+            })
+            .then([this, task] { return AfterDispatch(task); });
       });
 }
 
@@ -326,6 +341,7 @@ std::vector<ObjectId> CoreWorker::Impl::SubmitActorTask(const ActorId& actor,
   std::vector<ObjectId> returns = call->returns;
   inbox_.Post([this, call = kj::mv(call)]() mutable {
     HoldArguments(*call);
+    call->owner = owner_address_;  // served since MakeSubmitters (when its port could be bound)
     loop_->actors->Submit(kj::mv(call));
   });
   return returns;

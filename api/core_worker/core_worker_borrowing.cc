@@ -51,6 +51,13 @@ ObjectId CheckedObjectId(capnp::Data::Reader raw) {
   return ObjectId::FromRaw(raw.begin());
 }
 
+std::vector<ObjectId> CheckedObjectIds(capnp::List<capnp::Data>::Reader raw) {
+  std::vector<ObjectId> ids;
+  ids.reserve(raw.size());
+  for (auto id : raw) ids.push_back(CheckedObjectId(id));
+  return ids;
+}
+
 WorkerId CheckedWorkerId(capnp::Data::Reader raw) {
   if (raw.size() != WorkerId::kSize) {
     throw ToKjException(InvalidArgument("a borrower id of " + std::to_string(raw.size()) +
@@ -120,6 +127,26 @@ class OwnerService final : public proto::Owner::Server {
         results.initValue().setInline(AsData(entry.value ? *entry.value : std::string()));
       }
     });
+  }
+
+  // A node leaving (core_worker_relocation.cc). kInvalidArgument: a malformed id.
+  kj::Promise<void> heldObjects(HeldObjectsContext context) override {
+    std::vector<ObjectId> ids = CheckedObjectIds(context.getParams().getObjectIds());
+    std::vector<bool> held = impl_.HeldObjects(ids);
+    auto list = context.getResults().initHeld(static_cast<uint>(held.size()));
+    for (size_t i = 0; i < held.size(); ++i) list.set(static_cast<uint>(i), held[i]);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> objectsMoved(ObjectsMovedContext context) override {
+    auto params = context.getParams();
+    std::vector<ObjectId> ids = CheckedObjectIds(params.getObjectIds());
+    std::vector<bool> taken =
+        impl_.ObjectsMoved(params.getFromNode().cStr(), ids, params.getNodeAddress().cStr(),
+                           params.getTransferAddress().cStr());
+    auto list = context.getResults().initHeld(static_cast<uint>(taken.size()));
+    for (size_t i = 0; i < taken.size(); ++i) list.set(static_cast<uint>(i), taken[i]);
+    return kj::READY_NOW;
   }
 
   kj::Promise<void> collectiveProgress(CollectiveProgressContext context) override {

@@ -201,6 +201,17 @@ class CoreWorker::Impl {
   // The error of a borrowed object whose owner cannot be reached (`why`).
   ObjectError OwnerDied(const ObjectId& id, const OwnerAddress& owner, const std::string& why);
   friend class OwnerService;
+  // Evacuation (core_worker_relocation.cc). Any thread but the loop's: this process's
+  // proto::Owner address, served at the first call, which its primary copies name in the store;
+  // "" (logged once) when the port cannot be bound.
+  std::string OwnerTag();
+  // Loop thread: Owner.heldObjects and Owner.objectsMoved (a node that leaves moved its primary
+  // copies of objects this process owns): whether each is still referenced; whether each took
+  // its new location (it is referenced and its location was `from_node`).
+  std::vector<bool> HeldObjects(std::span<const ObjectId> ids) const;
+  std::vector<bool> ObjectsMoved(const std::string& from_node, std::span<const ObjectId> ids,
+                                 const std::string& node_address,
+                                 const std::string& transfer_address);
   friend class BorrowLeaseServer;
   // Makes `task` a streaming one (StreamOptions): its stream is open from now on. Any thread,
   // before the task is posted to the loop.
@@ -237,8 +248,10 @@ class CoreWorker::Impl {
   // argument's node is known dead and the argument rebuilt; else the error is recorded.
   kj::Promise<void> AfterDispatch(PendingTask* task);
   // Any thread: a Get's copy of `id` at `where` could not be read. Once the head shows that node
-  // dead, the entry of the rebuilt object (or its error); none when the node is alive or `id` is
-  // borrowed; kDeadlineExceeded past timeout_ms.
+  // dead, the entry of the rebuilt object (or its error); none when the node is alive. A borrowed
+  // `id`: its owner is asked again, and its answer is the entry when it names another copy (the
+  // node left and handed it on, or it was rebuilt) or an error; none when it names `where` again.
+  // kDeadlineExceeded past timeout_ms.
   Result<std::optional<ObjectEntry>> Rebuilt(const ObjectId& id, const ObjectLocation& where,
                                              int64_t timeout_ms);
   // Replaces `id`'s entry with `error`.
@@ -282,6 +295,9 @@ class CoreWorker::Impl {
   std::unordered_map<ObjectId, Borrowed> borrowed_;
   std::atomic<size_t> num_borrowed_{0};  // borrowed_.size(), for RequestBorrowed's fast path
   std::string owner_address_;            // loop thread: proto::Owner's host:port once served
+  std::mutex owner_tag_mu_;
+  std::string owner_tag_;       // guarded by owner_tag_mu_: owner_address_ once OwnerTag served it
+  bool owner_tag_failed_ = false;  // guarded by owner_tag_mu_: serving failed (logged once)
   std::unordered_map<WorkerId, uint32_t> borrow_leases_;  // loop thread: leases out, by borrower
   std::mutex serving_mu_;
   std::condition_variable serving_cv_;

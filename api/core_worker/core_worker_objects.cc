@@ -144,7 +144,8 @@ Result<ObjectId> CoreWorker::Impl::Put(uint64_t size, const std::function<void(u
     return Put(std::move(bytes));
   }
   ObjectId id = ObjectId::ForPut(driver_task_, ++put_index_);
-  AIRT_ASSIGN_OR_RETURN(objectstore::MutableObject object, store_->Create(id, size));
+  AIRT_ASSIGN_OR_RETURN(objectstore::MutableObject object,
+                        store_->Create(id, size, 0, /*secondary=*/false, OwnerTag()));
   try {
     write(object.data.data());
   } catch (...) {

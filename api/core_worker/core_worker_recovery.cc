@@ -346,9 +346,33 @@ Result<std::optional<ObjectEntry>> CoreWorker::Impl::Rebuilt(const ObjectId& id,
   std::optional<ObjectEntry> rebuilt;
   bool timed_out = false;
   Blocked blocked(*this);
+  // `wait`, or timed_out once timeout_ms passed (< 0: no limit).
+  auto with_timeout = [&](kj::Promise<void> wait) -> kj::Promise<void> {
+    if (timeout_ms < 0) return wait;
+    return loop_->io.provider->getTimer()
+        .timeoutAfter(timeout_ms * kj::MILLISECONDS, kj::mv(wait))
+        .catch_([&timed_out](kj::Exception&& e) {
+          if (e.getType() != kj::Exception::Type::OVERLOADED) kj::throwFatalException(kj::mv(e));
+          timed_out = true;
+        });
+  };
   Status waited = CatchKj([&] {
     OnLoop([&]() -> kj::Promise<void> {
-      if (borrowed_.count(id) > 0) return kj::READY_NOW;
+      if (auto b = borrowed_.find(id); b != borrowed_.end()) {
+        // A borrower: the owner may know a newer copy (the node left and handed it on, or the
+        // owner rebuilt it). Ask it again; the same location again is no news.
+        std::optional<ObjectEntry> now = memory_.Peek(id);
+        if (!now || !now->location || now->location->transfer_address != where.transfer_address) {
+          rebuilt = now;
+          return kj::READY_NOW;
+        }
+        memory_.Erase(id);
+        b->second.asked = false;
+        AskOwner(id);
+        return with_timeout(memory_.WhenReady(id).then([&rebuilt, where](ObjectEntry e) {
+          if (!e.location || e.location->transfer_address != where.transfer_address) rebuilt = e;
+        }));
+      }
       kj::Promise<void> wait =
           WatchNode(where.node_address)
               .then([this, id, where, &rebuilt](bool dead) -> kj::Promise<void> {
@@ -357,13 +381,7 @@ Result<std::optional<ObjectEntry>> CoreWorker::Impl::Rebuilt(const ObjectId& id,
                 return memory_.WhenReady(id).then(
                     [&rebuilt](ObjectEntry entry) { rebuilt = entry; });
               });
-      if (timeout_ms < 0) return wait;
-      return loop_->io.provider->getTimer()
-          .timeoutAfter(timeout_ms * kj::MILLISECONDS, kj::mv(wait))
-          .catch_([&timed_out](kj::Exception&& e) {
-            if (e.getType() != kj::Exception::Type::OVERLOADED) kj::throwFatalException(kj::mv(e));
-            timed_out = true;
-          });
+      return with_timeout(kj::mv(wait));
     });
   });
   if (timed_out) {

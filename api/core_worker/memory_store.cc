@@ -165,6 +165,18 @@ std::optional<ObjectEntry> MemoryStore::Peek(const ObjectId& id) const {
   return it->second;
 }
 
+bool MemoryStore::Relocate(const ObjectId& id, const std::string& from_node,
+                           const ObjectLocation& to) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.location ||
+      it->second.location->node_address != from_node) {
+    return false;
+  }
+  it->second.location = to;
+  return true;
+}
+
 std::vector<ObjectId> MemoryStore::LocatedAt(const std::string& node_address) const {
   std::vector<ObjectId> ids;
   std::lock_guard<std::mutex> lock(mu_);

@@ -83,6 +83,11 @@ class MemoryStore {
   // thread only.
   std::optional<ObjectEntry> Erase(const ObjectId& id);
 
+  // Loop thread only: `id`'s copy moved from the node whose Node service is at `from_node` to
+  // `to` (that node left and handed its primary copies on). False, changing nothing, when `id`
+  // has no entry or its location is not `from_node`.
+  bool Relocate(const ObjectId& id, const std::string& from_node, const ObjectLocation& to);
+
   // Any thread: `id`'s entry now, or none.
   std::optional<ObjectEntry> Peek(const ObjectId& id) const;
   // Any thread: the ids whose entries lie in the store of the node whose Node service is at

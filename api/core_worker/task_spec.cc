@@ -73,6 +73,7 @@ void FillTaskSpec(const PendingTask& task, const JobId& job, proto::TaskSpec::Bu
                task.options.resources);
   }
   if (task.stream) spec.setGeneratorSink(MakeGeneratorSink(task.stream));
+  spec.setOwnerAddress(task.owner);
   auto args = spec.initArgs(static_cast<uint>(task.args.size()));
   // A resolved reference: its value inline when the owner has it, else where it lies.
   auto set_resolved = [](const ObjectEntry& dep, proto::TaskArg::Builder out) {

@@ -49,6 +49,9 @@ struct PendingTask {
   bool intercept_lost_arguments = false;
   std::optional<ObjectError> lost_argument;
   uint32_t argument_rebuilds = 0;  // runs again after an argument was rebuilt (not retries)
+  // The submitter's proto::Owner address, which the worker names as its returns' owner in its
+  // store (TaskSpec.ownerAddress); "" when not served.
+  std::string owner;
 };
 
 // Resolves once every reference argument of `task` has an entry in the memory store, copied into

@@ -449,7 +449,8 @@ Result<objectstore::ObjectPin> TaskExecutor::Fetch(
   return store_->Get(arg.object_id, options_.fetch_timeout_ms);
 }
 
-Result<TaskReturnValue> TaskExecutor::KeepValue(const ObjectId& id, std::string bytes) {
+Result<TaskReturnValue> TaskExecutor::KeepValue(const ObjectId& id, std::string bytes,
+                                                const std::string& owner) {
   TaskReturnValue value;
   value.size = bytes.size();
   if (bytes.size() <= options_.inline_threshold) {
@@ -459,7 +460,7 @@ Result<TaskReturnValue> TaskExecutor::KeepValue(const ObjectId& id, std::string 
   value.in_store = true;
   value.object_id = id;
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  Status put = store_->Put(id, std::span<const uint8_t>(data, bytes.size()));
+  Status put = store_->Put(id, std::span<const uint8_t>(data, bytes.size()), {}, owner);
   // A re-run of the task (a retry, lineage) finds its return there already: same bytes.
   if (!put.ok() && put.code() != Code::kAlreadyExists) {
     return put.WithContext("object " + id.Hex() + ", " + std::to_string(value.size) + " bytes");
@@ -479,7 +480,8 @@ Status TaskExecutor::StoreReturns(const TaskToRun& task, std::vector<std::string
       value.in_store = true;
       value.object_id = ObjectId::ForReturn(task.task_id, static_cast<uint32_t>(i + 1));
       const auto* bytes = reinterpret_cast<const uint8_t*>(values[i].data());
-      Status put = store_->Put(value.object_id, std::span<const uint8_t>(bytes, values[i].size()));
+      Status put = store_->Put(value.object_id, std::span<const uint8_t>(bytes, values[i].size()),
+                               {}, task.owner);
       // A re-run of the task (a retry, lineage) finds its return there already: same bytes.
       if (!put.ok() && put.code() != Code::kAlreadyExists) {
         return put.WithContext("return " + std::to_string(i) + " of " + Describe(task) +

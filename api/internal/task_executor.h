@@ -74,6 +74,9 @@ struct TaskToRun {
   // holds for its life (its methods carry none).
   std::map<std::string, double> resources;
   uint32_t actor_restarts = 0;  // kActorCreation: restarts of the actor before this one
+  // The owner of its returns (the submitter's proto::Owner, TaskSpec.ownerAddress), named in the
+  // store with each return kept there; "" when the submitter named none.
+  std::string owner;
   // A streaming generator's task: where its items go (its thread's ThisThreadsGenerator while it
   // runs). Such a task never runs inline on the event loop, which carries its items.
   std::shared_ptr<internal::GeneratorEmitter> generator;
@@ -177,7 +180,8 @@ class TaskExecutor {
   // Keeps one value `task` made as a return: inline when small, else put in the node's store as
   // `id` (a re-run finding it there already is fine). kResourceExhausted: the store is full.
   // Thread-safe.
-  Result<TaskReturnValue> KeepValue(const ObjectId& id, std::string bytes);
+  Result<TaskReturnValue> KeepValue(const ObjectId& id, std::string bytes,
+                                    const std::string& owner = {});
 
  private:
   struct Item {

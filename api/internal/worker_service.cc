@@ -115,6 +115,12 @@ Result<TaskToRun> ParseTaskSpec(proto::TaskSpec::Reader spec, const JobId& job) 
     task.resources[r.getName().cStr()] = amount;
   }
   task.actor_restarts = spec.getActorRestarts();
+  std::string_view owner(spec.getOwnerAddress().cStr(), spec.getOwnerAddress().size());
+  if (owner.size() > objectstore::kMaxOwnerBytes || owner.find('\0') != std::string_view::npos) {
+    return InvalidArgument("ownerAddress: must be at most " +
+                           std::to_string(objectstore::kMaxOwnerBytes) + " bytes without NUL");
+  }
+  task.owner = std::string(owner);
   task.args.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     std::string field = "args[" + std::to_string(i) + "]";
@@ -199,8 +205,8 @@ kj::Promise<void> WorkerService::pushTask(PushTaskContext context) {
     streaming = task->task_id;
     task->generator = generators_.Open(
         task->task_id, context.getParams().getTask().getGeneratorSink(),
-        [this](const ObjectId& item, std::string bytes) {
-          return executor_.KeepValue(item, std::move(bytes));
+        [this, owner = task->owner](const ObjectId& item, std::string bytes) {
+          return executor_.KeepValue(item, std::move(bytes), owner);
         });
   }
 

@@ -54,6 +54,11 @@ struct NodeStatus {
   draining @10 :Bool;
   drainReason @11 :Text;
   drainDeadlineMs @12 :UInt64;
+  # Its object store as its last heartbeat saw it: the primary copies it holds (objects made
+  # there, not pulled; an idle node with any is evacuated before it stops), and the bytes free
+  # in its arena (where an evacuating node sends its objects).
+  numPrimaryObjects @13 :UInt64;
+  storeFreeBytes @14 :UInt64;
 }
 
 # A resource shape and how many requests ask for it: the autoscaler's demand.
@@ -176,7 +181,8 @@ interface Head {
   # restarted) gets those 1024.
   heartbeat @1 (nodeId :Data, available :List(Resource), gpuIdsInUse :List(UInt32),
                 quarantinedGpuIds :List(UInt32), jobsSeen :UInt64,
-                queued :List(ShapeCount), numLeases :UInt32)
+                queued :List(ShapeCount), numLeases :UInt32,
+                numPrimaryObjects :UInt64, storeFreeBytes :UInt64)
       -> (known :Bool, finishedJobs :List(Data), finishedSeq :UInt64);
   # A node leaving cleanly (airt stop); it is shown dead at once.
   unregisterNode @2 (nodeId :Data) -> ();

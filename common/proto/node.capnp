@@ -115,6 +115,29 @@ interface Node {
   # leaves the cluster (tells the head, exits). Drained again: the earlier deadline stands.
   # kInvalidArgument: timeoutMs 0.
   drain @13 (reason :Text, timeoutMs :UInt64) -> ();
+  # Before this node leaves on purpose (idle scale-down, a drain): copies every primary copy it
+  # holds to another alive node with room (the head's cluster view), which pulls it and keeps it
+  # as the primary copy there, and tells each object's owner the new location (Owner.heldObjects
+  # first: objects no owner references any more are not moved; then Owner.objectsMoved). Then the
+  # copy here is deleted. Answers once every object is dealt with or `deadlineMs` passed (0: 60 s).
+  # `moved`: objects now elsewhere; `unreferenced`: skipped, nothing references them; `failed`:
+  # each object that could not be moved and why (no node with room, a dead destination or
+  # owner, the deadline); those stay here, untouched. Several calls at once share one run.
+  # `avoid`: Node service addresses (host:port) not to send objects to (other nodes leaving too).
+  evacuateObjects @14 (deadlineMs :UInt64, avoid :List(Text))
+      -> (moved :UInt64, unreferenced :UInt64, failed :List(EvacuationFailure));
+  # Another node is leaving: pull each of `objects` from `fromTransfer` into this node's store
+  # and keep it as the primary copy owned by `owners[i]` (owner address, host:port). `errors[i]`
+  # "" when object i is here now as a primary copy, else why not (the puller's or the store's
+  # words). kInvalidArgument: a malformed id, or owners not as long as objects.
+  pullPrimaries @15 (fromTransfer :Text, objects :List(Data), owners :List(Text),
+                     timeoutMs :UInt64) -> (errors :List(Text));
+}
+
+# One object an evacuation could not move (Node.evacuateObjects).
+struct EvacuationFailure {
+  objectId @0 :Data;
+  reason @1 :Text;
 }
 
 # One bundle of a placement group as a node reserves it.
@@ -177,6 +200,10 @@ struct TaskSpec {
   # generator finished) or the error the generator raised after the items it sent. Null: an
   # ordinary task.
   generatorSink @11 :GeneratorSink;
+  # The submitter's proto::Owner service (host:port): the owner of the task's returns, which the
+  # worker names when it stores them (a node that leaves tells it where they went). "" when the
+  # submitter serves none (its returns then cannot be moved off a leaving node).
+  ownerAddress @12 :Text;
 }
 
 enum TaskKind {
@@ -282,6 +309,16 @@ interface Owner {
   # `known`: false when the process never joined such a group. Read only when a rank's operation
   # passed its deadline.
   collectiveProgress @3 (group :Text) -> (known :Bool, entered :UInt64, left :Bool);
+  # A node that is leaving asks which of `objectIds` (made by this owner) anything still
+  # references (`held[i]`); the others it does not move.
+  heldObjects @4 (objectIds :List(Data)) -> (held :List(Bool));
+  # Node `fromNode` (its Node service, host:port) left or is leaving: its primary copies of
+  # `objectIds` now live, as primary copies, in the store of the node whose Node service is at
+  # `nodeAddress` and whose transfer service is at `transferAddress`. The owner records the new
+  # location of each object it still holds whose location was `fromNode`; `held[i]` false for
+  # the others (freed meanwhile, or lying elsewhere): the caller frees that copy again.
+  objectsMoved @5 (fromNode :Text, objectIds :List(Data), nodeAddress :Text,
+                   transferAddress :Text) -> (held :List(Bool));
 }
 
 # A borrower's registration with one owner (Owner.addBorrower). No methods: when the owner sees

@@ -55,6 +55,8 @@ struct NodeLoad {
   std::vector<uint32_t> quarantined_gpu_ids;
   std::vector<ShapeCount> queued;  // its queued lease requests by shape
   uint32_t num_leases = 0;
+  uint64_t num_primary_objects = 0;  // primary copies in its store
+  uint64_t store_free_bytes = 0;     // free in its store's arena
   friend bool operator==(const NodeLoad&, const NodeLoad&) = default;
 };
 

@@ -189,6 +189,8 @@ Result<NodeLoad> ParseNodeLoad(proto::Head::HeartbeatParams::Reader params) {
                         ParseGpuIds(params.getQuarantinedGpuIds(), "quarantinedGpuIds"));
   AIRT_ASSIGN_OR_RETURN(load.queued, ParseShapeCounts(params.getQueued(), "queued"));
   load.num_leases = params.getNumLeases();
+  load.num_primary_objects = params.getNumPrimaryObjects();
+  load.store_free_bytes = params.getStoreFreeBytes();
   return load;
 }
 
@@ -371,6 +373,8 @@ void FillNodeStatus(const NodeView& view, proto::NodeStatus::Builder out) {
   out.setDraining(view.draining);
   out.setDrainReason(AsText(view.drain_reason));
   out.setDrainDeadlineMs(view.drain_deadline_ms);
+  out.setNumPrimaryObjects(view.load.num_primary_objects);
+  out.setStoreFreeBytes(view.load.store_free_bytes);
 }
 
 void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out) {

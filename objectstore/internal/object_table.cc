@@ -23,7 +23,7 @@ ObjectTable::ObjectTable(const ArenaMapping* arena, std::unique_ptr<SpillStorage
       fallback_(std::move(fallback)) {}
 
 Result<uint64_t> ObjectTable::Create(const ObjectId& id, uint64_t data_size, uint64_t metadata_size,
-                                     bool secondary, uint32_t client) {
+                                     bool secondary, uint32_t client, std::string owner) {
   if (metadata_size > std::numeric_limits<uint32_t>::max()) {
     return InvalidArgument("metadata of object " + id.Hex() + " is " + Bytes(metadata_size) +
                            ", over the 4 GiB limit");
@@ -44,8 +44,9 @@ Result<uint64_t> ObjectTable::Create(const ObjectId& id, uint64_t data_size, uin
   uint64_t size = data_size + metadata_size;
   AIRT_ASSIGN_OR_RETURN(uint64_t offset, AllocateAnywhere(size, id));
   uint32_t slot = index_.Insert(id, offset, data_size, static_cast<uint32_t>(metadata_size));
-  Entry e{slot, data_size, metadata_size, offset, secondary, true, false, false, client};
-  entries_.emplace(id, e);
+  Entry e{slot, data_size, metadata_size, offset, secondary, true, false, false, client,
+          secondary ? std::string() : std::move(owner)};
+  entries_.emplace(id, std::move(e));
   creating_by_client_[client].insert(id);
   ++num_creating_;
   return offset;
@@ -337,6 +338,36 @@ void ObjectTable::OnClientGone(uint32_t client) {
   }
 }
 
+std::vector<PrimaryCopy> ObjectTable::Primaries(size_t max_bytes, bool* more) const {
+  std::vector<PrimaryCopy> out;
+  size_t bytes = 0;
+  *more = false;
+  for (const auto& [id, e] : entries_) {
+    if (e.secondary || e.creating || e.delete_pending) continue;
+    size_t entry_bytes = ObjectId::kSize + 12 + e.owner.size();
+    if (bytes + entry_bytes > max_bytes) {
+      *more = true;
+      break;
+    }
+    bytes += entry_bytes;
+    out.push_back(PrimaryCopy{id, e.data_size + e.metadata_size, e.owner});
+  }
+  return out;
+}
+
+Status ObjectTable::MakePrimary(const ObjectId& id, std::string owner) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.creating) {
+    return NotFound("object " + id.Hex() + " is not sealed here: it cannot become a primary copy");
+  }
+  if (it->second.delete_pending) {
+    return FailedPrecondition("object " + id.Hex() + " is being deleted here");
+  }
+  it->second.secondary = false;
+  it->second.owner = std::move(owner);
+  return Status::Ok();
+}
+
 StoreStats ObjectTable::Stats() const {
   StoreStats s;
   s.capacity_bytes = allocator_.capacity();
@@ -349,6 +380,7 @@ StoreStats ObjectTable::Stats() const {
   s.spilled_bytes = spilled_bytes_;
   for (const auto& [id, e] : entries_) {
     if (SlotWord::Pins(index_.WordAt(e.slot)) > 0) ++s.num_pinned;
+    if (!e.secondary && !e.creating && !e.delete_pending) ++s.num_primary;
   }
   s.total_evicted = total_evicted_;
   s.total_spilled = total_spilled_;

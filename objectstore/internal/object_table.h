@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -31,7 +32,7 @@ class ObjectTable {
   // the file offset of its first byte, or kFallbackBit | the fallback file's number. See
   // StoreClient::Create for the errors.
   Result<uint64_t> Create(const ObjectId& id, uint64_t data_size, uint64_t metadata_size,
-                          bool secondary, uint32_t client);
+                          bool secondary, uint32_t client, std::string owner = {});
   Status Seal(const ObjectId& id, uint32_t client);
   Status Abort(const ObjectId& id, uint32_t client);
   Status Delete(const ObjectId& id);
@@ -54,6 +55,13 @@ class ObjectTable {
   // Undoes the pins `client` recorded and aborts what it was creating.
   void OnClientGone(uint32_t client);
 
+  // The sealed primary copies here (spilled ones too; not those being deleted), in no order, as
+  // many as fit in `max_bytes` of their ids and owners; `more` says whether some were left out.
+  std::vector<PrimaryCopy> Primaries(size_t max_bytes, bool* more) const;
+  // Makes sealed `id` the primary copy owned by `owner` (a pulled copy kept for a node that
+  // leaves). kNotFound: not here or not sealed; kFailedPrecondition: being deleted.
+  Status MakePrimary(const ObjectId& id, std::string owner);
+
   StoreStats Stats() const;
 
  private:
@@ -67,6 +75,7 @@ class ObjectTable {
     bool spilled = false;
     bool delete_pending = false;
     uint32_t creator = 0;  // the client creating it, while `creating`
+    std::string owner;     // a primary copy's owner, as its creator named it ("" when none)
   };
   using EntryMap = std::unordered_map<ObjectId, Entry>;
 

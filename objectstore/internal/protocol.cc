@@ -87,6 +87,7 @@ void ForEachStatsField(StoreStats& s, Fn&& fn) {
   fn(s.num_fallback);
   fn(s.fallback_bytes);
   fn(s.total_fallback);
+  fn(s.num_primary);
 }
 }  // namespace
 

@@ -12,8 +12,9 @@
 //
 //   Hello    u32 version, i32 pid            -> u32 client slot, u64 file size, u32 n, n bytes of
 //            the fallback folder ("" when none), + the memfd
-//   Create   id, u64 data size, u64 metadata size, u8 flags (kCreateSecondary)  -> u64 offset
-//            (kFallbackBit | number: in fallback file `number`, see fallback_files.h)
+//   Create   id, u64 data size, u64 metadata size, u8 flags (kCreateSecondary)[, u32 n, n bytes
+//            of the owner]  -> u64 offset (kFallbackBit | number: in fallback file `number`, see
+//            fallback_files.h)
 //   Seal     id                              -> (status only)
 //   Abort    id                              -> (status only)
 //   Delete   u32 n, n ids                    -> (status only; the first failure)
@@ -23,6 +24,9 @@
 //            then pinnable through the shared index)
 //   Released id: a client dropped the last pin of an object whose delete is pending (no reply)
 //   Stats    (empty)                         -> StoreStats fields
+//   ListPrimaries (empty)                    -> u8 more, u32 n, n x (id, u64 size, u32 m, m bytes
+//            of the owner)
+//   MakePrimary id, u32 n, n bytes of the owner -> (status only)
 #pragma once
 
 #include <cstdint>
@@ -40,6 +44,8 @@ inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr size_t kHeaderSize = 16;
 inline constexpr uint32_t kMaxBodySize = 16u << 20;
 inline constexpr uint8_t kCreateSecondary = 1;
+// What one ListPrimaries reply carries at most (under kMaxBodySize, which a client also reads by).
+inline constexpr size_t kMaxPrimariesReply = 15u << 20;
 
 enum class MessageType : uint16_t {
   kHello = 1,
@@ -51,6 +57,8 @@ enum class MessageType : uint16_t {
   kReleased = 7,
   kStats = 8,
   kDeleteJob = 9,
+  kListPrimaries = 10,
+  kMakePrimary = 11,
   kReply = 100,
 };
 

@@ -23,6 +23,12 @@ Status Truncated(std::string_view what) {
   return InvalidArgument(std::string(what) + " frame is truncated or has trailing bytes");
 }
 
+// Reads `u32 n, n bytes` of a primary copy's owner; false when truncated or over kMaxOwnerBytes.
+bool ReadOwner(WireReader& r, std::string_view* owner) {
+  uint32_t n;
+  return r.Get(&n) && n <= kMaxOwnerBytes && r.GetBytes(n, owner);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<StoreLoop>> StoreLoop::Start(StoreOptions options,
@@ -261,12 +267,16 @@ void StoreLoop::HandleFrame(uint64_t session_id, const FrameHeader& h, std::stri
     case MessageType::kCreate: {
       uint64_t data_size, metadata_size;
       uint8_t flags;
-      if (!r.GetId(&id) || !r.Get(&data_size) || !r.Get(&metadata_size) || !r.Get(&flags) ||
-          r.remaining() != 0) {
+      if (!r.GetId(&id) || !r.Get(&data_size) || !r.Get(&metadata_size) || !r.Get(&flags)) {
         return Reply(session_id, h.request_id, Truncated("Create"));
       }
-      Result<uint64_t> offset =
-          table_.Create(id, data_size, metadata_size, (flags & kCreateSecondary) != 0, slot);
+      std::string_view owner;
+      if (r.remaining() != 0 && !ReadOwner(r, &owner)) {
+        return Reply(session_id, h.request_id, Truncated("Create"));
+      }
+      Result<uint64_t> offset = table_.Create(id, data_size, metadata_size,
+                                              (flags & kCreateSecondary) != 0, slot,
+                                              std::string(owner));
       std::string payload;
       if (offset.ok()) WireWriter(&payload).Put(*offset);
       return Reply(session_id, h.request_id, offset.status(), payload);
@@ -303,6 +313,29 @@ void StoreLoop::HandleFrame(uint64_t session_id, const FrameHeader& h, std::stri
       std::string payload;
       WireWriter(&payload).Put(deleted);
       return Reply(session_id, h.request_id, Status::Ok(), payload);
+    }
+    case MessageType::kListPrimaries: {
+      if (r.remaining() != 0) return Reply(session_id, h.request_id, Truncated("ListPrimaries"));
+      bool more = false;
+      std::vector<PrimaryCopy> primaries = table_.Primaries(kMaxPrimariesReply, &more);
+      std::string payload;
+      WireWriter w(&payload);
+      w.Put(static_cast<uint8_t>(more ? 1 : 0));
+      w.Put(static_cast<uint32_t>(primaries.size()));
+      for (const PrimaryCopy& p : primaries) {
+        w.PutId(p.id);
+        w.Put(p.size);
+        w.Put(static_cast<uint32_t>(p.owner.size()));
+        w.PutBytes(p.owner);
+      }
+      return Reply(session_id, h.request_id, Status::Ok(), payload);
+    }
+    case MessageType::kMakePrimary: {
+      std::string_view owner;
+      if (!r.GetId(&id) || !ReadOwner(r, &owner) || r.remaining() != 0) {
+        return Reply(session_id, h.request_id, Truncated("MakePrimary"));
+      }
+      return Reply(session_id, h.request_id, table_.MakePrimary(id, std::string(owner)));
     }
     case MessageType::kWait: return HandleWait(session_id, h, r);
     case MessageType::kReleased:

@@ -2,6 +2,7 @@
 // (tests/api/in_process_network.h): a driver's core worker against a head and a node that lease
 // out workers, which are fakes that record what reaches them, or a worker process's core worker
 // serving a real WorkerService and TaskExecutor on its own loop. Connections are cut on demand.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -571,6 +572,55 @@ TEST_F(Borrowing, BorrowingFromAnOwnerThatIsGoneFailsTheGetNotTheBorrow) {
   auto got = BorrowerGet(id);
   ASSERT_TRUE(std::holds_alternative<core_worker::ObjectError>(got));
   EXPECT_EQ(std::get<core_worker::ObjectError>(got).kind, core_worker::ErrorKind::OWNER_DIED);
+  borrower_->RemoveLocalReference(id);
+}
+
+// A node leaving (docs/ownership.md "When a node leaves"): a put names its owner in the store;
+// the owner says what it still holds and takes a new location for it; a borrower whose copy is
+// gone asks the owner again and reads where it points now.
+TEST_F(Borrowing, APrimaryNamesItsOwnerWhoTakesItsNewLocationAndTheBorrowerAsksAgain) {
+  core_worker::OwnerAddress owner;
+  ObjectId id = PutBig(&owner);
+  Result<std::vector<objectstore::PrimaryCopy>> listed = client_->ListPrimaries();
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  auto mine = std::find_if(listed->begin(), listed->end(),
+                           [&](const objectstore::PrimaryCopy& c) { return c.id == id; });
+  ASSERT_NE(mine, listed->end());
+  EXPECT_EQ(mine->owner, owner.address);
+  borrower_->AddBorrowedReference(id, owner);
+  ASSERT_TRUE(std::holds_alternative<size_t>(BorrowerGet(id)));  // it knows the old location
+
+  const std::string moved_to = "127.0.0.9:7000";  // nothing serves there
+  ObjectId unknown = ObjectId::ForPut(TaskId::ForDriver(JobId::FromRandom()), 1);
+  {
+    kj::AsyncIoContext io = kj::setupAsyncIo();
+    auto stream = network_->Connect(io, owner.address).wait(io.waitScope);
+    capnp::TwoPartyClient rpc(*stream);
+    auto service = rpc.bootstrap().castAs<proto::Owner>();
+    auto held = service.heldObjectsRequest();
+    held.initObjectIds(2).set(0, core_worker::AsData(id.Binary()));
+    held.getObjectIds().set(1, core_worker::AsData(unknown.Binary()));
+    auto answer = held.send().wait(io.waitScope).getHeld();
+    ASSERT_EQ(answer.size(), 2u);
+    EXPECT_TRUE(answer[0]);
+    EXPECT_FALSE(answer[1]);
+    auto moved = [&](const std::string& from) {
+      auto request = service.objectsMovedRequest();
+      request.setFromNode(from);
+      request.setNodeAddress(moved_to);
+      request.setTransferAddress(moved_to);
+      request.initObjectIds(1).set(0, core_worker::AsData(id.Binary()));
+      return request.send().wait(io.waitScope).getHeld()[0];
+    };
+    EXPECT_FALSE(moved("127.0.0.8:1"));  // not where it lies: unchanged
+    EXPECT_TRUE(moved(driver_->node_address()));
+  }
+  ASSERT_TRUE(client_->Delete(id).ok());  // the leaving node's copy goes
+  auto got = BorrowerGet(id);
+  ASSERT_TRUE(std::holds_alternative<core_worker::ObjectError>(got));
+  const core_worker::ObjectError& error = std::get<core_worker::ObjectError>(got);
+  EXPECT_EQ(error.kind, core_worker::ErrorKind::OBJECT_LOST) << error.message;
+  EXPECT_NE(error.message.find(moved_to), std::string::npos) << error.message;
   borrower_->RemoveLocalReference(id);
 }
 

@@ -53,6 +53,24 @@ TEST(MemoryStore, LocatedAtListsTheEntriesOnANodeAndPeekReadsOne) {
   EXPECT_FALSE(memory.Peek(b).has_value());
 }
 
+TEST(MemoryStore, RelocateMovesAnEntryOffTheNodeItNamesOnly) {
+  MemoryStore memory;
+  ObjectId a = Id(1), b = Id(2), missing = Id(3);
+  memory.PutNew(a, Stored(a, "host:2"));  // on node:1
+  memory.PutNew(b, Inline("b"));
+  ObjectLocation to{a, "host:7", 10, "node:7"};
+  EXPECT_FALSE(memory.Relocate(a, "node:5", to));  // not there: unchanged
+  EXPECT_EQ(memory.Peek(a)->location->node_address, "node:1");
+  EXPECT_TRUE(memory.Relocate(a, "node:1", to));
+  EXPECT_EQ(memory.Peek(a)->location->node_address, "node:7");
+  EXPECT_EQ(memory.Peek(a)->location->transfer_address, "host:7");
+  EXPECT_EQ(memory.LocatedAt("node:7"), std::vector<ObjectId>{a});
+  EXPECT_TRUE(memory.LocatedAt("node:1").empty());
+  EXPECT_FALSE(memory.Relocate(b, "node:1", to));        // inline: no location to move
+  EXPECT_FALSE(memory.Relocate(missing, "node:1", to));  // unknown
+  EXPECT_FALSE(memory.Peek(missing).has_value());
+}
+
 TEST(MemoryStore, TryGetReturnsNoneWhenAnyIsMissing) {
   MemoryStore memory;
   ObjectId a = Id(1), missing = Id(2);

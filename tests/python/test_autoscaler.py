@@ -118,6 +118,42 @@ print("OK", node)
     assert "gpu_node" in text
 
 
+def test_idle_scale_down_moves_a_nodes_primary_objects_before_it_stops(up, tmp_path):
+    """A GPU task's large return lives in the GPU node's store (its only copy); when the node goes
+    idle the autoscaler has it moved to another node, its owner (the driver) told, and only then
+    stops it: the driver reads the value after the node is gone, with no re-run of the task."""
+    marks = str(tmp_path)
+    out = up.driver(f"""
+import os
+import numpy as np
+marks = {marks!r}
+@airt.remote(num_gpus=1)
+def make():
+    open(os.path.join(marks, "run-%d" % os.getpid()), "w").close()
+    return np.arange(1 << 18, dtype=np.int64)  # 2 MiB: stored in its node's store
+before = {{n["NodeID"] for n in airt.nodes()}}
+ref = make.remote()
+gpu = None
+deadline = time.time() + 90
+while time.time() < deadline:  # a GPU node came, ran it, went idle and went
+    nodes = airt.nodes()
+    new = [n for n in nodes if n["NodeID"] not in before and n["Resources"].get("GPU")]
+    if new:
+        gpu = new[0]["NodeID"]
+    if gpu and not [n for n in nodes if n["NodeID"] == gpu and n["Alive"]]:
+        break
+    time.sleep(0.2)
+assert gpu and not [n for n in airt.nodes() if n["NodeID"] == gpu and n["Alive"]], airt.nodes()
+value = airt.get(ref, timeout=60)
+assert (value == np.arange(1 << 18, dtype=np.int64)).all()
+print("OK", gpu)
+""", timeout=180)
+    assert "OK" in out
+    assert len(os.listdir(marks)) == 1, os.listdir(marks)  # ran once: read, not rebuilt
+    text = up.wait_status(lambda t: "primary objects moved" in t, "the evacuation in the status")
+    assert "1 primary objects moved to other nodes first" in text, text
+
+
 def test_an_actor_and_a_placement_group_scale_from_zero(up):
     out = up.driver("""
 from airt.util.placement_group import placement_group

@@ -198,6 +198,8 @@ kj::Promise<void> HeadSession::Heartbeat() {
     queued[i].setCount(report.queued[i].count);
   }
   request.setNumLeases(report.num_leases);
+  request.setNumPrimaryObjects(report.num_primary_objects);
+  request.setStoreFreeBytes(report.store_free_bytes);
   kj::Promise<capnp::Response<proto::Head::HeartbeatResults>> sent = request.send();
   return timer_.timeoutAfter(options_.call_timeout, kj::mv(sent))
       .then(

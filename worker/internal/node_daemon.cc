@@ -34,6 +34,7 @@
 #include "worker/internal/memory_monitor.h"
 #include "worker/internal/node_drain.h"
 #include "worker/internal/node_service.h"
+#include "worker/internal/object_evacuator.h"
 #include "worker/internal/worker_pool.h"
 #include "worker/scheduling/scheduling.h"
 
@@ -44,6 +45,8 @@ namespace fs = std::filesystem;
 
 constexpr size_t kNodeDirIdChars = 12;
 constexpr auto kMaxUnregisterWait = 2 * kj::SECONDS;
+// How long a drained node's primary objects have to move before it leaves.
+constexpr auto kEvacuationDeadline = 60 * kj::SECONDS;
 
 struct NodeDirs {
   std::string root, store_socket, spill, logs;
@@ -210,11 +213,20 @@ kj::Promise<void> DrainOnPreemptionNotice(HeadConnector& connector, kj::Timer& t
 
 void LeaveCluster(const LeavingNode& node, kj::WaitScope& wait) {
   AIRT_LOG(INFO) << "leaving the cluster: " << node.why;
+  if (node.evacuate && node.target.evacuator != nullptr) {
+    EvacuationOutcome moved = node.target.evacuator->Evacuate(kEvacuationDeadline).wait(wait);
+    AIRT_LOG(INFO) << "evacuated " << moved.moved << " primary objects (" << moved.unreferenced
+                   << " unreferenced, " << moved.failed.size() << " could not move)";
+    for (const EvacuationFailure& failed : moved.failed) {
+      AIRT_LOG(WARNING) << "not moved before leaving: " << failed.reason;
+    }
+  }
   node.target.leases = nullptr;  // new calls fail with kUnavailable from here on
   node.target.logs = nullptr;
   node.target.store = nullptr;
   node.target.gpus = nullptr;
   node.target.drain = nullptr;
+  node.target.evacuator = nullptr;
   node.pool.StopAll().wait(wait);
   if (node.tell_head) node.session.Unregister(node.unregister_timeout).wait(wait);
 }
@@ -406,8 +418,19 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
         leases, [&store_client](const JobId& job) { return (*store_client)->DeleteJob(job); });
     target->store = store_client->get();  // freeObjects
 
+    // Moving this node's primary copies elsewhere before it leaves (Node.evacuateObjects; the
+    // drain's exit step calls target->evacuator->Evacuate too), over a head connection of its own.
+    EzRpcHeadConnector evacuation_head(config.head_address);
+    ObjectEvacuator evacuator(
+        {pool_options.node_address + ":" + std::to_string(node.node_port),  // as owners know it
+         pool_options.transfer_address},
+        **store_client, evacuation_head, timer);
+    target->evacuator = &evacuator;
+    KJ_DEFER(target->evacuator = nullptr);
+    StoreAwareReport report(leases, **store_client);
+
     std::string hex = node.id.Hex();
-    HeadSession session(connector, timer, node, leases, options, [hex] {
+    HeadSession session(connector, timer, node, report, options, [hex] {
       std::printf("node ready %s\n", hex.c_str());
       std::fflush(stdout);
     });
@@ -432,6 +455,7 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
     // unreachable past the reconnect window: then the node stops as on a signal and exits 1), or
     // the drain being done; a preemption notice (SIGUSR1) starts a drain and the wait goes on.
     std::string gave_up, left_because;
+    bool drained = false;
     auto given_up = session.WhenGivenUp().fork();
     auto drained = drain.WhenDone().fork();
     while (left_because.empty()) {
@@ -452,13 +476,15 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
         exit_code = 1;
         left_because = gave_up;
       } else if (sig == -1) {
+        drained = true;
         left_because = "drained (" + drain.Snapshot().reason + ")";
       } else {
         left_because = "stopping on signal " + std::to_string(sig);
       }
     }
     LeaveCluster({*target, pool, session, gave_up.empty(),
-                  std::min(options.call_timeout, kMaxUnregisterWait), left_because},
+                  std::min(options.call_timeout, kMaxUnregisterWait), left_because,
+                  /*evacuate=*/drained},
                  wait);
   });
   if (!served.ok()) {

@@ -38,10 +38,14 @@ struct LeavingNode {
   bool tell_head = true;  // false when the head refused the node (it declared it dead)
   kj::Duration unregister_timeout;
   std::string why;  // "drained (...)", "stopping on signal 15", or why the session gave up
+  bool evacuate = false;  // drained: its primary objects move to other nodes first
 };
 
 // The node's final exit step, however it goes (drained, a stop signal, the head refusing it):
-// new calls to its service fail with kUnavailable from here on, every worker is stopped
+// a drained node first moves its primary objects to other nodes (ObjectEvacuator, within
+// kEvacuationDeadline; what cannot move is logged and lost with the node, as on a node death,
+// and its owners rebuild it from lineage); then new calls to its service fail with kUnavailable
+// from here on, every worker is stopped
 // (SIGTERM, SIGKILL after --worker-stop-grace-ms), then the head hears that the node leaves
 // (unregisterNode, best effort within the timeout; the head records a drained node's death as
 // "drained (...)"). Runs the loop of `wait` until done.

@@ -15,6 +15,7 @@
 #include "worker/internal/lease_manager.h"
 #include "worker/internal/log_streamer.h"
 #include "worker/internal/node_drain.h"
+#include "worker/internal/object_evacuator.h"
 
 namespace airt::worker {
 
@@ -33,6 +34,7 @@ struct NodeServiceTarget {
   objectstore::StoreClient* store = nullptr;  // the node's own client of its store
   GpuMonitor* gpus = nullptr;                 // the node's GPU health
   NodeDrain* drain = nullptr;                 // the node's drain (Node.drain)
+  ObjectEvacuator* evacuator = nullptr;       // moving primary copies off a leaving node
 };
 
 // The edge's parsing, exposed for tests.
@@ -72,6 +74,10 @@ class NodeService final : public proto::Node::Server {
   kj::Promise<void> workerExitReason(WorkerExitReasonContext context) override;
   // kInvalidArgument: a zero timeoutMs or a bad reason; others as NodeDrain::Start.
   kj::Promise<void> drain(DrainContext context) override;
+  // A leaving node's primary copies (node_service_objects.cc, ObjectEvacuator).
+  // kInvalidArgument: a malformed id, owners not one per object, an owner too long.
+  kj::Promise<void> evacuateObjects(EvacuateObjectsContext context) override;
+  kj::Promise<void> pullPrimaries(PullPrimariesContext context) override;
 
  private:
   Result<LeaseManager*> Leases() const;

@@ -26,6 +26,8 @@ struct ResourceReport {
   std::vector<uint32_t> quarantined_gpu_ids;
   std::vector<QueuedDemand> queued;  // by shape
   uint32_t num_leases = 0;
+  uint64_t num_primary_objects = 0;  // primary copies in the node's store
+  uint64_t store_free_bytes = 0;     // free in its store's arena
 };
 
 // Read on the node's event loop thread, once per heartbeat.
