@@ -455,7 +455,7 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
     // unreachable past the reconnect window: then the node stops as on a signal and exits 1), or
     // the drain being done; a preemption notice (SIGUSR1) starts a drain and the wait goes on.
     std::string gave_up, left_because;
-    bool drained = false;
+    bool left_drained = false;
     auto given_up = session.WhenGivenUp().fork();
     auto drained = drain.WhenDone().fork();
     while (left_because.empty()) {
@@ -476,7 +476,7 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
         exit_code = 1;
         left_because = gave_up;
       } else if (sig == -1) {
-        drained = true;
+        left_drained = true;
         left_because = "drained (" + drain.Snapshot().reason + ")";
       } else {
         left_because = "stopping on signal " + std::to_string(sig);
@@ -484,7 +484,7 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
     }
     LeaveCluster({*target, pool, session, gave_up.empty(),
                   std::min(options.call_timeout, kMaxUnregisterWait), left_because,
-                  /*evacuate=*/drained},
+                  /*evacuate=*/left_drained},
                  wait);
   });
   if (!served.ok()) {
