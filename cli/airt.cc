@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
-#include <ctime>
 #include <map>
 #include <sstream>
 
@@ -169,15 +168,6 @@ std::string FormatAmount(const std::string& name, double v) {
   return out.str();
 }
 
-std::string FormatWallMs(uint64_t ms) {
-  std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &utc);
-  return text;
-}
-
 // The node's quarantined GPUs and cordon, asked of the node itself.
 void PrintGpuHealth(const std::string& host, uint16_t port) {
   Status s = CatchKj([&] {
@@ -186,14 +176,14 @@ void PrintGpuHealth(const std::string& host, uint16_t port) {
         client.getWaitScope());
     if (reply.getCordoned().size() > 0) {
       std::printf("%-10s CORDONED since %s: %s\n", "",
-                  FormatWallMs(reply.getCordonedSinceMs()).c_str(), reply.getCordoned().cStr());
+                  FormatUtc(reply.getCordonedSinceMs()).c_str(), reply.getCordoned().cStr());
     }
     for (auto gpu : reply.getGpus()) {
       if (!gpu.getQuarantined()) continue;
       std::printf("%-10s GPU %u%s QUARANTINED since %s: %s\n", "", gpu.getGpuId(),
                   gpu.getUuid().size() ? (" (" + std::string(gpu.getUuid().cStr()) + ")").c_str()
                                        : "",
-                  FormatWallMs(gpu.getSinceMs()).c_str(), gpu.getReason().cStr());
+                  FormatUtc(gpu.getSinceMs()).c_str(), gpu.getReason().cStr());
     }
   });
   if (!s.ok()) std::printf("%-10s GPU health: %s\n", "", s.message().c_str());
@@ -294,7 +284,7 @@ int PrintStatus(const std::string& address) {
                   resources.c_str(), gpus.empty() ? "-" : gpus.c_str());
       if (n.getAlive() && n.getDraining()) {
         std::printf("%-10s DRAINING until %s: %s\n", "",
-                    FormatWallMs(n.getDrainDeadlineMs()).c_str(), n.getDrainReason().cStr());
+                    FormatUtc(n.getDrainDeadlineMs()).c_str(), n.getDrainReason().cStr());
       }
       std::string labels;
       for (auto l : info.getLabels()) {

@@ -32,15 +32,6 @@ Result<std::pair<std::string, uint16_t>> SplitAddress(const std::string& address
   }
 }
 
-std::string FormatUtc(uint64_t ms) {
-  std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &utc);
-  return text;
-}
-
 // Whether node `id` is still alive in the head's view.
 Result<bool> StillAlive(const std::string& host, uint16_t port, const NodeId& id) {
   bool alive = false;
@@ -60,6 +51,16 @@ Result<bool> StillAlive(const std::string& host, uint16_t port, const NodeId& id
 }
 
 }  // namespace
+
+std::string FormatUtc(uint64_t ms) {
+  std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return text;
+}
+
 
 std::string ResolveHeadAddress(std::string address, const std::string& temp_dir) {
   if (address.empty()) {

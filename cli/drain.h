@@ -26,6 +26,9 @@ Result<AliveNode> FindAliveNode(const std::string& head_address, const std::stri
 // else $AIRT_ADDRESS; "" when none.
 std::string ResolveHeadAddress(std::string address, const std::string& temp_dir);
 
+// `ms` (milliseconds since the epoch) as "YYYY-MM-DD HH:MM:SS UTC".
+std::string FormatUtc(uint64_t ms);
+
 int DrainCommand(int argc, char** argv);
 
 }  // namespace airt::cli

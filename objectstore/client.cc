@@ -29,6 +29,13 @@ struct StoreClient::FallbackViews {
 
 namespace {
 constexpr size_t kMaxWaitIds = 100000;  // 2.8 MB of ids, well under internal::kMaxBodySize
+
+Status CheckOwnerSize(const ObjectId& id, std::string_view owner) {
+  if (owner.size() <= kMaxOwnerBytes) return Status::Ok();
+  return InvalidArgument("the owner of object " + id.Hex() + " is " +
+                         std::to_string(owner.size()) + " bytes, over the limit of " +
+                         std::to_string(kMaxOwnerBytes));
+}
 }  // namespace
 
 ObjectPin::ObjectPin(ObjectPin&& other) noexcept { *this = std::move(other); }
@@ -144,11 +151,7 @@ Result<std::string> StoreClient::Call(uint16_t type, std::string_view body) {
 Result<MutableObject> StoreClient::Create(const ObjectId& id, uint64_t data_size,
                                           uint64_t metadata_size, bool secondary,
                                           std::string_view owner) {
-  if (owner.size() > kMaxOwnerBytes) {
-    return InvalidArgument("the owner of object " + id.Hex() + " is " +
-                           std::to_string(owner.size()) + " bytes, over the limit of " +
-                           std::to_string(kMaxOwnerBytes));
-  }
+  AIRT_RETURN_IF_ERROR(CheckOwnerSize(id, owner));
   std::string body;
   WireWriter w(&body);
   w.PutId(id);
@@ -188,27 +191,25 @@ Result<MutableObject> StoreClient::Create(const ObjectId& id, uint64_t data_size
   return MutableObject{id, {base, data_size}, {base + data_size, metadata_size}};
 }
 
-Status StoreClient::Seal(const ObjectId& id) {
+// Seal or Abort: both end the object's creation, waiting for the answer (once Seal returns, every
+// client of this store sees the object).
+Status StoreClient::EndCreation(uint16_t type, const ObjectId& id) {
   std::string body;
   WireWriter(&body).PutId(id);
-  // Waits for the answer: once Seal returns, every client of this store sees the object.
   std::lock_guard<std::mutex> lock(socket_mu_);
-  AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kSeal), body));
+  AIRT_ASSIGN_OR_RETURN(std::string reply, Call(type, body));
   WireReader r(reply);
-  Status sealed = internal::ParseReplyStatus(&r);
-  if (sealed.ok()) fallback_->creating.erase(id);
-  return sealed;
+  Status ended = internal::ParseReplyStatus(&r);
+  if (ended.ok()) fallback_->creating.erase(id);
+  return ended;
+}
+
+Status StoreClient::Seal(const ObjectId& id) {
+  return EndCreation(static_cast<uint16_t>(MessageType::kSeal), id);
 }
 
 Status StoreClient::Abort(const ObjectId& id) {
-  std::string body;
-  WireWriter(&body).PutId(id);
-  std::lock_guard<std::mutex> lock(socket_mu_);
-  AIRT_ASSIGN_OR_RETURN(std::string reply, Call(static_cast<uint16_t>(MessageType::kAbort), body));
-  WireReader r(reply);
-  Status aborted = internal::ParseReplyStatus(&r);
-  if (aborted.ok()) fallback_->creating.erase(id);
-  return aborted;
+  return EndCreation(static_cast<uint16_t>(MessageType::kAbort), id);
 }
 
 void CopyToObject(uint8_t* dst, const uint8_t* src, size_t n) { internal::StreamCopy(dst, src, n); }
@@ -369,11 +370,7 @@ Result<std::vector<PrimaryCopy>> StoreClient::ListPrimaries(bool* more) {
 }
 
 Status StoreClient::MakePrimary(const ObjectId& id, std::string_view owner) {
-  if (owner.size() > kMaxOwnerBytes) {
-    return InvalidArgument("the owner of object " + id.Hex() + " is " +
-                           std::to_string(owner.size()) + " bytes, over the limit of " +
-                           std::to_string(kMaxOwnerBytes));
-  }
+  AIRT_RETURN_IF_ERROR(CheckOwnerSize(id, owner));
   std::string body;
   WireWriter w(&body);
   w.PutId(id);

@@ -233,6 +233,7 @@ class StoreClient {
               Options options);
   Result<std::string> Call(uint16_t type, std::string_view body);
   Status Send(uint16_t type, std::string_view body);
+  Status EndCreation(uint16_t type, const ObjectId& id);
   void ReleasePin(uint32_t slot, const ObjectId& id);
 
   int fd_;

@@ -104,6 +104,14 @@ class EvacuationTest : public ::testing::Test {
     EXPECT_GT(*Get(Task(SumBytes).SetResource("special", 1).Remote(ref), 60'000), 0);
   }
 
+  // An object made by a task on the {special} node, once it is there.
+  ObjectRef<std::vector<uint8_t>> MadeOnSpecialNode(int seed) {
+    ObjectRef<std::vector<uint8_t>> made =
+        Task(MadeBytes).SetResource("special", 1).Remote(markers_, kSize, seed);
+    WaitReady(made);
+    return made;
+  }
+
   std::unique_ptr<e2e::MultiNodeCluster> cluster_;
   std::string markers_;
 };
@@ -113,9 +121,8 @@ TEST_F(EvacuationTest, AReturnOfALeavingNodeIsMovedAndReadAfterItStopsWithoutARe
   ASSERT_NO_FATAL_FAILURE(cluster_->AddNode("second", {kSpecial}));
   ASSERT_NO_FATAL_FAILURE(cluster_->AddNode("third", {}));
   cluster_->Init();
-  ObjectRef<std::vector<uint8_t>> made =
-      Task(MadeBytes).SetResource("special", 1).Remote(markers_, kSize, 5);
-  ASSERT_NO_FATAL_FAILURE(WaitReady(made));
+  ObjectRef<std::vector<uint8_t>> made;
+  ASSERT_NO_FATAL_FAILURE(made = MadeOnSpecialNode(5));
   std::string second = SpecialNode(3);
   ASSERT_FALSE(second.empty());
 
@@ -138,9 +145,8 @@ TEST_F(EvacuationTest, NothingMovesWhenNoOtherNodeHasRoomAndTheObjectStaysReadab
   ASSERT_NO_FATAL_FAILURE(cluster_->AddNode("first", {"--object-store-memory=512K"}));
   ASSERT_NO_FATAL_FAILURE(cluster_->AddNode("second", {kSpecial}));
   cluster_->Init();
-  ObjectRef<std::vector<uint8_t>> made =
-      Task(MadeBytes).SetResource("special", 1).Remote(markers_, kSize, 6);
-  ASSERT_NO_FATAL_FAILURE(WaitReady(made));
+  ObjectRef<std::vector<uint8_t>> made;
+  ASSERT_NO_FATAL_FAILURE(made = MadeOnSpecialNode(6));
   std::string second = SpecialNode(2);
   ASSERT_FALSE(second.empty());
 
