@@ -262,6 +262,8 @@ TEST_F(BatchedFetch, QueuedTaskArgumentsArriveWhileTheTaskBeforeThemRuns) {
       [&] { return c->observer->Contains(Id(1)) && c->observer->Contains(Id(2)); }, 20s));
   EXPECT_TRUE(executor.IsRunning(first.task_id));
   EXPECT_FALSE(executor.IsRunning(second.task_id));
+  // The puller counts a pull once its copy is sealed, a moment after the store shows it.
+  EXPECT_TRUE(testing::WaitUntil([&] { return puller.Snapshot().objects_pulled >= 2; }, 20s));
   EXPECT_EQ(puller.Snapshot().objects_pulled, 2u);
 
   functions.release = true;

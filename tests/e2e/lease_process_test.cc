@@ -75,12 +75,13 @@ class LeaseProcess : public ::testing::Test {
     }
   }
 
-  // airt-head on a free port, and a client to it on this thread's event loop.
+  // airt-head on a free port, and a client to it on this thread's event loop. Its node timeout is
+  // long: nothing here tests a node's death, and a loaded machine delays heartbeats by seconds.
   void StartHead() {
     head_log_ = dir_.File("head.log");
     head_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{AIRT_HEAD_BIN, "--port=0", "--heartbeat-interval-ms=50",
-                                 "--node-timeout-ms=3000", "--temp-dir=" + dir_.File("head")},
+                                 "--node-timeout-ms=30000", "--temp-dir=" + dir_.File("head")},
         head_log_);
     std::string address =
         airt::testing::WaitForLine(head_log_, "head ready ", 30s, head_.get()).value_or("");

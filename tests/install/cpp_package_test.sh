@@ -61,8 +61,9 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   { cat "$work/configure.log"; fail "configuring the outside project failed"; }
 "$CMAKE" --build "$work/build" -j2 >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; fail "building the outside project failed"; }
-ldd "$work/build/tasks" | grep -qF "$prefix/lib/libairt_driver.so" ||
-  fail "tasks does not load the prefix's libairt_driver.so: $(ldd "$work/build/tasks")"
+tasks_deps=$(ldd "$work/build/tasks")  # whole, so that grep -q cannot cut the pipe (pipefail)
+grep -qF "$prefix/lib/libairt_driver.so" <<<"$tasks_deps" ||
+  fail "tasks does not load the prefix's libairt_driver.so: $tasks_deps"
 collective_lib=$(find "$work/build" -name 'libcollective_sgd_functions.so' | head -1)
 [[ -n "$collective_lib" ]] || fail "the outside project built no libcollective_sgd_functions.so"
 collective_deps=$(ldd "$collective_lib")  # whole, so that grep -q cannot cut the pipe (pipefail)

@@ -121,8 +121,9 @@ port="$(free_port)"
 start_cluster console /usr/bin:/bin "$venv/bin/airt" --port="$port"
 grep -qF "Python tasks run with:          $venv/bin/python" "$tmp/console.start.log" ||
   fail "the console script did not give the node its interpreter"
-"${clean[@]}" PATH=/usr/bin:/bin "$venv/bin/airt" status --temp-dir="$tmp/console" | grep -qF "1 alive" ||
-  fail "airt status does not show the node"
+# Whole, so that grep -q cannot cut the pipe (pipefail).
+console_status=$("${clean[@]}" PATH=/usr/bin:/bin "$venv/bin/airt" status --temp-dir="$tmp/console")
+grep -qF "1 alive" <<<"$console_status" || fail "airt status does not show the node: $console_status"
 driver console ok "$venv"
 stop_cluster console "$venv/bin/airt"
 
