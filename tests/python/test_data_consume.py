@@ -66,6 +66,57 @@ def test_iter_torch_batches_dtypes(rd):
     assert torch.cat([b["y"] for b in batches]).tolist() == list(range(10))
 
 
+def test_iter_torch_batches_device_and_collate_fn_as_ray(rd):
+    import torch
+    ds = rd.range(10, override_num_blocks=3)
+    batches = list(ds.iter_torch_batches(batch_size=5, device=torch.device("cpu")))
+    assert all(b["id"].device.type == "cpu" for b in batches)
+    # "auto" in a driver that holds no GPU: the CPU
+    assert next(iter(ds.iter_torch_batches(batch_size=5)))["id"].device.type == "cpu"
+    collated = list(ds.iter_torch_batches(
+        batch_size=5, collate_fn=lambda b: (torch.as_tensor(b["id"]) * 2, len(b["id"]))))
+    assert [n for _, n in collated] == [5, 5]
+    assert torch.cat([t for t, _ in collated]).tolist() == [2 * i for i in range(10)]
+    with pytest.raises(ValueError, match="collate_fn cannot be used with dtypes and device"):
+        ds.iter_torch_batches(collate_fn=lambda b: b, device="cpu")
+    with pytest.raises(ValueError, match="prefetch_batches"):
+        ds.iter_batches(prefetch_batches=-1)
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_prefetch_batches_makes_that_many_batches_ahead_of_the_one_held(rd, depth):
+    import threading
+    from airt.data.iterator import _prefetched
+    made, beyond = [], threading.Event()
+    reached = threading.Event()
+
+    def items():
+        for i in range(10):
+            if i == depth + 1:
+                beyond.set()  # one more than the caller holds plus depth
+            made.append(i)
+            if len(made) == depth + 1:
+                reached.set()
+            yield i
+
+    it = _prefetched(items(), depth)
+    assert next(it) == 0
+    assert reached.wait(30), made  # the thread makes the next `depth` while 0 is held
+    assert not beyond.wait(0.5), made  # and no more
+    assert list(it) == list(range(1, 10))
+
+
+def test_randomize_block_order_moves_whole_blocks(rd):
+    ds = rd.range(40, override_num_blocks=8)
+    blocks = [list(b["id"]) for b in ds.randomize_block_order(seed=5).iter_batches(
+        batch_size=None)]
+    assert sorted(map(tuple, blocks)) == [tuple(range(5 * k, 5 * k + 5)) for k in range(8)]
+    assert [b[0] for b in blocks] != [5 * k for k in range(8)]  # seed 5 changes the order
+    again = [list(b["id"]) for b in ds.randomize_block_order(seed=5).iter_batches(
+        batch_size=None)]
+    assert again == blocks
+
+
 def test_iter_rows_and_to_pandas(rd):
     ds = rd.from_items([{"a": i, "b": -i} for i in range(12)], override_num_blocks=5)
     assert list(ds.iter_rows()) == [{"a": i, "b": -i} for i in range(12)]

@@ -87,7 +87,7 @@ def slow_tail(batch):
         time.sleep(0.3)  # the source slows down: the pool idles and shrinks
     return batch
 ds = rd.range(800, override_num_blocks=40).map_batches(slow_tail, num_cpus=0.5).map_batches(
-    Slow, fn_constructor_args=(0.05,), num_cpus=0.5,
+    Slow, fn_constructor_args=(0.05,), num_cpus=0.25,  # 2 fit beside the tasks' 1.5 CPUs
     compute=rd.ActorPoolStrategy(min_size=1, max_size=2))
 rows = ds.take_all()
 pool = [s.as_dict() for s in ds._stats.operators if s.name.startswith("MapBatches(Slow")][0]

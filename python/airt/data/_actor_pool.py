@@ -41,7 +41,7 @@ class _Member:
 
 
 class ActorPool:
-    def __init__(self, op, ctx):
+    def __init__(self, op, ctx, reservation):
         strategy = op.compute
         self.min_size = strategy.min_size
         self.max_size = strategy.max_size
@@ -63,14 +63,20 @@ class ActorPool:
         self.actor_class = airt.remote(_tasks.MapWorker).options(**options)
         self.blob = cloudpickle.dumps((op.transform.fn, op.ctor_args, op.ctor_kwargs,
                                        op.transform, op.chain))
-        cpus = float(options["num_cpus"] or 0) * self.max_size
-        total = airt.cluster_resources().get("CPU", 0)
-        if cpus and cpus >= total:
-            logger.warning("%s: %d actors of %s CPU(s) hold all %s CPUs of the cluster, so the "
-                           "tasks that feed them cannot run: give the actors fewer CPUs "
-                           "(num_cpus=) or a smaller pool", op.name, self.max_size,
-                           options["num_cpus"], total)
-        for _ in range(strategy.initial_size):
+        self.reservation = reservation
+        if reservation.enabled:  # the pool leaves the other operators their CPUs
+            reservation.check(op, self.min_size)
+            initial = reservation.cap(op, strategy.initial_size)
+        else:
+            initial = strategy.initial_size
+            cpus = float(options["num_cpus"] or 0) * self.max_size
+            total = airt.cluster_resources().get("CPU", 0)
+            if cpus and cpus >= total:
+                logger.warning("%s: %d actors of %s CPU(s) hold all %s CPUs of the cluster, "
+                               "so the tasks that feed them cannot run: give the actors fewer "
+                               "CPUs (num_cpus=) or a smaller pool", op.name, self.max_size,
+                               options["num_cpus"], total)
+        for _ in range(initial):
             self._add()
         if ctx.wait_for_min_actors_s > 0:
             self._wait_for_min_actors(ctx.wait_for_min_actors_s)
@@ -144,7 +150,7 @@ class ActorPool:
         now = time.monotonic()
         starting = any(not m.ready for m in self.members)
         if op.inputs and not starting and len(self.members) < self.max_size and \
-                not self.has_free():
+                not self.has_free() and self.reservation.may_grow(op, len(self.members)):
             self._add()
             self.stats.scale_ups += 1
             return

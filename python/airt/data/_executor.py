@@ -22,6 +22,7 @@ import airt
 from airt import exceptions
 from airt.data import _tasks
 from airt.data._progress import ProgressBars
+from airt.data._reservation import Reservation
 from airt.data._stats import OperatorStats
 
 _GIVEN_UP = object()  # the gen of a call stopped by a limit
@@ -102,9 +103,11 @@ class Executor:
         self.error = None
         self.bars = ProgressBars([op.name for op in operators], context.enable_progress_bars)
         try:
-            self.total_cpus = max(1, int(airt.cluster_resources().get("CPU", 1)))
-        except Exception:
-            self.total_cpus = 1
+            cluster_cpus = float(airt.cluster_resources().get("CPU", 0))
+        except Exception:  # no cluster view (local mode)
+            cluster_cpus = None
+        self.total_cpus = max(1, int(cluster_cpus or 1))
+        self.reservation = Reservation(operators, context, cluster_cpus)
         self.thread = threading.Thread(target=self._run, name="airt-data-executor", daemon=True)
         self.thread.start()
 
@@ -177,7 +180,7 @@ class Executor:
                     op.chain_ref = airt.put(cloudpickle.dumps(op.chain))
                 if op.kind == "actor":
                     from airt.data._actor_pool import ActorPool
-                    op.pool = ActorPool(op, self.ctx)
+                    op.pool = ActorPool(op, self.ctx, self.reservation)
                 op.stats.start()
             while True:
                 with self.lock:

@@ -45,6 +45,12 @@ class DataContext:
         # > 0: an actor pool waits this long for its first min_size actors before it takes any
         # block (Ray's; GetTimeoutError past it); -1: blocks go to actors as they get ready.
         self.wait_for_min_actors_s = -1
+        # Ray's: each task operator not done yet keeps this share of the cluster's CPUs
+        # (split evenly among the operators that hold CPUs, at least one call's), and actor
+        # pools grow only into the rest; a pool whose min_size cannot fit is an error
+        # (airt.data._reservation). Disabled: pools may take every CPU (a warning says so).
+        self.op_resource_reservation_enabled = True
+        self.op_resource_reservation_ratio = 0.5
         # How long an actor beyond an autoscaling pool's min_size may idle before it goes.
         self.actor_pool_idle_timeout_s = 1.0
         # Items a data task's streaming generator may run ahead of the executor (block and

@@ -2,9 +2,10 @@
 streaming_split.
 
 streaming_split(n) starts a coordinator actor that runs the dataset's executor and hands each
-output block to exactly one of n split iterators (the least-fed one; with equal=True every
-block is cut into n equal parts and the rows left over at the end are shared out, the last
-< n dropped). Each epoch is a barrier: the coordinator starts the dataset anew once all n
+output block to exactly one of n split iterators (airt.data._splitter, as Ray's OutputSplitter:
+whole blocks, the least-fed iterator first, one on its locality hint's node when there is one;
+with equal=True blocks wait until the buffer can equalize, and the end is cut so that each gets
+total // n rows). Each epoch is a barrier: the coordinator starts the dataset anew once all n
 iterators have asked for it. The split iterators pickle (an actor handle and an index), so a
 training rank in another process consumes its shard; they are the hook that
 airt.train.get_dataset_shard (the train issue) hands to its ranks.
@@ -52,29 +53,39 @@ def _rebatch(tables, batch_size, drop_last, shuffle_buffer, seed):
     yield from B.rebatch(tables, batch_size, drop_last)
 
 
-def _prefetched(tables, depth):
-    """`tables` read ahead on a thread, `depth` at most (0: no thread)."""
+class _Failed:
+    def __init__(self, error):
+        self.error = error
+
+
+def _prefetched(items, depth):
+    """`items` made ahead on a thread: at most `depth` ready beyond the one the caller holds
+    (0: no thread, each made when asked for)."""
     if depth <= 0:
-        yield from tables
+        yield from items
         return
-    q = queue.Queue(maxsize=depth)
+    q = queue.Queue()
     done = object()
     stop = threading.Event()
+    slots = threading.Semaphore(depth)  # one per item made and not yet taken by the caller
 
     def run():
         try:
-            for t in tables:
-                while not stop.is_set():
-                    try:
-                        q.put(t, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
+            iterator = iter(items)
+            while True:
+                while not slots.acquire(timeout=0.1):
+                    if stop.is_set():
+                        return
                 if stop.is_set():
                     return
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    break
+                q.put(item)
             q.put(done)
         except BaseException as error:  # noqa: BLE001 - raised in the consumer
-            q.put(("error", error))
+            q.put(_Failed(error))
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -83,12 +94,13 @@ def _prefetched(tables, depth):
             item = q.get()
             if item is done:
                 return
-            if isinstance(item, tuple) and item and item[0] == "error":
-                raise item[1]
+            if isinstance(item, _Failed):
+                raise item.error
+            slots.release()
             yield item
     finally:
         stop.set()
-        close = getattr(tables, "close", None)
+        close = getattr(items, "close", None)
         thread.join(timeout=10)
         if close is not None and not thread.is_alive():
             close()
@@ -97,21 +109,28 @@ def _prefetched(tables, depth):
 def consume_batches(tables, batch_size, batch_format, drop_last=False,
                     local_shuffle_buffer_size=None, local_shuffle_seed=None,
                     prefetch_batches=1, collate_fn=None):
+    """The batches of `tables`. As Ray's prefetch_batches: with n > 0, a thread fetches the
+    blocks, cuts, shuffles, formats and collates up to n batches ahead of the one the caller
+    holds; with 0, all of it runs in the caller's thread as it asks."""
     if batch_format not in B.BATCH_FORMATS and batch_format is not None:
         raise ValueError(f"batch_format must be one of {B.BATCH_FORMATS}, got {batch_format!r}")
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
-    for table in _rebatch(_prefetched(tables, prefetch_batches), batch_size, drop_last,
-                          local_shuffle_buffer_size, local_shuffle_seed):
-        batch = B.to_batch(table, batch_format)
-        yield collate_fn(batch) if collate_fn is not None else batch
+    if not isinstance(prefetch_batches, int) or prefetch_batches < 0:
+        raise ValueError(f"prefetch_batches must be an int >= 0, got {prefetch_batches!r}")
+
+    def batches():
+        for table in _rebatch(tables, batch_size, drop_last, local_shuffle_buffer_size,
+                              local_shuffle_seed):
+            batch = B.to_batch(table, batch_format)
+            yield collate_fn(batch) if collate_fn is not None else batch
+
+    return _prefetched(batches(), prefetch_batches)
 
 
 def _to_torch(batch, dtypes, device):
     import warnings
     import torch
-    if device == "auto" or device is None:
-        device = "cuda" if torch.cuda.is_available() and airt.get_gpu_ids() else "cpu"
     out = {}
     for name, values in batch.items():
         dtype = dtypes.get(name) if isinstance(dtypes, dict) else dtypes
@@ -120,6 +139,14 @@ def _to_torch(batch, dtypes, device):
             tensor = torch.as_tensor(values, dtype=dtype)
         out[name] = tensor.to(device) if str(device) != "cpu" else tensor
     return out
+
+
+def _torch_device(device):
+    """Ray's device="auto": CUDA when this worker holds a GPU (a training rank's), else CPU."""
+    import torch
+    if device == "auto" or device is None:
+        return "cuda" if torch.cuda.is_available() and airt.get_gpu_ids() else "cpu"
+    return torch.device(device)
 
 
 class DataIterator:
@@ -142,12 +169,20 @@ class DataIterator:
     def iter_torch_batches(self, *, prefetch_batches=1, batch_size=256, dtypes=None,
                            device="auto", collate_fn=None, drop_last=False,
                            local_shuffle_buffer_size=None, local_shuffle_seed=None):
-        for batch in self.iter_batches(prefetch_batches=prefetch_batches, batch_size=batch_size,
-                                       batch_format="numpy", drop_last=drop_last,
-                                       local_shuffle_buffer_size=local_shuffle_buffer_size,
-                                       local_shuffle_seed=local_shuffle_seed):
-            yield collate_fn(batch) if collate_fn is not None else \
-                _to_torch(batch, dtypes, device)
+        """Batches as dicts of torch tensors on `device` (the conversion and the copy to the
+        device run in the prefetch thread); collate_fn (numpy batch -> what it returns)
+        instead of the default conversion, with dtypes and device left to it, as Ray's."""
+        if collate_fn is not None and (dtypes is not None or device != "auto"):
+            raise ValueError("collate_fn cannot be used with dtypes and device. You should "
+                             "manually move the output Torch tensors to the desired dtype "
+                             "and device outside of collate_fn.")
+        if collate_fn is None:
+            target = _torch_device(device)
+            collate_fn = lambda batch: _to_torch(batch, dtypes, target)  # noqa: E731
+        return self.iter_batches(prefetch_batches=prefetch_batches, batch_size=batch_size,
+                                 batch_format="numpy", drop_last=drop_last,
+                                 local_shuffle_buffer_size=local_shuffle_buffer_size,
+                                 local_shuffle_seed=local_shuffle_seed, _collate_fn=collate_fn)
 
     def iter_rows(self):
         for table in self._tables():
@@ -183,10 +218,11 @@ def split_blocks(blocks, n, equal):
 class _SplitCoordinator:
     """The actor behind streaming_split: runs the dataset per epoch, feeds n queues."""
 
-    def __init__(self, plan_blob, context_blob, n, equal):
+    def __init__(self, plan_blob, context_blob, n, equal, hints=None):
         self.plan = cloudpickle.loads(plan_blob)
         self.context = cloudpickle.loads(context_blob)
-        self.n, self.equal = n, equal
+        self.n, self.equal, self.hints = n, equal, hints
+        self.hits = self.misses = 0
         self.lock = threading.Condition()
         self.epoch = -1
         self.arrived = {}  # epoch -> {split: the CPUs its consumer holds}
@@ -225,33 +261,33 @@ class _SplitCoordinator:
 
     def _feed(self, queues, context):
         from airt.data import _plan
-        fed = [0] * self.n
-        leftover = []
+        from airt.data._locality import Locality
+        from airt.data._splitter import OutputSplitter
+
+        def cut(ref, start, rows):
+            return airt.put(airt.get(ref).slice(start, rows))
+
+        hints = self.hints if context.execution_options.actor_locality_enabled else None
+        splitter = OutputSplitter(
+            self.n, self.equal, hints, Locality().node_of if hints else None, cut,
+            None if self.equal else (lambda k: queues[k].qsize()))
         try:
             for ref, meta in _plan.stream(self.plan, None, context):
-                if not self.equal:
-                    i = min(range(self.n), key=lambda k: (queues[k].qsize(), fed[k]))
-                    queues[i].put([ref])
-                    fed[i] += meta["num_rows"]
-                    continue
-                table = airt.get(ref)
-                each = table.num_rows // self.n
-                if each:
-                    for i, part in enumerate(B.split_rows(table, [each] * self.n)):
-                        queues[i].put([airt.put(part)])
-                if table.num_rows - each * self.n:
-                    leftover.append(table.slice(each * self.n))
-            if self.equal and leftover:
-                rest = B.concat(leftover)
-                each = rest.num_rows // self.n
-                if each:
-                    for i, part in enumerate(B.split_rows(rest, [each] * self.n)):
-                        queues[i].put([airt.put(part)])
+                for i, out in splitter.add(ref, meta):
+                    queues[i].put([out])
+            for i, out in splitter.finish():
+                queues[i].put([out])
+            self.hits, self.misses = splitter.hits, splitter.misses
             for q in queues:
                 q.put(None)
         except BaseException as error:  # noqa: BLE001 - raised in every consumer
             for q in queues:
                 q.put(("error", repr(error)))
+
+    def locality(self):
+        """The blocks of the latest finished epoch given to a consumer on their node (hits)
+        and to one elsewhere (misses), when locality_hints were given."""
+        return {"hits": self.hits, "misses": self.misses}
 
     def next(self, split, epoch):
         """The next block of `split` in `epoch` ([ref]), or None at its end."""
@@ -305,11 +341,16 @@ def streaming_split(dataset, n, equal=False, locality_hints=None):
     from airt.data.context import DataContext
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
-    if locality_hints is not None and len(locality_hints) != n:
-        raise ValueError(f"locality_hints must name {n} nodes, got {len(locality_hints)}")
+    if locality_hints is not None:
+        locality_hints = list(locality_hints)
+        if len(locality_hints) != n:
+            raise ValueError(f"locality_hints must name {n} nodes, got {len(locality_hints)}")
+        if not all(isinstance(h, str) for h in locality_hints):
+            raise ValueError(f"locality_hints must be node ids (hex strings), got "
+                             f"{locality_hints!r}")
     ctx = DataContext.get_current().copy()
     ctx.enable_progress_bars = False
     coordinator = airt.remote(_SplitCoordinator).options(
         num_cpus=0, max_concurrency=2 * n + 4).remote(
-        cloudpickle.dumps(dataset._plan), cloudpickle.dumps(ctx), n, equal)
+        cloudpickle.dumps(dataset._plan), cloudpickle.dumps(ctx), n, equal, locality_hints)
     return [SplitIterator(coordinator, i, n) for i in range(n)]
