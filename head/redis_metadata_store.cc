@@ -170,7 +170,7 @@ class RedisMetadataStore::Worker {
     if (ctx_ == nullptr && !Reconnect(/*restore=*/true).ok()) return Retry();
     for (const Job& job : pending_) AppendBatch(job.batch);
     while (!pending_.empty()) {
-      Status s = ReadBatchReply(pending_.front().batch.size());
+      Status s = ReadBatchReply(pending_.front().batch);
       if (ctx_ == nullptr) return Retry();  // lost, or a transient refusal: its replies dropped
       if (s.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -233,8 +233,11 @@ class RedisMetadataStore::Worker {
     redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data());
   }
 
+  // A batch of one mutation is its one command (atomic by itself); a larger one is a MULTI/EXEC
+  // transaction.
   void AppendBatch(const WriteBatch& batch) {
-    AppendCommand({"MULTI"});
+    bool transaction = batch.size() != 1;
+    if (transaction) AppendCommand({"MULTI"});
     for (const WriteBatch::Mutation& m : batch.mutations()) {
       std::string key = options_.key_prefix + m.key;
       if (m.value) {
@@ -243,7 +246,7 @@ class RedisMetadataStore::Worker {
         AppendCommand({"DEL", key});
       }
     }
-    AppendCommand({"EXEC"});
+    if (transaction) AppendCommand({"EXEC"});
   }
 
   // One reply; a lost connection is kUnavailable (and drops the context).
@@ -261,11 +264,13 @@ class RedisMetadataStore::Worker {
     return Reply(static_cast<redisReply*>(raw));
   }
 
-  // Reads MULTI's, each QUEUED and EXEC's reply. An error reply is kUnavailable naming it (Redis
-  // applied nothing: the transaction was discarded); a transient one also drops the connection.
-  Status ReadBatchReply(size_t commands) {
+  // Reads the replies AppendBatch's commands get: MULTI's, each QUEUED and EXEC's (or the one
+  // command's). An error reply is kUnavailable naming it (Redis applied nothing: the transaction
+  // was discarded); a transient one also drops the connection.
+  Status ReadBatchReply(const WriteBatch& batch) {
+    size_t replies = batch.size() == 1 ? 1 : batch.size() + 2;
     Status first = Status::Ok();
-    for (size_t i = 0; i < commands + 2; ++i) {
+    for (size_t i = 0; i < replies; ++i) {
       Result<Reply> reply = ReadReply();
       if (!reply.ok()) return reply.status();
       if ((*reply)->type == REDIS_REPLY_ERROR && first.ok()) {
@@ -276,7 +281,8 @@ class RedisMetadataStore::Worker {
           Disconnect();
           return first;
         }
-      } else if (i == commands + 1 && (*reply)->type != REDIS_REPLY_ARRAY && first.ok()) {
+      } else if (replies > 1 && i == replies - 1 && (*reply)->type != REDIS_REPLY_ARRAY &&
+                 first.ok()) {
         first = Unavailable(where_ + " discarded the write");
       }
     }
@@ -328,7 +334,7 @@ class RedisMetadataStore::Worker {
       }
       all.Put(std::string(kMarkerKey), "airt-head");
       AppendBatch(all);
-      AIRT_RETURN_IF_ERROR(ReadBatchReply(all.size()));
+      AIRT_RETURN_IF_ERROR(ReadBatchReply(all));
       if (restore) {
         AIRT_LOG(WARNING) << where_ << " came back without the head's rows (its marker " << marker
                           << " is gone); wrote all " << all.size() - 1 << " rows again";
@@ -354,7 +360,7 @@ class RedisMetadataStore::Worker {
       }
     }
     AppendBatch(repair);
-    AIRT_RETURN_IF_ERROR(ReadBatchReply(repair.size()));
+    AIRT_RETURN_IF_ERROR(ReadBatchReply(repair));
     AIRT_LOG(INFO) << "set " << dirty_.size() << " rows of failed writes in " << where_
                    << " back to what the head holds";
     dirty_.clear();

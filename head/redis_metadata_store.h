@@ -3,7 +3,8 @@
 //
 // Every row is the Redis string "<key prefix><row key>"; the prefix (per cluster) lets several
 // clusters share one Redis. Beside the rows the store keeps the marker "<key prefix>head:marker".
-// A batch is one MULTI/EXEC transaction; batches queued together are pipelined.
+// A batch is one MULTI/EXEC transaction (one of a single mutation: its SET or DEL alone); batches
+// queued together are pipelined.
 //
 // The store keeps a copy of every row it holds (read at Connect, then each confirmed write), so
 // that a Redis that comes back without the marker (restarted without persistence, or flushed) gets
