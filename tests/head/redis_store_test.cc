@@ -140,7 +140,9 @@ TEST_F(RedisStoreTest, PastTheRetryTimeoutWritesFailNamingTheAddressAndHowLong) 
   // While Redis stays away, a later write fails after one try.
   EXPECT_EQ((*store)->Write(Put("c", "3")).wait(wait()).code(), Code::kUnavailable);
   ASSERT_NO_FATAL_FAILURE(StartRedis());
-  EXPECT_TRUE((*store)->Write(Put("d", "4")).wait(wait()).ok());
+  // Back (once it has loaded its append-only file, LOADING before that): writes succeed again.
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return (*store)->Write(Put("d", "4")).wait(wait()).ok(); }, 10s));
   EXPECT_EQ(RedisGet("t:d"), "4");
   EXPECT_FALSE(RedisGet("t:a").has_value());
 }
