@@ -40,8 +40,8 @@ struct RedisOptions {
   uint32_t timeout_ms = 2000;
   // How often an idle store checks the connection (and reconnects).
   uint32_t check_interval_ms = 1000;
-  // How long writes wait for a Redis that went away (`--redis-retry-timeout-s`; Ray's GCS gives
-  // Redis about as long, 600 tries 100 ms apart, then exits), and the backoff between tries.
+  // How long writes wait for a Redis that went away (`--redis-retry-timeout-s`), and the backoff
+  // between tries.
   uint32_t retry_timeout_ms = 60000;
   uint32_t retry_initial_backoff_ms = 100;
   uint32_t retry_max_backoff_ms = 2000;  // `--redis-retry-max-backoff-ms`
