@@ -11,6 +11,7 @@
 //                [--wait]                        for at most S seconds, then it leaves
 // Node flags: --num-cpus N --num-gpus N --memory BYTES --resources '{"name": n}'
 //             --labels ray.io/accelerator-type=A10,zone=a --object-store-memory BYTES
+//             --object-store-fallback-limit BYTES (objects on disk when memory is full)
 //             --gpu-memory BYTES --gpu-fault-spec SPEC (docs/gpu.md)
 //             --code-search-path DIRS (where workers load AIRT_REMOTE code from)
 //             --python-executable PY (runs Python tasks; default $AIRT_PYTHON, which the
@@ -43,7 +44,7 @@ namespace {
 
 struct NodeFlags {
   std::string num_cpus, num_gpus, memory, resources, labels, object_store_memory, code_search_path;
-  std::string python_executable, gpu_memory, gpu_fault_spec;
+  std::string python_executable, gpu_memory, gpu_fault_spec, object_store_fallback_limit;
   std::string node_address = "127.0.0.1";
 
   void Register(FlagSet* flags) {
@@ -56,6 +57,9 @@ struct NodeFlags {
     flags->AddString("gpu-fault-spec", &gpu_fault_spec,
                      "inject GPU failures (drills; docs/gpu.md), e.g. gpu=0:xid=79");
     flags->AddString("object-store-memory", &object_store_memory, "the node's object store size");
+    flags->AddString("object-store-fallback-limit", &object_store_fallback_limit,
+                     "bytes of objects the node's store may keep in fallback files on disk when "
+                     "memory is full, e.g. 10G (0: none; default: airt-node's)");
     flags->AddString("code-search-path", &code_search_path,
                      "folders (or .so files) with AIRT_REMOTE code, ':'-separated, for workers");
     flags->AddString("node-address", &node_address,
@@ -82,6 +86,7 @@ struct NodeFlags {
     add("resources", resources);
     add("labels", labels);
     add("object-store-memory", object_store_memory);
+    add("object-store-fallback-limit", object_store_fallback_limit);
     add("worker-code-search-path", code_search_path);
     add("node-address", node_address);
     add("python-executable", python_executable);

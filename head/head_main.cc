@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
   uint64_t infeasible_grace_ms = 10000;
   std::string temp_dir = "/tmp/airt";
   std::string redis_address, redis_password, redis_key_prefix;
+  uint64_t redis_retry_timeout_s = 60;
+  uint64_t redis_retry_max_backoff_ms = 2000;
   airt::FlagSet flags("airt-head");
   flags.AddUint64("port", &port, "TCP port of the Head service (0: any free port)");
   flags.AddString(
@@ -74,6 +76,11 @@ int main(int argc, char** argv) {
                   "HOST:PORT of a Redis that keeps the head's tables across head restarts "
                   "(default: $AIRT_REDIS_ADDRESS, then $RAY_REDIS_ADDRESS; none: in memory)");
   flags.AddString("redis-password", &redis_password, "password for Redis AUTH");
+  flags.AddUint64("redis-retry-timeout-s", &redis_retry_timeout_s,
+                  "how long writes wait, retried with backoff, for a Redis that went away before "
+                  "they fail with UNAVAILABLE (the head keeps serving reads meanwhile)");
+  flags.AddUint64("redis-retry-max-backoff-ms", &redis_retry_max_backoff_ms,
+                  "the longest wait between two tries to reach a Redis that went away");
   flags.AddString("redis-key-prefix", &redis_key_prefix,
                   "prefix of every key the head keeps in Redis, one per cluster (default "
                   "\"airt:<--port>:\")");
@@ -106,6 +113,16 @@ int main(int argc, char** argv) {
     if (!parsed_redis.ok()) return Usage(flags, parsed_redis.status().message());
     redis = *parsed_redis;
     redis->password = redis_password;
+    if (redis_retry_timeout_s > kMaxMs / 1000) {
+      return Usage(flags,
+                   "--redis-retry-timeout-s must be at most " + std::to_string(kMaxMs / 1000));
+    }
+    if (redis_retry_max_backoff_ms == 0 || redis_retry_max_backoff_ms > kMaxMs) {
+      return Usage(flags,
+                   "--redis-retry-max-backoff-ms must be between 1 and " + std::to_string(kMaxMs));
+    }
+    redis->retry_timeout_ms = static_cast<uint32_t>(redis_retry_timeout_s * 1000);
+    redis->retry_max_backoff_ms = static_cast<uint32_t>(redis_retry_max_backoff_ms);
     redis->key_prefix =
         redis_key_prefix.empty() ? "airt:" + std::to_string(port) + ":" : redis_key_prefix;
   } else if (!redis_password.empty() || !redis_key_prefix.empty()) {

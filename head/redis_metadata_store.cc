@@ -1,9 +1,15 @@
 #include "head/redis_metadata_store.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstring>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <hiredis/hiredis.h>
@@ -38,6 +44,23 @@ std::string GlobPrefix(std::string_view prefix) {
 }
 
 using Rows = std::map<std::string, std::string, std::less<>>;
+using SteadyClock = std::chrono::steady_clock;
+
+// Error replies of a Redis that will take the write shortly: loading its data set, busy with a
+// script, or a replica without its primary.
+bool Transient(std::string_view error) {
+  for (std::string_view word : {"LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN"}) {
+    if (error.substr(0, word.size()) == word) return true;
+  }
+  return false;
+}
+
+std::string Seconds(SteadyClock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f",
+                std::chrono::duration_cast<std::chrono::duration<double>>(d).count());
+  return text;
+}
 
 }  // namespace
 
@@ -57,7 +80,9 @@ class RedisMetadataStore::Worker {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
-    for (Job& job : queue_) job.done->fulfill(Unavailable(where_ + ": the head is stopping"));
+    for (std::deque<Job>* jobs : {&pending_, &queue_}) {
+      for (Job& job : *jobs) job.done->fulfill(Unavailable(where_ + ": the head is stopping"));
+    }
     Disconnect();
   }
 
@@ -96,19 +121,26 @@ class RedisMetadataStore::Worker {
     kj::Own<kj::CrossThreadPromiseFulfiller<Status>> done;
   };
 
+  // Waits for writes (or, idle, check_interval_ms, then checks the connection); while writes
+  // wait for a Redis that went away, tries again at each backoff's end (writes queued meanwhile
+  // go behind them).
   void Run() {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
-      cv_.wait_for(lock, std::chrono::milliseconds(options_.check_interval_ms),
-                   [this] { return stop_ || !queue_.empty(); });
+      if (!pending_.empty()) {
+        cv_.wait_until(lock, next_attempt_, [this] { return stop_; });
+      } else if (queue_.empty()) {
+        cv_.wait_for(lock, std::chrono::milliseconds(options_.check_interval_ms),
+                     [this] { return stop_ || !queue_.empty(); });
+      }
       if (stop_) break;
-      std::deque<Job> jobs;
-      jobs.swap(queue_);
+      for (Job& job : queue_) pending_.push_back(std::move(job));
+      queue_.clear();
       lock.unlock();
-      if (jobs.empty()) {
+      if (pending_.empty()) {
         CheckConnection();
       } else {
-        WriteAll(jobs);
+        WriteAll();
       }
       lock.lock();
     }
@@ -120,40 +152,75 @@ class RedisMetadataStore::Worker {
     if (ctx_ != nullptr) {
       Reply pong(static_cast<redisReply*>(redisCommand(ctx_, "PING")));
       if (pong && pong->type != REDIS_REPLY_ERROR) return;
-      AIRT_LOG(WARNING) << where_ << " stopped answering: "
-                        << (pong ? std::string(pong->str, pong->len) : std::string(ctx_->errstr))
-                        << "; reconnecting";
+      last_error_ = where_ + " stopped answering: " +
+                    (pong ? std::string(pong->str, pong->len) : std::string(ctx_->errstr));
       Disconnect();
     }
     if (Status s = Reconnect(/*restore=*/true); s.ok()) {
-      AIRT_LOG(INFO) << "reconnected to " << where_;
+      Recovered();
+    } else {
+      Outage();
     }
   }
 
-  // Writes every job's batch, pipelined, and fulfills each. A lost connection is made again once
-  // and the unfinished batches sent again (each batch sets whole rows: sending it twice is
-  // harmless); then they fail with kUnavailable.
-  void WriteAll(std::deque<Job>& jobs) {
-    for (int attempt = 0; attempt < 2 && !jobs.empty(); ++attempt) {
-      if (ctx_ == nullptr) {
-        if (Status s = Reconnect(/*restore=*/true); !s.ok()) break;
+  // Writes every pending job's batch, pipelined, and fulfills each as Redis confirms it. A lost
+  // connection (or a Redis still loading) leaves the unconfirmed jobs pending, tried again, in
+  // order, after a backoff (each batch sets or deletes whole rows: sending it twice is harmless).
+  void WriteAll() {
+    if (ctx_ == nullptr && !Reconnect(/*restore=*/true).ok()) return Retry();
+    for (const Job& job : pending_) AppendBatch(job.batch);
+    while (!pending_.empty()) {
+      Status s = ReadBatchReply(pending_.front().batch);
+      if (ctx_ == nullptr) return Retry();  // lost, or a transient refusal: its replies dropped
+      if (s.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ApplyBatch(pending_.front().batch, rows_);
       }
-      for (const Job& job : jobs) AppendBatch(job.batch);
-      while (!jobs.empty()) {
-        Status s = ReadBatchReply(jobs.front().batch.size());
-        if (s.code() == Code::kUnavailable && ctx_ == nullptr) break;  // connection lost
-        if (s.ok()) {
-          std::lock_guard<std::mutex> lock(mu_);
-          ApplyBatch(jobs.front().batch, rows_);
-        }
-        jobs.front().done->fulfill(std::move(s));
-        jobs.pop_front();
-      }
+      pending_.front().done->fulfill(std::move(s));
+      pending_.pop_front();
     }
-    for (Job& job : jobs) {
-      job.done->fulfill(
-          Unavailable(last_error_.empty() ? where_ + " cannot be reached" : last_error_));
+    Recovered();
+  }
+
+  // Records the start of an outage (the first failure since Redis last answered).
+  void Outage() {
+    if (outage_) return;
+    outage_ = true;
+    outage_since_ = SteadyClock::now();
+    attempts_ = 0;
+    backoff_ms_ = std::max<uint32_t>(options_.retry_initial_backoff_ms, 1);
+    AIRT_LOG(WARNING) << last_error_ << "; writes wait for it, retried for up to "
+                      << options_.retry_timeout_ms / 1000.0 << " s";
+  }
+
+  // The pending jobs failed to reach Redis: tried again after the next backoff, or, once the
+  // outage is retry_timeout_ms old, failed with kUnavailable. A failed job may still have been
+  // applied (its reply was lost), so its keys are set back to their confirmed rows on reconnect.
+  void Retry() {
+    Outage();
+    ++attempts_;
+    SteadyClock::time_point now = SteadyClock::now();
+    if (now - outage_since_ < std::chrono::milliseconds(options_.retry_timeout_ms)) {
+      next_attempt_ = now + std::chrono::milliseconds(backoff_ms_);
+      backoff_ms_ = std::min(backoff_ms_ * 2, std::max<uint32_t>(options_.retry_max_backoff_ms, 1));
+      return;
     }
+    std::string why = (last_error_.empty() ? where_ + " cannot be reached" : last_error_) +
+                      "; gave up after retrying for " + Seconds(now - outage_since_) + " s (" +
+                      std::to_string(attempts_) + " attempts, --redis-retry-timeout-s)";
+    for (Job& job : pending_) {
+      for (const WriteBatch::Mutation& m : job.batch.mutations()) dirty_.insert(m.key);
+      job.done->fulfill(Unavailable(why));
+    }
+    pending_.clear();
+  }
+
+  // Redis answered again after an outage.
+  void Recovered() {
+    if (!outage_) return;
+    outage_ = false;
+    AIRT_LOG(INFO) << "reconnected to " << where_ << " after "
+                   << Seconds(SteadyClock::now() - outage_since_) << " s";
   }
 
   void AppendCommand(std::initializer_list<std::string_view> args) {
@@ -166,8 +233,11 @@ class RedisMetadataStore::Worker {
     redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data());
   }
 
+  // A batch of one mutation is its one command (atomic by itself); a larger one is a MULTI/EXEC
+  // transaction.
   void AppendBatch(const WriteBatch& batch) {
-    AppendCommand({"MULTI"});
+    bool transaction = batch.size() != 1;
+    if (transaction) AppendCommand({"MULTI"});
     for (const WriteBatch::Mutation& m : batch.mutations()) {
       std::string key = options_.key_prefix + m.key;
       if (m.value) {
@@ -176,31 +246,43 @@ class RedisMetadataStore::Worker {
         AppendCommand({"DEL", key});
       }
     }
-    AppendCommand({"EXEC"});
+    if (transaction) AppendCommand({"EXEC"});
   }
 
   // One reply; a lost connection is kUnavailable (and drops the context).
   Result<Reply> ReadReply() {
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-      last_error_ = where_ + " cannot be reached: " + ctx_->errstr;
+      std::string why = ctx_->errstr;
+      if (why == std::strerror(EAGAIN)) {
+        why = "no reply within " + std::to_string(options_.timeout_ms) + " ms";
+      }
+      last_error_ = where_ + " cannot be reached: " + why;
       Disconnect();
       return Unavailable(last_error_);
     }
     return Reply(static_cast<redisReply*>(raw));
   }
 
-  // Reads MULTI's, each QUEUED and EXEC's reply. An error reply is kUnavailable naming it (Redis
-  // applied nothing: the transaction was discarded).
-  Status ReadBatchReply(size_t commands) {
+  // Reads the replies AppendBatch's commands get: MULTI's, each QUEUED and EXEC's (or the one
+  // command's). An error reply is kUnavailable naming it (Redis applied nothing: the transaction
+  // was discarded); a transient one also drops the connection.
+  Status ReadBatchReply(const WriteBatch& batch) {
+    size_t replies = batch.size() == 1 ? 1 : batch.size() + 2;
     Status first = Status::Ok();
-    for (size_t i = 0; i < commands + 2; ++i) {
+    for (size_t i = 0; i < replies; ++i) {
       Result<Reply> reply = ReadReply();
       if (!reply.ok()) return reply.status();
       if ((*reply)->type == REDIS_REPLY_ERROR && first.ok()) {
-        first = Unavailable(where_ +
-                            " refused the write: " + std::string((*reply)->str, (*reply)->len));
-      } else if (i == commands + 1 && (*reply)->type != REDIS_REPLY_ARRAY && first.ok()) {
+        std::string error((*reply)->str, (*reply)->len);
+        first = Unavailable(where_ + " refused the write: " + error);
+        if (Transient(error)) {  // tried again: drop the connection and the replies still due
+          last_error_ = first.message();
+          Disconnect();
+          return first;
+        }
+      } else if (replies > 1 && i == replies - 1 && (*reply)->type != REDIS_REPLY_ARRAY &&
+                 first.ok()) {
         first = Unavailable(where_ + " discarded the write");
       }
     }
@@ -244,20 +326,44 @@ class RedisMetadataStore::Worker {
     std::string marker = options_.key_prefix + std::string(kMarkerKey);
     Result<Reply> exists = Command({"EXISTS", marker});
     if (!exists.ok()) return exists.status();
-    if ((*exists)->integer == 1) return Status::Ok();
-    WriteBatch all;
-    if (restore) {
+    if ((*exists)->integer != 1) {
+      WriteBatch all;
+      if (restore) {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& [key, value] : rows_) all.Put(key, value);
+      }
+      all.Put(std::string(kMarkerKey), "airt-head");
+      AppendBatch(all);
+      AIRT_RETURN_IF_ERROR(ReadBatchReply(all));
+      if (restore) {
+        AIRT_LOG(WARNING) << where_ << " came back without the head's rows (its marker " << marker
+                          << " is gone); wrote all " << all.size() - 1 << " rows again";
+      }
+    }
+    return Repair();
+  }
+
+  // Sets the keys of writes that failed after being sent back to their confirmed rows (or
+  // deletes them), so that Redis holds what the head holds.
+  Status Repair() {
+    if (dirty_.empty()) return Status::Ok();
+    WriteBatch repair;
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& [key, value] : rows_) all.Put(key, value);
+      for (const std::string& key : dirty_) {
+        auto row = rows_.find(key);
+        if (row != rows_.end()) {
+          repair.Put(key, row->second);
+        } else {
+          repair.Delete(key);
+        }
+      }
     }
-    all.Put(std::string(kMarkerKey), "airt-head");
-    AppendBatch(all);
-    Status written = ReadBatchReply(all.size());
-    if (!written.ok()) return written;
-    if (restore) {
-      AIRT_LOG(WARNING) << where_ << " came back without the head's rows (its marker " << marker
-                        << " is gone); wrote all " << all.size() - 1 << " rows again";
-    }
+    AppendBatch(repair);
+    AIRT_RETURN_IF_ERROR(ReadBatchReply(repair));
+    AIRT_LOG(INFO) << "set " << dirty_.size() << " rows of failed writes in " << where_
+                   << " back to what the head holds";
+    dirty_.clear();
     return Status::Ok();
   }
 
@@ -312,6 +418,14 @@ class RedisMetadataStore::Worker {
   const std::string where_;
   redisContext* ctx_ = nullptr;  // the worker thread's (Start's before it runs)
   std::string last_error_;       // the worker thread's
+  // The worker thread's: the jobs being written (or waiting for Redis to come back), in order.
+  std::deque<Job> pending_;
+  bool outage_ = false;  // Redis has not answered since outage_since_
+  SteadyClock::time_point outage_since_;
+  SteadyClock::time_point next_attempt_;
+  uint32_t attempts_ = 0;
+  uint32_t backoff_ms_ = 0;
+  std::set<std::string> dirty_;  // keys of failed writes Redis may hold anyway
   std::thread thread_;
 
   std::mutex mu_;

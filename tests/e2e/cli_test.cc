@@ -103,6 +103,33 @@ TEST_F(AirtCommand, StartRefusesASecondHeadAndBadFlagsNamingThem) {
   EXPECT_EQ(Airt({"stop"}, &out), 0);
 }
 
+TEST_F(AirtCommand, StartPassesTheObjectStoreFallbackLimitToTheNode) {
+  std::string out;
+  ASSERT_EQ(Airt({"start", "--help"}, &out), 0) << out;
+  EXPECT_NE(out.find("--object-store-fallback-limit"), std::string::npos) << out;
+
+  ASSERT_EQ(Airt({"start", "--head", "--port=0", "--object-store-memory=32M",
+                  "--object-store-fallback-limit=1M"},
+                 &out),
+            0)
+      << out;
+  int nodes_with_the_flag = 0;
+  for (pid_t pid : RecordedPids()) {
+    std::string cmdline = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+    if (cmdline.find("airt-node") == std::string::npos) continue;
+    EXPECT_NE(cmdline.find(std::string("--object-store-fallback-limit=1M") + '\0'),
+              std::string::npos);
+    ++nodes_with_the_flag;
+  }
+  EXPECT_EQ(nodes_with_the_flag, 1);
+  // The node parses it: a bad value stops that node, naming the flag.
+  std::string address = ReadFile(dir_.File("session/head_address"));
+  address = address.substr(0, address.find('\n'));
+  EXPECT_EQ(Airt({"start", "--address=" + address, "--object-store-fallback-limit=lots"}, &out), 1);
+  EXPECT_NE(out.find("object-store-fallback-limit"), std::string::npos) << out;
+  EXPECT_EQ(Airt({"stop"}, &out), 0) << out;
+}
+
 TEST_F(AirtCommand, TwoDriversRunTheirTasksAtOnceOnOneCluster) {
   std::string out;
   std::string code = std::filesystem::path(AIRT_EXAMPLE_TASKS).parent_path().string();
