@@ -152,6 +152,7 @@ void ActorManager::Send(Actor& actor, kj::Own<PendingTask> call) {
   actor.in_flight.emplace(seq, kj::mv(call));
   background_.add(push.send().then(
       [this, id, seq](auto reply) {
+        ReportCopies(on_copies_, reply);
         Actor& actor = Entry(id);
         auto sent = actor.in_flight.find(seq);
         if (sent == actor.in_flight.end()) return;

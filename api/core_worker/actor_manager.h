@@ -84,6 +84,9 @@ class ActorManager {
   // The owner's non-detached actors' workers are stopped and their leases given back (Shutdown).
   kj::Promise<void> StopOwned();
 
+  // Called with the copies of arguments the actors' nodes pulled (the owner records them).
+  void OnCopies(CopiesFn on_copies) { on_copies_ = std::move(on_copies); }
+
  private:
   enum class State { kUnknown, kPending, kAlive, kRestarting, kDead };
 
@@ -172,6 +175,7 @@ class ActorManager {
   MemoryStore& memory_;
   ConnectFn connect_;
   ForgetFn forget_;
+  CopiesFn on_copies_;
   proto::Head::Client head_;
   std::string local_node_;
   JobId job_;

@@ -190,11 +190,14 @@ void CoreWorker::Impl::MakeSubmitters() {
   // A worker that died may have died with its node: the owner asks the head (lineage).
   loop_->dispatcher->OnWorkerLost(
       [this](const std::string& node) { loop_->tasks.add(WatchNode(node).ignoreResult()); });
+  // The copies the workers' nodes pulled of task arguments join their objects' locations.
+  loop_->dispatcher->OnCopies([this](std::vector<ObjectLocation> copies) { AddCopies(copies); });
   loop_->actors = kj::heap<ActorManager>(
       loop_->io.provider->getTimer(), loop_->tasks, memory_,
       [this](const std::string& a) { return Connect(a); },
       [this](const std::string& a) { Forget(a); }, loop_->head, node_address_, job_id_,
       options_.code_search_path);
+  loop_->actors->OnCopies([this](std::vector<ObjectLocation> copies) { AddCopies(copies); });
 }
 
 capnp::Capability::Client CoreWorker::Impl::Connect(const std::string& address) {

@@ -162,6 +162,9 @@ struct ReferenceSnapshot {
   bool referenced = false;  // some count holds it here (owned or borrowed)
   bool borrowed = false;    // this process borrows it from its owner
   size_t borrowers = 0;     // processes that borrow it from this one (its owner)
+  // Its owner's: the Node service addresses (host:port) of the nodes holding copies of it beyond
+  // the primary (nodes that pulled it), in the order they were told.
+  std::vector<std::string> copies;
 };
 
 // One process's progress in a collective group (RecordCollectiveProgress).

@@ -149,6 +149,20 @@ class OwnerService final : public proto::Owner::Server {
     return kj::READY_NOW;
   }
 
+  // A node pulled copies (core_worker_locations.cc). kInvalidArgument: a malformed id.
+  kj::Promise<void> addObjectLocations(AddObjectLocationsContext context) override {
+    auto params = context.getParams();
+    std::vector<ObjectId> ids = CheckedObjectIds(params.getObjectIds());
+    std::vector<ObjectLocation> copies;
+    copies.reserve(ids.size());
+    for (const ObjectId& id : ids) {
+      copies.push_back(ObjectLocation{id, params.getTransferAddress().cStr(), 0,
+                                      params.getNodeAddress().cStr()});
+    }
+    impl_.AddCopies(copies);
+    return kj::READY_NOW;
+  }
+
   kj::Promise<void> collectiveProgress(CollectiveProgressContext context) override {
     std::optional<CollectiveProgress> progress =
         impl_.CollectiveProgressOf(context.getParams().getGroup().cStr());
@@ -340,6 +354,7 @@ ReferenceSnapshot CoreWorker::Impl::References(const ObjectId& id) {
     snapshot.referenced = refs_.Has(id);
     snapshot.borrowed = borrowed_.count(id) > 0;
     snapshot.borrowers = refs_.NumBorrowers(id);
+    for (const ObjectLocation& copy : CopiesOf(id)) snapshot.copies.push_back(copy.node_address);
   });
   return snapshot;
 }

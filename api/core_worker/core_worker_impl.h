@@ -233,10 +233,29 @@ class CoreWorker::Impl {
   // The node died: the copies there leave the location table, and each owned object that lay
   // there is rebuilt or given its error (Recover).
   void NodeDied(const std::string& node);
-  // Owned `id`'s copy on dead `node` is gone: its task runs again (its entry leaves the memory
-  // store until the re-run answers), or its entry becomes why it cannot (ObjectLost for a put,
-  // the lineage errors). Nothing when its entry no longer lies on `node`.
-  void Recover(const ObjectId& id, const std::string& node);
+  // Owned `id`'s copy on `node` is gone (`gone` says why, after the node's address in the
+  // errors): another node's copy becomes its primary (Promote), else its task runs again (its
+  // entry leaves the memory store until the re-run answers), or its entry becomes why it cannot
+  // (ObjectLost for a put, the lineage errors). Nothing when its entry no longer lies on `node`.
+  void Recover(const ObjectId& id, const std::string& node,
+               const std::string& gone = "which died");
+  // Copies beyond the primary (core_worker_locations.cc), loop thread. Records `copies` (nodes
+  // that pulled objects): an owned object's in copies_, a borrowed one's sent to its owner
+  // (Owner.addObjectLocations, once per object and node).
+  void AddCopies(const std::vector<ObjectLocation>& copies);
+  // Any thread: this node now holds copies of `ids` that lay elsewhere (a Get pulled them).
+  void ReportLocalCopies(std::vector<ObjectId> ids);
+  // Whether `where` names another node than this one (a copy read here is a secondary one).
+  bool Elsewhere(const ObjectLocation& where) const;
+  std::vector<ObjectLocation> CopiesOf(const ObjectId& id) const;
+  // `node` died: it leaves every object's copies.
+  void DropCopiesAt(const std::string& node);
+  // `id` was freed: its copies leave the table and the stores of their nodes.
+  void FreeCopies(const ObjectId& id);
+  // `id`'s primary at `from` is gone: the copy on a live node (this one's first) becomes its
+  // entry's location and that node is asked to keep it as the primary copy. False when no copy
+  // is left.
+  bool Promote(const ObjectId& id, const std::string& from);
   // Runs lineage task `task` again, rebuilding its lost or freed arguments first.
   void Resubmit(LineageTask& task);
   // What a re-run needs of argument `id`: rebuilt when lost or freed; an error entry when it
@@ -291,6 +310,7 @@ class CoreWorker::Impl {
   struct Borrowed {
     OwnerAddress owner;
     bool asked = false;
+    std::unordered_set<std::string> copy_reported;  // nodes whose copies the owner was told of
   };
   std::unordered_map<ObjectId, Borrowed> borrowed_;
   std::atomic<size_t> num_borrowed_{0};  // borrowed_.size(), for RequestBorrowed's fast path
@@ -309,6 +329,9 @@ class CoreWorker::Impl {
   std::unordered_set<std::string> dead_nodes_;
   std::map<std::string, kj::ForkedPromise<bool>> node_watches_;
   std::unordered_set<TaskId> rebuilding_;
+  // Loop thread: the copies of owned objects beyond their primary (the entry's location), by
+  // object; a node appears once per object.
+  std::unordered_map<ObjectId, std::vector<ObjectLocation>> copies_;
   uint64_t tasks_rebuilt_ = 0;  // loop thread: re-runs started to rebuild lost objects
   std::mutex progress_mu_;
   std::map<std::string, CollectiveProgress> progress_;  // guarded by progress_mu_: by group

@@ -110,6 +110,7 @@ void CoreWorker::Impl::Free(const ObjectId& id) {
     return;
   }
   if (!entry->location) return;
+  FreeCopies(id);  // the copies other nodes pulled
   // This node's copy: the primary of a put, or a copy a Get pulled here.
   if (store_->Contains(id)) {
     Status deleted = store_->Delete(id);
@@ -174,6 +175,10 @@ bool Remote(const ObjectEntry& entry, const objectstore::StoreClient& store) {
 
 }  // namespace
 
+bool CoreWorker::Impl::Elsewhere(const ObjectLocation& where) const {
+  return !where.node_address.empty() && where.node_address != node_address_;
+}
+
 objectstore::ObjectPuller& CoreWorker::Impl::Puller() {
   std::call_once(puller_once_, [this] {
     Result<objectstore::StoreStats> stats = store_->Stats();
@@ -190,6 +195,7 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
   std::optional<std::vector<ObjectEntry>> now = memory_.TryGet(ids);
   if (now && std::none_of(now->begin(), now->end(),
                           [&](const ObjectEntry& e) { return Remote(e, *store_); })) {
+    std::vector<ObjectId> copies;  // read here, named elsewhere: this node holds a copy
     for (size_t i = 0; i < now->size(); ++i) {
       ObjectEntry& entry = (*now)[i];
       GotObject got;
@@ -200,12 +206,14 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
         if (pin.status().code() == Code::kDeadlineExceeded) return pin.status();
         if (pin.ok()) {
           got.pin = std::move(*pin);
+          if (Elsewhere(*entry.location)) copies.push_back(entry.location->id);
         } else {
           got.error = LostObject(*entry.location, pin.status());
         }
       }
       use(i, got);
     }
+    ReportLocalCopies(std::move(copies));
     return Status::Ok();
   }
 
@@ -286,6 +294,7 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
     return Status::Ok();
   };
 
+  std::vector<ObjectId> copies;  // pulled here (or found here) from another node
   size_t window_end = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i == window_end && any_remote) {
@@ -313,12 +322,14 @@ Status CoreWorker::Impl::GetEach(std::span<const ObjectId> ids, int64_t timeout_
       if (pin.status().code() == Code::kDeadlineExceeded) return pin.status();
       if (pin.ok()) {
         got.pin = std::move(*pin);
+        if (Elsewhere(where)) copies.push_back(where.id);
       } else {
         got.error = LostObject(where, pin.status());
       }
     }
     use(i, got);
   }
+  ReportLocalCopies(std::move(copies));
   return Status::Ok();
 }
 

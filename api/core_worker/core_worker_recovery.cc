@@ -136,9 +136,18 @@ void CoreWorker::Impl::ReconnectHead() {
 
 void CoreWorker::Impl::NodeDied(const std::string& node) {
   if (!dead_nodes_.insert(node).second) return;
+  DropCopiesAt(node);
   std::vector<ObjectId> there = memory_.LocatedAt(node);
+  // Copies elsewhere become primaries first: a re-run started for one return of a task must not
+  // drop another return that still has a copy.
+  size_t promoted = 0;
+  for (const ObjectId& id : there) {
+    if (borrowed_.count(id) == 0 && Promote(id, node)) ++promoted;
+  }
   AIRT_LOG(INFO) << "node " << node << " died; " << there.size()
-                 << " objects of this process lay there (rebuilt from lineage where they can be)";
+                 << " objects of this process lay there, " << promoted
+                 << " read on from copies on other nodes (the others rebuilt from lineage where "
+                    "they can be)";
   for (const ObjectId& id : there) {
     if (borrowed_.count(id) > 0) continue;  // its owner rebuilds it (and answers again)
     Recover(id, node);
@@ -150,19 +159,27 @@ void CoreWorker::Impl::SetError(const ObjectId& id, ObjectError error) {
   memory_.Put(id, ObjectEntry{nullptr, std::nullopt, std::move(error)});
 }
 
-void CoreWorker::Impl::Recover(const ObjectId& id, const std::string& node) {
+void CoreWorker::Impl::Recover(const ObjectId& id, const std::string& node,
+                               const std::string& gone) {
   std::optional<ObjectEntry> entry = memory_.Peek(id);
   if (!entry || !entry->location || entry->location->node_address != node) return;
+  if (Promote(id, node)) return;
   if (id.IsPut()) {
     return SetError(id, ObjectError{ErrorKind::OBJECT_LOST, "",
                                     "object " + id.Hex() + " is lost: it was put by this process " +
-                                        "and its only copy was on node " + node +
-                                        ", which died. A put object has no lineage to rebuild it " +
+                                        "and its last copy was on node " + node + ", " + gone +
+                                        ". A put object has no lineage to rebuild it " +
                                         "from; put the value again.",
                                     ""});
   }
   TaskId task_id = id.Task();
-  if (rebuilding_.count(task_id) > 0) return;
+  // A copy gone from a live node (a promoted copy it dropped) is not among the returns on dead
+  // nodes that a re-run replaces: its entry waits for the re-run here.
+  bool on_live_node = dead_nodes_.count(node) == 0;
+  if (rebuilding_.count(task_id) > 0) {
+    if (on_live_node) memory_.Erase(id);
+    return;
+  }
   LineageTask* task = lineage_.Find(task_id);
   if (task == nullptr) {
     bool evicted = lineage_.Evicted(task_id);
@@ -179,14 +196,14 @@ void CoreWorker::Impl::Recover(const ObjectId& id, const std::string& node) {
         id, ObjectError{evicted ? ErrorKind::OBJECT_RECONSTRUCTION_FAILED_LINEAGE_EVICTED
                                 : ErrorKind::OBJECT_RECONSTRUCTION_FAILED,
                         "",
-                        "object " + id.Hex() + " is lost (its only copy was on node " + node +
-                            ", which died) and cannot be rebuilt: " + why + ".",
+                        "object " + id.Hex() + " is lost (its last copy was on node " + node +
+                            ", " + gone + ") and cannot be rebuilt: " + why + ".",
                         ""});
   }
   if (task->retries_left == 0) {
     ObjectError error{ErrorKind::OBJECT_RECONSTRUCTION_FAILED_MAX_ATTEMPTS_EXCEEDED, task->function,
-                      "object " + id.Hex() + " is lost (its only copy was on node " + node +
-                          ", which died) and its task " + task_id.Hex() + " (" + TaskName(*task) +
+                      "object " + id.Hex() + " is lost (its last copy was on node " + node +
+                          ", " + gone + ") and its task " + task_id.Hex() + " (" + TaskName(*task) +
                           ") may not run again: it was retried as often as its max_retries (" +
                           std::to_string(task->options.max_retries) + ") allows.",
                       ""};
@@ -196,8 +213,10 @@ void CoreWorker::Impl::Recover(const ObjectId& id, const std::string& node) {
         SetError(r, error);
       }
     }
+    SetError(id, error);
     return;
   }
+  if (on_live_node) memory_.Erase(id);
   Resubmit(*task);
 }
 

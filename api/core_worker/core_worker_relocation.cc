@@ -47,6 +47,12 @@ std::vector<bool> CoreWorker::Impl::ObjectsMoved(const std::string& from_node,
         to.transfer_address = transfer_address;
         to.node_address = node_address;
         ok = memory_.Relocate(id, from_node, to);
+        // A copy the new primary's node held before is that primary now.
+        if (auto c = copies_.find(id); ok && c != copies_.end()) {
+          std::erase_if(c->second,
+                        [&](const ObjectLocation& l) { return l.node_address == node_address; });
+          if (c->second.empty()) copies_.erase(c);
+        }
       }
     }
     moved += ok ? 1 : 0;

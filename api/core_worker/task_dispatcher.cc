@@ -141,6 +141,7 @@ void TaskDispatcher::Push(const std::string& key, Lease& lease, PendingTask* tas
   background_.add(push.send().then(
       [this, key, lease_id, task](auto reply) {
         pushed_.erase(task);
+        ReportCopies(on_copies_, reply);
         for (Lease& l : queues_[key].leases) {
           if (l.id != lease_id) continue;
           --l.in_flight;

@@ -58,6 +58,9 @@ class TaskDispatcher {
     on_worker_lost_ = std::move(on_lost);
   }
 
+  // Called with the copies of arguments the workers' nodes pulled (the owner records them).
+  void OnCopies(CopiesFn on_copies) { on_copies_ = std::move(on_copies); }
+
   // Records `message` as the error of every return of `task`.
   void Fail(PendingTask& task, ErrorKind kind, const std::string& message,
             const std::string& data = "") {
@@ -115,6 +118,7 @@ class TaskDispatcher {
   std::map<std::string, ShapeQueue> queues_;
   std::unordered_map<const PendingTask*, uint64_t> pushed_;  // tasks on a worker: their lease
   std::function<void(const std::string& node)> on_worker_lost_;
+  CopiesFn on_copies_;
 };
 
 }  // namespace airt::core_worker

@@ -101,6 +101,20 @@ void FillTaskSpec(const PendingTask& task, const JobId& job, proto::TaskSpec::Bu
   }
 }
 
+void ReportCopies(const CopiesFn& on_copies, proto::Worker::PushTaskResults::Reader reply) {
+  if (!on_copies || !reply.hasCopies() || reply.getCopies().size() == 0) return;
+  std::vector<ObjectLocation> copies;
+  copies.reserve(reply.getCopies().size());
+  for (auto copy : reply.getCopies()) {
+    auto raw = copy.getObjectId();
+    if (raw.size() != ObjectId::kSize) continue;  // a malformed entry is no location
+    copies.push_back(ObjectLocation{ObjectId::FromRaw(raw.begin()),
+                                    copy.getTransferAddress().cStr(), copy.getSize(),
+                                    copy.getNodeAddress().cStr()});
+  }
+  if (!copies.empty()) on_copies(std::move(copies));
+}
+
 void RecordTaskReply(MemoryStore& memory, PendingTask& task,
                      proto::Worker::PushTaskResults::Reader reply) {
   if (reply.getFailed()) {

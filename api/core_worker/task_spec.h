@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +65,12 @@ void FillTaskSpec(const PendingTask& task, const JobId& job, proto::TaskSpec::Bu
 // Records a worker's answer: each return's value or location, or the task's error in every one.
 void RecordTaskReply(MemoryStore& memory, PendingTask& task,
                      proto::Worker::PushTaskResults::Reader reply);
+
+// Called with the copies a worker's node pulled of a task's arguments (pushTask's `copies`),
+// when there are any.
+using CopiesFn = std::function<void(std::vector<ObjectLocation>)>;
+// Passes the reply's copies to `on_copies` (nothing when it lists none or `on_copies` is empty).
+void ReportCopies(const CopiesFn& on_copies, proto::Worker::PushTaskResults::Reader reply);
 
 // Drops the answer of a task that was cancelled meanwhile: the returns it put in its node's
 // store are freed there (in the background); nothing is recorded.

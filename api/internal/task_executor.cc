@@ -322,6 +322,15 @@ TaskOutcome TaskExecutor::RunPrefetched(const TaskToRun& task, objectstore::Pull
   // Resolve the arguments: inline bytes as they are, objects pinned in the local store (those on
   // other nodes pulled first, all in one batch).
   std::unordered_map<ObjectId, Status> failed = FetchArguments(task, prefetch);
+  auto fetched = [&](const TaskArgument& arg) {
+    if (arg.is_object && !arg.transfer_address.empty() && failed.count(arg.object_id) == 0) {
+      outcome.fetched.emplace_back(arg.object_id, arg.transfer_address);
+    }
+  };
+  for (const TaskArgument& arg : task.args) {
+    fetched(arg);
+    for (const TaskArgument& element : arg.elements) fetched(element);
+  }
   std::vector<objectstore::ObjectPin> pins;
   std::deque<std::string> assembled;  // list arguments' msgpack arrays
   std::vector<std::string_view> args;

@@ -105,6 +105,9 @@ struct TaskOutcome {
   Status status;
   std::optional<TaskFailure> failure;    // the task ran, or was refused, or could not run: failed
   std::vector<TaskReturnValue> returns;  // num_returns of them when it succeeded
+  // The object arguments (list elements too) that lay on another node, named by the transfer
+  // address the task gave, and that were pulled into (or found in) this node's store for it.
+  std::vector<std::pair<ObjectId, std::string>> fetched;
 };
 
 class TaskExecutor {

@@ -146,6 +146,19 @@ Result<TaskToRun> ParseTaskSpec(proto::TaskSpec::Reader spec, const JobId& job) 
 
 void FillTaskResults(const TaskOutcome& outcome, const std::string& function_name,
                      const ReturnsAt& returns_at, proto::Worker::PushTaskResults::Builder results) {
+  // The copies this node holds now of arguments that lay elsewhere: their owners learn of them.
+  std::vector<const std::pair<ObjectId, std::string>*> copies;
+  for (const auto& fetched : outcome.fetched) {
+    if (fetched.second != returns_at.transfer_address) copies.push_back(&fetched);
+  }
+  if (!copies.empty()) {
+    auto list = results.initCopies(static_cast<unsigned>(copies.size()));
+    for (size_t i = 0; i < copies.size(); ++i) {
+      list[i].setObjectId(capnp::Data::Reader(copies[i]->first.data(), ObjectId::kSize));
+      list[i].setTransferAddress(returns_at.transfer_address);
+      list[i].setNodeAddress(returns_at.node_address);
+    }
+  }
   if (outcome.failure || !outcome.status.ok()) {
     // An executor's status (none today) fails the task with the status's kind.
     TaskFailure failure = outcome.failure ? *outcome.failure

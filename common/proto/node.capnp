@@ -262,7 +262,12 @@ struct TaskError {
 interface Worker {
   # Runs one task and answers with its returns or the error it raised. Calls on one connection
   # run in order.
-  pushTask @0 (task :TaskSpec) -> (returns :List(TaskReturn), error :TaskError, failed :Bool);
+  # `copies`: the task's object arguments (list elements too) that lay on other nodes and that
+  # this worker's node now holds copies of (it pulled them for the task): each names this node
+  # (its transfer and Node service addresses) and the object. The submitter records them with
+  # the objects' owners (Owner.addObjectLocations), so that a copy outlives its primary's node.
+  pushTask @0 (task :TaskSpec) -> (returns :List(TaskReturn), error :TaskError, failed :Bool,
+                                   copies :List(ObjectLocation));
   # Finishes the current task, then exits the process.
   exit @1 () -> ();
   # Cancels task `taskId` (24 bytes) of this worker: a task still queued here is dropped (its
@@ -319,6 +324,13 @@ interface Owner {
   # the others (freed meanwhile, or lying elsewhere): the caller frees that copy again.
   objectsMoved @5 (fromNode :Text, objectIds :List(Data), nodeAddress :Text,
                    transferAddress :Text) -> (held :List(Bool));
+  # The node whose Node service is at `nodeAddress` and whose transfer service is at
+  # `transferAddress` holds secondary copies of `objectIds` (it pulled them for a reader). The
+  # owner adds that node to each object's locations: readers may pull from it, and the object
+  # counts as lost only once every node that held a copy died. A borrower that gets this call for
+  # objects it borrows passes it on to their owner; other ids are ignored.
+  # kInvalidArgument: a malformed id.
+  addObjectLocations @6 (objectIds :List(Data), nodeAddress :Text, transferAddress :Text) -> ();
 }
 
 # A borrower's registration with one owner (Owner.addBorrower). No methods: when the owner sees

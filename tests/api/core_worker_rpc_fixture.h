@@ -67,6 +67,8 @@ struct ClusterState {
   std::vector<std::string> cancelled;
   std::vector<std::string> killed;  // worker ids
   size_t returned = 0;              // returnWorkerLease calls
+  std::vector<std::string> dead;      // Node services (host:port) the head's view shows dead
+  std::vector<std::string> promoted;  // object ids (binary) pullPrimaries asked a node to keep
 };
 
 class Lease final : public proto::JobLease::Server {};
@@ -84,14 +86,22 @@ class Head final : public proto::Head::Server {
   }
   kj::Promise<void> finishJob(FinishJobContext) override { return kj::READY_NOW; }
   kj::Promise<void> clusterView(ClusterViewContext context) override {
-    auto node = context.getResults().initNodes(1)[0];
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto nodes = context.getResults().initNodes(static_cast<unsigned>(1 + state_->dead.size()));
+    for (size_t i = 0; i < state_->dead.size(); ++i) {
+      auto colon = state_->dead[i].rfind(':');
+      auto info = nodes[static_cast<unsigned>(i + 1)].initInfo();
+      info.setNodeId(AsData(NodeId::FromRandom().Binary()));
+      info.setAddress(state_->dead[i].substr(0, colon));
+      info.setNodePort(static_cast<uint16_t>(std::stoul(state_->dead[i].substr(colon + 1))));
+    }
+    auto node = nodes[0];
     node.setAlive(true);
     auto info = node.initInfo();
     info.setNodeId(AsData(NodeId::FromRandom().Binary()));
     info.setAddress(kNodeHost);
     info.setNodePort(1);
     info.setTransferPort(1);
-    std::lock_guard<std::mutex> lock(state_->mu);
     info.setStoreSocket(state_->store_socket);
     return kj::READY_NOW;
   }
@@ -145,6 +155,16 @@ class Node final : public proto::Node::Server {
     return kj::READY_NOW;
   }
   kj::Promise<void> freeObjects(FreeObjectsContext) override { return kj::READY_NOW; }
+  kj::Promise<void> pullPrimaries(PullPrimariesContext context) override {
+    auto objects = context.getParams().getObjects();
+    auto errors = context.getResults().initErrors(objects.size());
+    std::lock_guard<std::mutex> lock(state_->mu);
+    for (unsigned i = 0; i < objects.size(); ++i) {
+      state_->promoted.push_back(ToString(objects[i]));
+      errors.set(i, "");
+    }
+    return kj::READY_NOW;
+  }
   kj::Promise<void> subscribeLogs(SubscribeLogsContext) override { return kj::READY_NOW; }
 
  private:
