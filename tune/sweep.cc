@@ -150,10 +150,10 @@ bool Sweep::Report(size_t i, Metrics metrics) {
   for (const auto& callback : options_.callbacks) callback->OnTrialResult(t, t.results.back());
   options_.scheduler->SetWaiting(Waiting());
   Decision d = options_.scheduler->OnTrialResult(t.id, iteration, metric);
-  if (d == Decision::kStop) {
+  if (iteration >= options_.max_iterations) {
+    End(i, "TERMINATED", false);  // at its end, whatever the scheduler says
+  } else if (d == Decision::kStop) {
     End(i, "TERMINATED", true);
-  } else if (iteration >= options_.max_iterations) {
-    End(i, "TERMINATED", false);
   } else if (d == Decision::kPause) {
     t.status = "PAUSED";
     ++t.num_pauses;

@@ -30,8 +30,8 @@ airt::tune::Metrics FlakyCounter::Step() {
   }
   // The scheduler tests rank trials by "i" (lower is better), however far each has run.
   double rank = config_.numbers.count("i") ? config_.Number("i") : 0;
-  if (fail == "pbt" && rank == 3) {  // the worst starts slowest: the others have checkpoints
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (fail == "pbt") {  // the worst runs slowest: the others are ahead, with checkpoints
+    std::this_thread::sleep_for(std::chrono::milliseconds(rank == 3 ? 150 : 50));
   }
   return {{"step", steps_}, {"loaded", loaded_}, {"loss", rank + 1.0 / steps_}};
 }

@@ -12,7 +12,7 @@ class FlakyCounter {
  public:
   static FlakyCounter* Create(airt::tune::Config config);
   // {"step": steps so far, "loaded": the count its checkpoint held (0 without one), "loss"}.
-  // fail "pbt" with i 3: each step sleeps 0.1 s (the PBT test's worst trial starts last).
+  // fail "pbt": each step sleeps 0.05 s, 0.15 s with i 3 (the PBT test's worst trial lags).
   airt::tune::Metrics Step();
   std::string Save();
   void Load(std::string state);
