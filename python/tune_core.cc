@@ -54,6 +54,7 @@ PYBIND11_MODULE(_tune_core, m) {
       .def("on_trial_complete", &TrialScheduler::OnTrialComplete)
       .def("on_trial_remove", &TrialScheduler::OnTrialRemove)
       .def("on_search_finished", &TrialScheduler::OnSearchFinished)
+      .def("set_waiting", &TrialScheduler::SetWaiting)
       .def("take_actions",
            [](TrialScheduler& s) {
              py::list out;

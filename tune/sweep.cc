@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "airt/exceptions.h"
+#include "airt/tune/pbt.h"
 
 namespace airt::tune {
 namespace internal {
@@ -75,6 +77,10 @@ void Append(const std::string& path, const std::string& text) {
 Sweep::Sweep(std::vector<Config> variants, const SweepOptions& options)
     : options_(options), start_time_(Now()), tty_(isatty(STDOUT_FILENO)) {
   if (!options_.scheduler) options_.scheduler = MakeFifoScheduler();
+  pbt_ = dynamic_cast<PopulationBasedTraining*>(options_.scheduler.get());
+  if (options_.checkpoint_config.num_to_keep && *options_.checkpoint_config.num_to_keep < 1) {
+    throw InvalidArgumentError("checkpoint_config.num_to_keep must be at least 1");
+  }
   if (options_.max_concurrent < 1) throw InvalidArgumentError("max_concurrent must be positive");
   std::string storage = options_.storage_path;
   if (storage.empty()) {
@@ -91,10 +97,12 @@ Sweep::Sweep(std::vector<Config> variants, const SweepOptions& options)
     t.config = std::move(variants[i]);
     t.path = result_.experiment_path + "/trial_" + t.id;
     options_.scheduler->OnTrialAdd(t.id);
+    if (pbt_) pbt_->SetConfig(t.id, t.config);
     result_.trials.push_back(std::move(t));
   }
   started_at_.assign(result_.trials.size(), 0);
   time_base_.assign(result_.trials.size(), 0);
+  for (size_t i = 0; i < result_.trials.size(); ++i) queued_.push_back(next_queue_++);
   options_.scheduler->OnSearchFinished();
   if (options_.max_failures < -1) throw InvalidArgumentError("max_failures must be >= -1");
   if (options_.checkpoint_frequency < 0) {
@@ -104,12 +112,15 @@ Sweep::Sweep(std::vector<Config> variants, const SweepOptions& options)
 }
 
 std::vector<size_t> Sweep::Launchable(size_t running) {
-  std::vector<size_t> out;
+  std::vector<size_t> pending;
   for (size_t i = 0; i < result_.trials.size(); ++i) {
-    if (running + out.size() >= static_cast<size_t>(options_.max_concurrent)) break;
-    if (result_.trials[i].status == "PENDING") out.push_back(i);
+    if (result_.trials[i].status == "PENDING") pending.push_back(i);
   }
-  return out;
+  std::sort(pending.begin(), pending.end(),
+            [&](size_t a, size_t b) { return queued_[a] < queued_[b]; });
+  size_t room = static_cast<size_t>(options_.max_concurrent);
+  pending.resize(std::min(pending.size(), room > running ? room - running : 0));
+  return pending;
 }
 
 void Sweep::Started(size_t i) {
@@ -123,10 +134,12 @@ void Sweep::Started(size_t i) {
   }
   if (t.num_failures == 0) std::filesystem::remove(t.path + "/error.txt");
   std::ofstream(t.path + "/params.json") << ConfigJson(t.config) << "\n";
+  for (const auto& callback : options_.callbacks) callback->OnTrialStart(t);
 }
 
 bool Sweep::Report(size_t i, Metrics metrics) {
   TrialRecord& t = result_.trials[i];
+  if (t.status != "RUNNING") return false;  // stopped by an action while its step ran
   double iteration = static_cast<double>(t.results.size() + 1);
   metrics["training_iteration"] = iteration;
   metrics["time_total_s"] = time_base_[i] + Now() - started_at_[i];
@@ -134,16 +147,22 @@ bool Sweep::Report(size_t i, Metrics metrics) {
   std::optional<double> metric;
   if (auto it = metrics.find(options_.metric); it != metrics.end()) metric = it->second;
   t.results.push_back(std::move(metrics));
+  for (const auto& callback : options_.callbacks) callback->OnTrialResult(t, t.results.back());
+  options_.scheduler->SetWaiting(Waiting());
   Decision d = options_.scheduler->OnTrialResult(t.id, iteration, metric);
-  if (d == Decision::kStop || d == Decision::kPause) {  // the C++ sweep does not pause
-    End(i, "TERMINATED", true);
-    return false;
-  }
   if (iteration >= options_.max_iterations) {
-    End(i, "TERMINATED", false);
-    return false;
+    End(i, "TERMINATED", false);  // at its end, whatever the scheduler says
+  } else if (d == Decision::kStop) {
+    End(i, "TERMINATED", true);
+  } else if (d == Decision::kPause) {
+    t.status = "PAUSED";
+    ++t.num_pauses;
+    SaveState();
+  } else if (pbt_) {
+    ApplyExploit(i);
   }
-  return true;
+  ApplyActions();
+  return t.status == "RUNNING";
 }
 
 void Sweep::WriteResult(const TrialRecord& t, const Metrics& metrics, bool header) const {
@@ -175,6 +194,9 @@ void Sweep::End(size_t i, const std::string& status, bool early) {
   }
   options_.scheduler->OnTrialComplete(t.id, time, metric);
   SaveState();
+  if (status == "TERMINATED") {
+    for (const auto& callback : options_.callbacks) callback->OnTrialComplete(t);
+  }
 }
 
 bool Sweep::CutShort(const TrialRecord& t) const {
@@ -183,7 +205,10 @@ bool Sweep::CutShort(const TrialRecord& t) const {
   return t.stopped_early && t.results.size() < longest;
 }
 
-void Sweep::Tick() { Print(false); }
+void Sweep::Tick() {
+  ApplyActions();
+  Print(false);
+}
 
 void Sweep::Print(bool force) {
   if (!options_.verbose) return;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "airt/exceptions.h"
+#include "airt/tune/pbt.h"
 #include "airt/tune/sweep.h"
 
 namespace airt::tune {
@@ -57,6 +58,8 @@ void Sweep::Checkpointed(size_t i, const std::string& state) {
   WriteAtomically(folder + kStateBlob, state);
   t.checkpoint = folder;
   t.checkpoint_iteration = t.results.size();
+  if (pbt_) pbt_->SetCheckpointed(t.id);
+  PruneCheckpoints(t);
   SaveState();
 }
 
@@ -75,6 +78,7 @@ std::optional<std::string> Sweep::CheckpointOf(size_t i) const {
 
 bool Sweep::Failed(size_t i, const std::string& error) {
   TrialRecord& t = result_.trials[i];
+  if (t.status != "RUNNING") return false;  // stopped or paused already: the failure is moot
   ++t.num_failures;
   std::filesystem::create_directories(t.path);
   std::ofstream(t.path + "/error.txt", std::ios::app)
@@ -82,14 +86,16 @@ bool Sweep::Failed(size_t i, const std::string& error) {
       << error << "\n";
   if (options_.max_failures == -1 || t.num_failures <= options_.max_failures) {
     Rewind(t);
-    t.status = "PENDING";
+    Queue(i);
     SaveState();
     return true;
   }
   t.error = error;
-  options_.scheduler->OnTrialRemove(t.id);
   t.status = "ERROR";
+  options_.scheduler->OnTrialRemove(t.id);
   SaveState();
+  for (const auto& callback : options_.callbacks) callback->OnTrialError(t);
+  ApplyActions();
   return false;
 }
 
@@ -114,6 +120,8 @@ void Sweep::SaveState() {
          {"iterations", t.results.size()},
          {"stopped_early", t.stopped_early},
          {"num_failures", t.num_failures},
+         {"num_pauses", t.num_pauses},
+         {"num_exploits", t.num_exploits},
          {"checkpoint", t.checkpoint.empty() ? nlohmann::json() : nlohmann::json(t.checkpoint)},
          {"checkpoint_iteration", t.checkpoint_iteration},
          {"error_msg", t.error.empty() ? nlohmann::json() : nlohmann::json(t.error)}});
@@ -145,6 +153,15 @@ void Sweep::Resume() {
     t.status = s.at("status").get<std::string>();
     t.stopped_early = s.value("stopped_early", false);
     t.num_failures = s.value("num_failures", 0);
+    t.num_pauses = s.value("num_pauses", 0);
+    t.num_exploits = s.value("num_exploits", 0);
+    if (s.contains("config") && s["config"].is_object()) {  // PBT may have changed it
+      for (const auto& [k, v] : s["config"].items()) {
+        if (v.is_number()) t.config.numbers[k] = v.get<double>();
+        if (v.is_string()) t.config.strings[k] = v.get<std::string>();
+      }
+      if (pbt_) pbt_->SetConfig(t.id, t.config);
+    }
     if (s.contains("checkpoint") && s["checkpoint"].is_string()) {
       t.checkpoint = s["checkpoint"].get<std::string>();
       t.checkpoint_iteration = s.value("checkpoint_iteration", size_t{0});
@@ -169,8 +186,9 @@ void Sweep::Resume() {
     }
     if (t.status != "TERMINATED" && t.status != "ERROR") {
       Rewind(t);
-      t.status = "PENDING";
+      t.status = "PENDING";  // queued in trial order, as at a fresh start
     }
+    if (pbt_ && !t.checkpoint.empty()) pbt_->SetCheckpointed(t.id);
     // The scheduler learns the kept results again, trial by trial (decisions dropped).
     for (const Metrics& m : t.results) {
       options_.scheduler->OnTrialResult(t.id, m.at("training_iteration"),

@@ -1,6 +1,8 @@
 """The C++ sweep (airt/tune/sweep.h) on a local cluster its driver starts
 (tests/tune/sweep_driver.cc): trials whose step throws or whose worker exits are retried from
-their checkpoints, and a sweep whose driver is killed resumes from its folder."""
+their checkpoints, a sweep whose driver is killed resumes from its folder, HyperBand pauses
+trials and resumes them from their checkpoints, and PBT restarts the worst trials from the best
+ones' checkpoints, with callbacks and CheckpointConfig(num_to_keep)."""
 
 import json
 import os
@@ -30,7 +32,7 @@ def test_cpp_sweep_retries_failed_trials_from_their_checkpoints(tmp_path):
     done = subprocess.run([DRIVER, str(tmp_path), "retry"], env=_env(), capture_output=True,
                           text=True, timeout=300, start_new_session=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = {l.split()[1]: l.split()[2:] for l in done.stdout.splitlines()
+    rows = {l.split()[1]: l.split()[2:7] for l in done.stdout.splitlines()
             if l.startswith("TRIAL")}
     # status, results, last step, last loaded, failures
     assert rows["none"] == ["TERMINATED", "5", "5", "0", "0"]
@@ -71,3 +73,55 @@ def test_cpp_sweep_resumes_after_its_driver_was_killed(tmp_path):
     assert any(int(r[3]) > 0 for r in rows)   # at least one resumed from its checkpoint
     for n in range(1, 5):
         assert _iterations(tmp_path / "slow" / f"trial_0000{n}") == [1, 2, 3, 4, 5, 6]
+
+
+def _run(tmp_path, mode):
+    done = subprocess.run([DRIVER, str(tmp_path), mode], env=_env(), capture_output=True,
+                          text=True, timeout=300, start_new_session=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_cpp_sweep_hyperband_pauses_a_bracket_and_resumes_its_best_from_checkpoints(tmp_path):
+    out = _run(tmp_path, "hyperband")
+    # status, results, last step, last loaded, failures, i, pauses, exploits
+    rows = [l.split()[2:] for l in out.splitlines() if l.startswith("TRIAL")]
+    assert len(rows) == 8, out
+    # The first bracket (3 trials, to 9) runs to its end.
+    for r in rows[:3]:
+        assert r[:4] == ["TERMINATED", "9", "9", "0"], rows
+    # The second (5 trials, milestone 3): paused at 3 but the last to get there; the best two
+    # (i = 3, 4) go on to 9, a paused one resumed on a new actor from the checkpoint taken at its
+    # pause; the other three are stopped at 3.
+    assert sum(int(r[6]) for r in rows[3:]) == 4, rows
+    for n, r in enumerate(rows[3:5], start=4):
+        assert r[:3] == ["TERMINATED", "9", "9"], rows
+        assert r[3] == ("3" if r[6] == "1" else "0"), rows
+        folder = tmp_path / "hyperband" / f"trial_0000{n}"
+        assert _iterations(folder) == list(range(1, 10))
+        if r[6] == "1":
+            assert (folder / "checkpoint_000003" / "state.bin").read_text() == "3"
+    for r in rows[5:]:
+        assert r[:3] == ["TERMINATED", "3", "3"], rows
+    state = json.loads((tmp_path / "hyperband" / "experiment_state.json").read_text())
+    assert [t["stopped_early"] for t in state["trials"]] == [False] * 5 + [True] * 3
+
+
+def test_cpp_sweep_pbt_exploits_the_best_trials_checkpoint(tmp_path):
+    out = _run(tmp_path, "pbt")
+    rows = [l.split()[2:] for l in out.splitlines() if l.startswith("TRIAL")]
+    assert len(rows) == 4 and all(r[:2] == ["TERMINATED", "8"] for r in rows), out
+    exploited = [r for r in rows if int(r[7]) > 0]
+    assert exploited, out                       # the worst trial took a better one's state
+    for r in exploited:
+        assert int(r[3]) > 0                    # loaded a donor's checkpoint
+        assert float(r[5]) <= 2                 # the donor's i (0 or 1), moved by one at most
+    assert rows[0][7] == "0"                    # the best trial is nobody's exploit
+    starts, results, completes, errors = map(int, next(
+        l for l in out.splitlines() if l.startswith("CALLBACKS")).split()[1:])
+    assert (results, completes, errors) == (32, 4, 0)
+    assert starts == 4 + sum(int(r[7]) for r in rows)   # an exploit starts a new actor
+    for n in range(1, 5):
+        folder = tmp_path / "pbt" / f"trial_0000{n}"
+        assert _iterations(folder) == list(range(1, 9))
+        assert len([p for p in os.listdir(folder) if p.startswith("checkpoint_")]) <= 2

@@ -4,6 +4,8 @@ pausing, synchronous PBT, and schedulers pickled and restored as Tuner.restore d
 import pickle
 import types
 
+import pytest
+
 from airt import tune
 
 
@@ -110,3 +112,28 @@ def test_a_restored_pbt_keeps_its_population():
     restored.on_trial_add(again[0])
     restored.on_trial_result(again[0], {"training_iteration": 2, "score": -1.0})
     assert restored.take_exploits() == []
+
+
+def test_median_stopping_min_time_slice_yields_an_unjudged_trial_to_waiting_ones():
+    rule = tune.MedianStoppingRule(time_attr="training_iteration", metric="loss", mode="min",
+                                   grace_period=0, min_samples_required=2, min_time_slice=2)
+    a, b = _trial("a"), _trial("b")
+    for t in (a, b):
+        rule.on_trial_add(t)
+    result = lambda it: {"training_iteration": it, "loss": 1.0}
+    assert rule.on_trial_result(a, result(1)) == "CONTINUE"   # nobody waits: runs on
+    rule.set_waiting(1)
+    assert rule.on_trial_result(a, result(2)) == "PAUSE"      # too few samples, b waits
+    assert rule.take_actions() == []                          # b still waits
+    rule.set_waiting(0)
+    assert rule.take_actions() == [("a", "CONTINUE")]         # b started: a goes on
+    rule.set_waiting(1)
+    assert rule.on_trial_result(a, result(3)) == "CONTINUE"   # within the slice (2 since 2)
+    assert rule.on_trial_result(a, result(4)) == "CONTINUE"
+    assert rule.on_trial_result(a, result(5)) == "PAUSE"
+    # Pickled as Tuner.restore saves it: the restored rule replays the calls, set_waiting too.
+    restored = pickle.loads(pickle.dumps(rule))
+    restored.set_waiting(0)
+    assert restored.take_actions() == [("a", "CONTINUE")]
+    with pytest.raises(ValueError):
+        tune.MedianStoppingRule(min_time_slice=-1)

@@ -210,9 +210,55 @@ TEST(MedianStoppingRule, ContinuesWithinTheGracePeriod) {
   EXPECT_EQ(median->OnTrialResult("b", 10, 100.0), Decision::kStop);
 }
 
+TEST(MedianStoppingRule, AnUnjudgedTrialYieldsToWaitingTrialsAfterMinTimeSlice) {
+  MedianStoppingOptions o = Median(0, 2);
+  o.min_time_slice = 2;
+  auto median = MakeMedianStoppingRule(o);
+  // Nothing waits: a trial that cannot be judged goes on (Ray's "Continuing anyways").
+  EXPECT_EQ(median->OnTrialResult("a", 1, 1.0), Decision::kContinue);
+  median->SetWaiting(1);
+  // Something waits and a has never yielded: it yields at once (Ray's last pause is -inf).
+  EXPECT_EQ(median->OnTrialResult("a", 2, 1.0), Decision::kPause);
+  EXPECT_TRUE(median->TakeActions().empty());  // still waiting: a stays paused
+  median->SetWaiting(0);
+  auto resumed = median->TakeActions();
+  ASSERT_EQ(resumed.size(), 1u);
+  EXPECT_EQ(resumed[0].trial, "a");
+  EXPECT_EQ(resumed[0].decision, Decision::kContinue);
+  EXPECT_TRUE(median->TakeActions().empty());
+  median->SetWaiting(3);
+  // It yielded at time 2: it runs on until more than min_time_slice (2) later.
+  EXPECT_EQ(median->OnTrialResult("a", 3, 1.0), Decision::kContinue);
+  EXPECT_EQ(median->OnTrialResult("a", 4, 1.0), Decision::kContinue);
+  EXPECT_EQ(median->OnTrialResult("a", 5, 1.0), Decision::kPause);
+  // b and c cannot be judged either (too few others at time 6): they yield too.
+  EXPECT_EQ(median->OnTrialResult("b", 6, 2.0), Decision::kPause);
+  EXPECT_EQ(median->OnTrialResult("c", 6, 1.0), Decision::kPause);
+  // With b and c at time 6, a is judged, not time-sliced: its best (-1) is above the median of
+  // their means (-2, -1), so it goes on.
+  EXPECT_EQ(median->OnTrialResult("a", 6, 1.0), Decision::kContinue);
+  median->OnTrialComplete("a", 6, 1.0);  // a yielded trial that ends is not resumed
+  median->SetWaiting(0);
+  auto last = median->TakeActions();  // the others, in the order they yielded
+  ASSERT_EQ(last.size(), 2u);
+  EXPECT_EQ(last[0].trial, "b");
+  EXPECT_EQ(last[1].trial, "c");
+}
+
+TEST(MedianStoppingRule, NeverYieldsWithinTheGracePeriod) {
+  MedianStoppingOptions o = Median(5, 3);
+  auto median = MakeMedianStoppingRule(o);
+  median->SetWaiting(4);
+  EXPECT_EQ(median->OnTrialResult("a", 4, 1.0), Decision::kContinue);
+  EXPECT_EQ(median->OnTrialResult("a", 5, 1.0), Decision::kPause);
+}
+
 TEST(MedianStoppingRule, RejectsBadOptions) {
   EXPECT_THROW(MakeMedianStoppingRule(Median(-1, 3)), InvalidArgumentError);
   EXPECT_THROW(MakeMedianStoppingRule(Median(0, 0)), InvalidArgumentError);
+  MedianStoppingOptions o = Median(0, 1);
+  o.min_time_slice = -1;
+  EXPECT_THROW(MakeMedianStoppingRule(o), InvalidArgumentError);
 }
 
 }  // namespace

@@ -273,6 +273,7 @@ class TuneController:
         elif self._should_stop(t, result):
             decision, early = TrialScheduler.STOP, True
         else:
+            self._tell_waiting()
             decision = self.scheduler.on_trial_result(t, result)
             early = True
         for trial_id, config, donor in self.scheduler.take_exploits():
@@ -287,9 +288,15 @@ class TuneController:
             self._stop(t, early=early)
         self._apply_actions()
 
+    def _tell_waiting(self):
+        tell = getattr(self.scheduler, "set_waiting", None)  # a user's scheduler may lack it
+        if tell is not None:
+            tell(sum(1 for t in self.trials if t.status == PENDING))
+
     def _apply_actions(self):
         for trial_id, config, donor in self.scheduler.take_exploits():
             self._exploit(self.by_id[trial_id], config, self.by_id[donor])
+        self._tell_waiting()
         for trial_id, decision in self.scheduler.take_actions():
             t = self.by_id.get(trial_id)
             if t is None or t.status not in (RUNNING, PAUSED):

@@ -40,6 +40,10 @@ class TrialScheduler(Objective):
     def on_search_finished(self):
         pass
 
+    def set_waiting(self, count):
+        """How many trials wait to run (PENDING); the tuner tells before each result and each
+        take_actions. MedianStoppingRule's time-slicing yields only while some wait."""
+
     def take_actions(self):
         """[(trial_id, CONTINUE or STOP)]: decisions about paused trials."""
         return []
@@ -125,6 +129,11 @@ class _CoreScheduler(TrialScheduler):
     def on_search_finished(self):
         self._call("on_search_finished")
 
+    def set_waiting(self, count):
+        if count != getattr(self, "_waiting", 0):  # recorded (for a restore) when it changes
+            self._waiting = count
+            self._call("set_waiting", int(count))
+
     def take_actions(self):
         return self._ensure().take_actions()
 
@@ -173,8 +182,8 @@ ASHAScheduler = AsyncHyperBandScheduler
 
 class HyperBandScheduler(_CoreScheduler):
     """Synchronous HyperBand (Li et al. 2017): brackets of trials paused at each milestone until
-    the bracket completes it, then the best 1/reduction_factor go on. Paused trials keep their
-    actors (and resources) while they wait."""
+    the bracket completes it, then the best 1/reduction_factor go on. Paused trials free their
+    actors while they wait and resume from their latest checkpoints."""
 
     def __init__(self, time_attr="training_iteration", metric=None, mode=None, max_t=81,
                  reduction_factor=3, stop_last_trials=True):
@@ -190,7 +199,10 @@ class HyperBandScheduler(_CoreScheduler):
 class MedianStoppingRule(_CoreScheduler):
     """Stops a trial past grace_period whose best result is worse than the median of the other
     trials' running means at the same time. hard_stop=False pauses it instead (Ray's): it goes
-    on first-in-first-out, never judged again, once no other trial is running or waiting."""
+    on first-in-first-out, never judged again, once no other trial is running or waiting.
+    min_time_slice (Ray's): a trial that cannot be judged yet (too few samples at its time)
+    while other trials wait yields to them (PAUSE) when it ran more than min_time_slice since it
+    last yielded; it goes on (from its latest checkpoint) once none waits."""
 
     def __init__(self, time_attr="time_total_s", metric=None, mode=None, grace_period=60.0,
                  min_samples_required=3, min_time_slice=0, hard_stop=True):

@@ -6,6 +6,7 @@
 // whichever language runs it. Not thread-safe: one tuner loop owns a scheduler.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -56,6 +57,10 @@ class TrialScheduler {
   virtual void OnSearchFinished() {}
   // Decisions about other trials taken since the last call (in order), cleared by the call.
   virtual std::vector<Action> TakeActions() { return {}; }
+  // How many trials wait to run (PENDING: not started, or resumed and not yet relaunched). The
+  // tuner tells before each OnTrialResult and before each TakeActions; the median rule's
+  // time-slicing yields only while some wait. Schedulers that do not time-slice ignore it.
+  virtual void SetWaiting(size_t /*trials*/) {}
   // "FIFOScheduler", "AsyncHyperBandScheduler", ... (Ray's class names).
   virtual std::string Name() const = 0;
 };
@@ -97,11 +102,17 @@ struct MedianStoppingOptions {
   Mode mode = Mode::kMin;
   double grace_period = 60;      // in the time attribute's units (time_total_s by default)
   int min_samples_required = 3;  // other trials that have reached this time
-  double min_time_slice = 0;     // accepted as Ray's; airt does not time-slice trials
+  // Ray's time-slicing: a trial past the grace period that cannot be judged (fewer than
+  // min_samples_required others reached its time) while other trials wait (SetWaiting) yields
+  // (kPause) when it ran more than min_time_slice time-attribute units since it last yielded;
+  // it is resumed (a kContinue Action) once no trial waits, so the waiting ones run first.
+  double min_time_slice = 0;
 };
 // Ray's MedianStoppingRule (hard_stop): a trial past the grace period whose best result so far is
-// worse than the median of the other trials' running means up to the same time is stopped.
-// Throws InvalidArgumentError for a negative grace period or min_samples_required < 1.
+// worse than the median of the other trials' running means up to the same time is stopped; one
+// that cannot be judged yet time-slices with the waiting trials (min_time_slice above).
+// Throws InvalidArgumentError for a negative grace period or min_time_slice, or
+// min_samples_required < 1.
 std::unique_ptr<TrialScheduler> MakeMedianStoppingRule(const MedianStoppingOptions& options);
 
 }  // namespace airt::tune

@@ -19,6 +19,11 @@
 // whose step throws or whose actor dies is retried o.max_failures times on a new actor loaded
 // from its latest checkpoint (from the start without one); o.resume continues the experiment
 // folder of an interrupted sweep.
+//
+// Schedulers that pause (HyperBand, the median rule's time-slicing) free a paused trial's actor
+// after a checkpoint (Save) and resume it later on a new actor from that checkpoint; PBT
+// (airt/tune/pbt.h) restarts an exploited trial with its new config from a copy of its donor's
+// checkpoint. options.callbacks see every trial's start, results and end, as Ray's Callback.
 #pragma once
 
 #include <cstdint>
@@ -71,6 +76,34 @@ class SearchSpace {
   std::vector<Leaf> leaves_;
 };
 
+struct TrialRecord;
+struct SweepResult;
+class PopulationBasedTraining;
+
+// Hooks on the sweep's loop (Ray's tune.Callback), called on the driver's thread: `trial` is
+// the trial's record at the time (its results so far, its status).
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  // A trial's actor was created (at its first start, and again after a retry, resume or exploit).
+  virtual void OnTrialStart(const TrialRecord& /*trial*/) {}
+  // A report, after it was written to the trial's folder and before the scheduler decides.
+  virtual void OnTrialResult(const TrialRecord& /*trial*/, const Metrics& /*result*/) {}
+  // The trial ended TERMINATED (at max_iterations, or stopped by its scheduler).
+  virtual void OnTrialComplete(const TrialRecord& /*trial*/) {}
+  // The trial ended in ERROR (its failures exceeded max_failures; TrialRecord::error says why).
+  virtual void OnTrialError(const TrialRecord& /*trial*/) {}
+  // Run is about to return.
+  virtual void OnExperimentEnd(const SweepResult& /*result*/) {}
+};
+
+// Which checkpoints a trial keeps (Ray's CheckpointConfig).
+struct CheckpointConfig {
+  // The newest this many checkpoint_NNNNNN folders of each trial are kept, older ones deleted as
+  // new ones are written (nullopt: all are kept). Must be at least 1: the latest is never deleted.
+  std::optional<int> num_to_keep;
+};
+
 struct SweepOptions {
   std::string name = "cpp_sweep";
   std::string storage_path;  // default $HOME/airt_results
@@ -87,8 +120,11 @@ struct SweepOptions {
   // Retries of a trial whose step threw or whose actor died (-1: without limit), each on a new
   // actor from the trial's latest checkpoint (from the start without one); then ERROR.
   int max_failures = 0;
-  // With Save/Load: a checkpoint after every this many steps (0: none).
+  // With Save/Load: a checkpoint after every this many steps (0: none; a trial paused by its
+  // scheduler is checkpointed all the same).
   int checkpoint_frequency = 0;
+  CheckpointConfig checkpoint_config;
+  std::vector<std::shared_ptr<Callback>> callbacks;
   // Continue the experiment at storage_path/name (Ray's Tuner.restore): its finished trials are
   // kept, the others resume from their latest checkpoints (from the start without one), their
   // results after it dropped; the scheduler is rebuilt by replaying the kept results, trial by
@@ -100,7 +136,7 @@ struct SweepOptions {
 struct TrialRecord {
   std::string id;  // "00001", ...
   Config config;
-  std::string status = "PENDING";  // RUNNING, TERMINATED, ERROR
+  std::string status = "PENDING";  // RUNNING, PAUSED, TERMINATED, ERROR
   std::vector<Metrics> results;
   bool stopped_early = false;  // ended by the scheduler (kStop), not by max_iterations
   std::string error;
@@ -108,6 +144,8 @@ struct TrialRecord {
   int num_failures = 0;
   std::string checkpoint;           // the latest checkpoint's folder; empty without one
   size_t checkpoint_iteration = 0;  // how many results it holds
+  int num_pauses = 0;               // times its scheduler paused it
+  int num_exploits = 0;             // times PBT restarted it from another trial's checkpoint
 };
 
 struct SweepResult {
@@ -128,9 +166,16 @@ class Sweep {
   std::vector<size_t> Launchable(size_t running);
   const Config& ConfigOf(size_t trial) const { return result_.trials[trial].config; }
   void Started(size_t trial);
-  // A report: true to ask for the next step, false when the trial ended (done, stopped by
-  // the scheduler, or at max_iterations).
+  // A report: true to ask for the next step, false when the trial's actor is done with: the
+  // trial ended (done, stopped by the scheduler, or at max_iterations), was paused (Status
+  // "PAUSED": checkpoint it, then free the actor), or was exploited by PBT ("PENDING": it
+  // relaunches with its new config). A trial no longer RUNNING (stopped by a scheduler's action
+  // while its step ran) has the result dropped.
   bool Report(size_t trial, Metrics metrics);
+  const std::string& Status(size_t trial) const { return result_.trials[trial].status; }
+  // Nothing runs and nothing can launch: paused trials whose bracket cannot complete are let
+  // run on (as the Python tuner does). False when there is nothing left to run.
+  bool Wake();
   // Whether the trial should be checkpointed now (after a report that asked for the next step).
   bool WantsCheckpoint(size_t trial) const;
   // The trial's state after its latest report, written to its checkpoint_NNNNNN/state.bin.
@@ -145,6 +190,13 @@ class Sweep {
 
  private:
   void End(size_t trial, const std::string& status, bool early);
+  // Applies the scheduler's decisions about other trials (resume, stop) until there are none.
+  void ApplyActions();
+  void Unpause(size_t trial);  // a PAUSED trial: back in the queue from its latest checkpoint
+  void Queue(size_t trial);    // PENDING, behind the trials already waiting
+  size_t Waiting() const;
+  void ApplyExploit(size_t trial);
+  void PruneCheckpoints(const TrialRecord& t) const;
   void WriteResult(const TrialRecord& t, const Metrics& metrics, bool header) const;
   void Rewind(TrialRecord& t);
   void Resume();
@@ -156,6 +208,9 @@ class Sweep {
   SweepResult result_;
   std::vector<double> started_at_;
   std::vector<double> time_base_;  // time_total_s of the results a resumed run goes on from
+  std::vector<uint64_t> queued_;   // when each PENDING trial was queued: launched in this order
+  uint64_t next_queue_ = 0;
+  PopulationBasedTraining* pbt_ = nullptr;  // options_.scheduler when it is PBT
   double start_time_;
   double last_print_ = 0;
   int drawn_lines_ = 0;
@@ -188,7 +243,10 @@ SweepResult RunSweep(T* (*factory)(Config), Step step, Save save, Load load,
       actors.emplace(i, std::move(actor));
       sweep.Started(i);
     }
-    if (inflight.empty()) break;
+    if (inflight.empty()) {
+      if (sweep.Wake()) continue;
+      break;
+    }
     std::vector<Ref> refs;
     std::vector<size_t> order;
     for (auto& [i, ref] : inflight) {
@@ -225,14 +283,25 @@ SweepResult RunSweep(T* (*factory)(Config), Step step, Save save, Load load,
           if (sweep.WantsCheckpoint(i)) saves.insert_or_assign(i, actors.at(i).Task(save).Remote());
         }
         inflight.emplace(i, actors.at(i).Task(step).Remote());
-      } else {
-        actors.at(i).Kill();
-        actors.erase(i);
+        continue;
       }
+      if constexpr (kCheckpoints) {
+        if (sweep.Status(i) == "PAUSED") {  // resumed later, on a new actor, from this state
+          try {
+            sweep.Checkpointed(i, *Get(actors.at(i).Task(save).Remote()));
+          } catch (const Exception&) {
+            // the actor died while pausing: the trial resumes from its checkpoint before
+          }
+        }
+      }
+      actors.at(i).Kill();
+      actors.erase(i);
     }
     sweep.Tick();
   }
-  return sweep.Finish();
+  SweepResult result = sweep.Finish();
+  for (const auto& callback : options.callbacks) callback->OnExperimentEnd(result);
+  return result;
 }
 
 }  // namespace internal
