@@ -16,6 +16,7 @@
 
 #include "airt/exceptions.h"
 #include "airt/tune/pbt.h"
+#include "tune/sweep_plot.h"
 
 namespace airt::tune {
 namespace internal {
@@ -269,12 +270,26 @@ void Sweep::Print(bool force) {
 SweepResult Sweep::Finish() {
   Print(true);
   SaveState();
+  if (options_.plot && !options_.metric.empty()) {
+    Result<std::string> png = PlotExperiment(result_.experiment_path, options_.metric);
+    if (png.ok()) {
+      result_.plot_path = *png;
+    } else {
+      result_.no_plot = png.status().message();
+    }
+  }
   if (options_.verbose) {
     int stopped = 0;
     for (const TrialRecord& t : result_.trials) stopped += CutShort(t);
     std::printf("Tune finished in %.1f s: %zu trials, %d stopped early; folder %s\n",
                 Now() - start_time_, result_.trials.size(), stopped,
                 result_.experiment_path.c_str());
+    if (!result_.plot_path.empty()) {
+      std::printf("Plot of %s over iterations: %s\n", options_.metric.c_str(),
+                  result_.plot_path.c_str());
+    } else if (!result_.no_plot.empty()) {
+      std::printf("No plot: %s\n", result_.no_plot.c_str());
+    }
   }
   return result_;
 }

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -20,6 +21,7 @@ def _env():
         raise AssertionError(f"{DRIVER} is missing: build the project first")
     env = dict(os.environ)
     env.pop("AIRT_ADDRESS", None)   # the driver starts a local cluster of its own
+    env["AIRT_PYTHON"] = sys.executable  # draws the closing plot (python -m airt.tune.progress)
     return env
 
 
@@ -46,6 +48,20 @@ def test_cpp_sweep_retries_failed_trials_from_their_checkpoints(tmp_path):
         assert "Failure #1" in (folder / "error.txt").read_text()
     state = json.loads((tmp_path / "retry" / "experiment_state.json").read_text())
     assert [t["num_failures"] for t in state["trials"]] == [0, 1, 1]
+    # The closing plot, drawn by the Python package as for a Python sweep.
+    png = tmp_path / "retry" / "loss.png"
+    assert f"PLOT {png}" in done.stdout.splitlines(), done.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cpp_sweep_without_a_python_for_its_plot_says_why_and_finishes(tmp_path):
+    env = _env()
+    env["AIRT_PYTHON"] = str(tmp_path / "no-such-python")
+    done = subprocess.run([DRIVER, str(tmp_path), "retry"], env=env, capture_output=True,
+                          text=True, timeout=300, start_new_session=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PLOT - cannot run " in done.stdout, done.stdout
+    assert not (tmp_path / "retry" / "loss.png").exists()
 
 
 def test_cpp_sweep_resumes_after_its_driver_was_killed(tmp_path):

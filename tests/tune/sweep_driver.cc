@@ -9,6 +9,7 @@
 //                                             resumed from their pause checkpoints
 //   airt_tune_sweep_driver <storage> pbt      four trials under PBT, callbacks, num_to_keep 2
 // Prints one line per trial: TRIAL <fail> <status> <results> <last step> <last loaded> <failures>
+// ..., then PLOT <the plot's path>, or PLOT - <why there is none>.
 // <i> <pauses> <exploits>; pbt also CALLBACKS <starts> <results> <completes> <errors>.
 #include <cstdio>
 #include <memory>
@@ -91,6 +92,8 @@ int main(int argc, char** argv) {
                 t.status.c_str(), t.results.size(), step, loaded, t.num_failures, i, t.num_pauses,
                 t.num_exploits);
   }
+  std::printf("PLOT %s\n", result.plot_path.empty() ? ("- " + result.no_plot).c_str()
+                                                     : result.plot_path.c_str());
   if (mode == "pbt") {
     std::printf("CALLBACKS %d %d %d %d\n", counts->starts, counts->results, counts->completes,
                 counts->errors);

@@ -1,6 +1,7 @@
 """What people watch: the live progress table (redrawn in place on a terminal, printed as
 plain periodic blocks otherwise), the closing summary, and the PNG plot of the metric."""
 
+import json
 import os
 import shutil
 import sys
@@ -150,3 +151,53 @@ def plot(trials, metric, path):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path)
     return path
+
+
+class _SavedTrial:
+    """A trial read back from an experiment folder (for plot_experiment)."""
+
+    def __init__(self, state, results):
+        self.name = "trial_" + str(state.get("trial_id", "?"))
+        self.status = state.get("status", PENDING)
+        self.stopped_early = bool(state.get("stopped_early", False))
+        self.results = results
+        self.last_result = results[-1] if results else {}
+
+
+def plot_experiment(path, metric, out=None):
+    """The PNG of `metric` for the experiment folder `path` as written by a C++ sweep
+    (experiment_state.json with each trial's `local_path`, and its result.json lines); the
+    same plot as a Python sweep's. Returns the PNG's path, or None without matplotlib or data."""
+    with open(os.path.join(path, "experiment_state.json")) as f:
+        saved = json.load(f).get("trials", [])
+    trials = []
+    for state in saved:
+        results = []
+        result_file = os.path.join(state.get("local_path", ""), "result.json")
+        if os.path.exists(result_file):
+            with open(result_file) as f:
+                results = [json.loads(line) for line in f if line.strip()]
+        trials.append(_SavedTrial(state, results))
+    return plot(trials, metric, out or os.path.join(path, f"{metric}.png"))
+
+
+def _main(argv):
+    """`python -m airt.tune.progress EXPERIMENT_DIR METRIC`: writes the plot, prints its path."""
+    if len(argv) != 2:
+        print("usage: python -m airt.tune.progress EXPERIMENT_DIR METRIC", file=sys.stderr)
+        return 2
+    try:
+        written = plot_experiment(argv[0], argv[1])
+    except (OSError, ValueError) as e:
+        print(f"cannot plot {argv[0]}: {e}", file=sys.stderr)
+        return 1
+    if written is None:
+        print("no plot: matplotlib is not installed or no trial reported "
+              f"'{argv[1]}'", file=sys.stderr)
+        return 1
+    print(written)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -131,6 +131,11 @@ struct SweepOptions {
   // trial. The search space must be the interrupted sweep's (checked by the number of trials);
   // a folder without experiment_state.json starts afresh.
   bool resume = false;
+  // At the end, `<metric>.png` in the experiment folder: the metric over iterations for every
+  // trial, drawn by the Python package's plot (`python -m airt.tune.progress`, run with
+  // $AIRT_PYTHON, else python3; it needs airt and matplotlib). Without them the sweep says why
+  // and goes on.
+  bool plot = true;
 };
 
 struct TrialRecord {
@@ -151,6 +156,8 @@ struct TrialRecord {
 struct SweepResult {
   std::vector<TrialRecord> trials;
   std::string experiment_path;
+  std::string plot_path;  // the PNG written at the end; empty when none was
+  std::string no_plot;    // why none was (SweepOptions::plot and a metric set)
   // The trial with the best last value of the metric; nullptr when none reported it.
   const TrialRecord* Best(const std::string& metric, Mode mode) const;
 };
