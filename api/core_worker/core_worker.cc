@@ -190,6 +190,10 @@ void CoreWorker::Impl::MakeSubmitters() {
   // A worker that died may have died with its node: the owner asks the head (lineage).
   loop_->dispatcher->OnWorkerLost(
       [this](const std::string& node) { loop_->tasks.add(WatchNode(node).ignoreResult()); });
+  // A lease on a draining node takes no new task: the dispatcher hears of drains from the head.
+  if (!options_.head_address.empty()) {
+    loop_->dispatcher->OnFirstLease([this] { loop_->tasks.add(WatchDrains(0, 0)); });
+  }
   loop_->actors = kj::heap<ActorManager>(
       loop_->io.provider->getTimer(), loop_->tasks, memory_,
       [this](const std::string& a) { return Connect(a); },
