@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <string_view>
+
+#include "common/scheduling_strategy.h"
 
 namespace airt::autoscaler {
 namespace {
@@ -26,13 +29,17 @@ bool Fits(const Resources& shape, const Resources& free) {
   return true;
 }
 
+// `want` is a Ray label_selector dict ("v", "!v", "in(a,b)", "!in(a,b)"), read by the parser
+// tasks' label_selector use (sched::ParseLabelSelector); one it refuses matches nothing.
 bool LabelsMatch(const std::map<std::string, std::string>& want,
                  const std::map<std::string, std::string>& have) {
-  for (const auto& [key, value] : want) {
-    auto it = have.find(key);
-    if (it == have.end() || it->second != value) return false;
-  }
-  return true;
+  if (want.empty()) return true;
+  Result<sched::LabelSelector> selector = sched::ParseLabelSelector(want);
+  if (!selector.ok()) return false;
+  return sched::LabelsMatch(*selector, [&have](std::string_view key) -> const std::string* {
+    auto it = have.find(std::string(key));
+    return it == have.end() ? nullptr : &it->second;
+  });
 }
 
 void Take(const Resources& shape, Resources& free) {

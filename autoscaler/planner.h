@@ -15,7 +15,8 @@ namespace airt::autoscaler {
 using Resources = std::map<std::string, double>;
 
 // One resource request of the demand: `count` asks for `resources` on a node whose labels
-// include `labels` (an accelerator type is the label accelerator_type).
+// match `labels`, a Ray label_selector dict: "v" equal, "!v" not equal (or absent), "in(a,b)",
+// "!in(a,b)" (an accelerator type is the label accelerator_type).
 struct ShapeDemand {
   Resources resources;
   std::map<std::string, std::string> labels;

@@ -2,6 +2,7 @@
 // demand changes (docs/autoscaler.md "Demand").
 #include <memory>
 
+#include "common/logging.h"
 #include "common/rpc_status.h"
 #include "head/head.h"
 #include "head/internal/actor_table.h"
@@ -41,13 +42,43 @@ const std::vector<internal::NodeInfo>& HeadServer::NodeTypes() {
   return *node_types_;
 }
 
+Status HeadServer::LoadResourceRequest() {
+  AIRT_ASSIGN_OR_RETURN(std::optional<std::string> row,
+                        store_.Get(internal::kResourceRequestKey));
+  if (!row) return Status::Ok();
+  Result<internal::ResourceRequest> request = internal::DecodeResourceRequestRow(*row);
+  if (!request.ok()) {
+    AIRT_LOG(ERROR) << "skipping metadata row '" << internal::kResourceRequestKey
+                    << "': " << request.status().message();
+    return Status::Ok();
+  }
+  *requested_ = std::move(*request);
+  return Status::Ok();
+}
+
 kj::Promise<void> HeadServer::requestResources(RequestResourcesContext context) {
   Result<internal::ResourceRequest> request =
       internal::ParseResourceRequest(context.getParams());
   if (!request.ok()) return ToKjException(request.status());
-  *requested_ = std::move(*request);
-  DemandMayHaveChanged();
-  return kj::READY_NOW;
+  // Written to the store (an empty request deletes the row), so a restarted head keeps it.
+  return Commit([this, request = std::move(*request)]() mutable -> Result<internal::Change> {
+           internal::Change change;
+           change.what = "recording the request_resources call";
+           if (request.bundles.empty()) {
+             change.rows.Delete(std::string(internal::kResourceRequestKey));
+           } else {
+             change.rows.Put(std::string(internal::kResourceRequestKey),
+                             internal::EncodeResourceRequestRow(request));
+           }
+           change.on_written.push_back(
+               [this, request = std::move(request)] { *requested_ = request; });
+           return change;
+         })
+      .then([this](Status status) -> kj::Promise<void> {
+        if (!status.ok()) return ToKjException(status);
+        DemandMayHaveChanged();
+        return kj::READY_NOW;
+      });
 }
 
 kj::Promise<void> HeadServer::waitDemand(WaitDemandContext context) {

@@ -3,6 +3,7 @@
 // out) and tells the node, which stops taking leases and leaves once its work is done or its
 // deadline passed.
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "common/logging.h"
@@ -41,26 +42,42 @@ kj::Promise<void> HeadServer::drainNode(DrainNodeContext context) {
     return ToKjException(Unavailable("the head has no connection to its nodes"));
   }
   uint64_t now = static_cast<uint64_t>(std::max<int64_t>(0, clock_.WallMs()));
-  Result<uint64_t> deadline = nodes_->StartDrain(*id, *reason, now + timeout);
-  if (!deadline.ok()) return ToKjException(deadline.status());
+  // The mark is in the node's row before the node is told, so a restarted head still has it.
+  auto deadline = std::make_shared<uint64_t>(0);
+  kj::Promise<Status> marked =
+      Commit([this, id = *id, reason = *reason, until = now + timeout,
+              deadline]() -> Result<internal::Change> {
+        AIRT_ASSIGN_OR_RETURN(internal::Staged<uint64_t> staged,
+                              nodes_->StartDrain(id, reason, until));
+        *deadline = staged.value;
+        return std::move(staged.change);
+      });
   bool was_draining = node->draining;
   std::string address = node->info.address + ":" + std::to_string(node->info.node_port);
-  auto request = node_connector_->Connect(address).drainRequest();
-  request.setReason(*reason);
-  request.setTimeoutMs(std::max<uint64_t>(1, *deadline > now ? *deadline - now : 1));
-  return request.send().ignoreResult().then(
-      [context, deadline = *deadline]() mutable -> kj::Promise<void> {
-        context.getResults().setDeadlineMs(deadline);
-        return kj::READY_NOW;
-      },
-      [this, id = *id, address, was_draining](kj::Exception&& e) -> kj::Promise<void> {
-        Status status = FromKjException(e);
-        if (status.code() == Code::kUnavailable) node_connector_->Forget(address);
-        if (!was_draining) nodes_->CancelDrain(id);
-        AIRT_LOG(WARNING) << "draining node " << id.Hex() << ": " << status.ToString();
-        return ToKjException(status.WithContext("telling node " + id.Hex() + " at " + address +
-                                                " to drain"));
-      });
+  return marked.then([this, context, id = *id, reason = *reason, address, was_draining, now,
+                      deadline](Status status) mutable -> kj::Promise<void> {
+    if (!status.ok()) return ToKjException(status);
+    auto request = node_connector_->Connect(address).drainRequest();
+    request.setReason(reason);
+    request.setTimeoutMs(std::max<uint64_t>(1, *deadline > now ? *deadline - now : 1));
+    return request.send().ignoreResult().then(
+        [context, deadline]() mutable -> kj::Promise<void> {
+          context.getResults().setDeadlineMs(*deadline);
+          return kj::READY_NOW;
+        },
+        [this, id, address, was_draining](kj::Exception&& e) -> kj::Promise<void> {
+          Status status = FromKjException(e);
+          if (status.code() == Code::kUnavailable) node_connector_->Forget(address);
+          AIRT_LOG(WARNING) << "draining node " << id.Hex() << ": " << status.ToString();
+          Status told = status.WithContext("telling node " + id.Hex() + " at " + address +
+                                           " to drain");
+          if (was_draining) return ToKjException(told);
+          return Commit([this, id]() -> Result<internal::Change> {
+                   return nodes_->CancelDrain(id);
+                 })
+              .then([told](Status) -> kj::Promise<void> { return ToKjException(told); });
+        });
+  });
 }
 
 }  // namespace airt::head

@@ -160,6 +160,9 @@ class HeadServer final : public proto::Head::Server {
   // change it and by each liveness check (placement groups change state on their own).
   internal::DemandRecord CurrentDemand() const;
   void DemandMayHaveChanged();
+  // Reads the standing request_resources call an earlier head left in the store (Open). A
+  // corrupt row is logged and skipped; the store's error when it cannot be read.
+  Status LoadResourceRequest();
   // The node types the autoscaler published (none when no autoscaler runs), parsed again only
   // when its KV value changed.
   const std::vector<internal::NodeInfo>& NodeTypes();

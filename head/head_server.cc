@@ -90,6 +90,8 @@ Result<kj::Own<HeadServer>> HeadServer::Open(const HeadOptions& options, Metadat
   AIRT_RETURN_IF_ERROR(server->jobs_->Load().WithContext("loading the job table"));
   AIRT_RETURN_IF_ERROR(server->actors_->Load().WithContext("loading the actor directory"));
   AIRT_RETURN_IF_ERROR(server->groups_->Load().WithContext("loading the placement groups"));
+  AIRT_RETURN_IF_ERROR(
+      server->LoadResourceRequest().WithContext("loading the request_resources call"));
   server->ClusterMayHaveChanged();
   return kj::Own<HeadServer>(kj::mv(server));
 }
@@ -117,7 +119,9 @@ HeadServer::HeadServer(Token, const HeadOptions& options, MetadataStore& store, 
       last_demand_(std::make_unique<internal::DemandRecord>()),
       feed_(std::make_unique<internal::ClusterFeed>(internal::NewFeedEpoch())),
       store_(store),
-      self_(std::make_shared<HeadServer*>(this)) {}
+      self_(std::make_shared<HeadServer*>(this)) {
+  groups_->SetNodeTypes([this] { return NodeTypes(); });
+}
 
 HeadServer::~HeadServer() { *self_ = nullptr; }
 

@@ -6,7 +6,8 @@
 // `--redis-address`) outlives the head; tests/head/ has a fault-injecting one.
 //
 // Key layout used by the head (see head/internal/): "node:<seq>:<node id hex>", "job:<job hex>",
-// "actor:<actor id hex>", "kv:<namespace length>:<namespace><key>".
+// "actor:<actor id hex>", "kv:<namespace length>:<namespace><key>", "pg:...", and
+// "demand:requested" (the standing request_resources call).
 #pragma once
 
 #include <functional>

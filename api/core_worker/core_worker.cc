@@ -192,6 +192,10 @@ void CoreWorker::Impl::MakeSubmitters() {
       [this](const std::string& node) { loop_->tasks.add(WatchNode(node).ignoreResult()); });
   // The copies the workers' nodes pulled of task arguments join their objects' locations.
   loop_->dispatcher->OnCopies([this](std::vector<ObjectLocation> copies) { AddCopies(copies); });
+  // A lease on a draining node takes no new task: the dispatcher hears of drains from the head.
+  if (!options_.head_address.empty()) {
+    loop_->dispatcher->OnFirstLease([this] { loop_->tasks.add(WatchDrains(0, 0)); });
+  }
   loop_->actors = kj::heap<ActorManager>(
       loop_->io.provider->getTimer(), loop_->tasks, memory_,
       [this](const std::string& a) { return Connect(a); },

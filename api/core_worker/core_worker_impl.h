@@ -228,6 +228,11 @@ class CoreWorker::Impl {
   kj::Promise<bool> AskHeadUntilDead(const std::string& node, kj::TimePoint deadline,
                                      uint64_t epoch, uint64_t since);
   kj::Promise<bool> PollHeadUntilDead(const std::string& node, kj::TimePoint deadline);
+  // Follows the head's cluster change feed (membership only, which includes drains) from the
+  // first lease on, telling the dispatcher of every node that drains (TaskDispatcher::
+  // NodeDraining), until the core worker stops. A failed call is retried after 100 ms, on a new
+  // connection when the head's dropped; a head without the feed ends the watch.
+  kj::Promise<void> WatchDrains(uint64_t epoch, uint64_t since);
   // loop_->head on a new connection (the old one dropped).
   void ReconnectHead();
   // The node died: the copies there leave the location table, and each owned object that lay

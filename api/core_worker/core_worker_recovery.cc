@@ -110,6 +110,41 @@ kj::Promise<bool> CoreWorker::Impl::AskHeadUntilDead(const std::string& node,
           });
 }
 
+kj::Promise<void> CoreWorker::Impl::WatchDrains(uint64_t epoch, uint64_t since) {
+  if (stopping_) return kj::READY_NOW;
+  auto request = loop_->head.waitClusterChangeRequest();
+  request.setEpoch(epoch);
+  request.setSinceVersion(since);
+  request.setMembershipOnly(true);  // a node starting to drain is a membership change
+  request.setMaxWaitMs(static_cast<uint32_t>(kMaxWatchWaitMs));
+  kj::Timer& timer = loop_->io.provider->getTimer();
+  return timer.timeoutAfter(kMaxWatchWaitMs * kj::MILLISECONDS + kWatchCallTimeout, request.send())
+      .then(
+          [this](auto reply) -> kj::Promise<void> {
+            auto change = reply.getChange();
+            for (auto n : change.getNodes()) {
+              if (!n.getAlive() || !n.getDraining()) continue;
+              auto info = n.getInfo();
+              loop_->dispatcher->NodeDraining(std::string(info.getAddress().cStr()) + ":" +
+                                              std::to_string(info.getNodePort()));
+            }
+            return WatchDrains(change.getEpoch(), change.getVersion());
+          },
+          [this, epoch, since](kj::Exception&& e) -> kj::Promise<void> {
+            if (e.getType() == kj::Exception::Type::UNIMPLEMENTED) {
+              AIRT_LOG(INFO) << "the head has no cluster change feed: leases on draining nodes "
+                                "go on taking tasks until they go back idle";
+              return kj::READY_NOW;
+            }
+            if (e.getType() == kj::Exception::Type::DISCONNECTED ||
+                e.getType() == kj::Exception::Type::OVERLOADED) {
+              ReconnectHead();
+            }
+            return loop_->io.provider->getTimer().afterDelay(kWatchInterval).then(
+                [this, epoch, since] { return WatchDrains(epoch, since); });
+          });
+}
+
 kj::Promise<bool> CoreWorker::Impl::PollHeadUntilDead(const std::string& node,
                                                       kj::TimePoint deadline) {
   auto again = [this, node, deadline]() -> kj::Promise<bool> {

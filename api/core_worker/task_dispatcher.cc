@@ -46,7 +46,7 @@ void TaskDispatcher::Pump(const std::string& key) {
   while (!q.waiting.empty()) {
     Lease* best = nullptr;
     for (Lease& l : q.leases) {
-      if (!l.dead && !l.killed && l.in_flight < max_in_flight &&
+      if (!l.dead && !l.killed && !l.draining && l.in_flight < max_in_flight &&
           (!best || l.in_flight < best->in_flight)) {
         best = &l;
       }
@@ -91,6 +91,12 @@ void TaskDispatcher::Pump(const std::string& key) {
                               added.worker = lease.worker;
                               added.worker_id = lease.worker_id;
                               added.holder = kj::mv(lease.holder);
+                              added.draining = draining_nodes_.count(added.node) > 0;
+                              if (on_first_lease_) {
+                                auto first = std::move(on_first_lease_);
+                                on_first_lease_ = nullptr;
+                                first();
+                              }
                               Pump(key);
                               if (added.in_flight == 0) {
                                 ScheduleIdleReturn(key, added.id, added.generation);
@@ -281,11 +287,25 @@ TaskDispatcher::Lease* TaskDispatcher::FindLease(const std::string& key, uint64_
   return nullptr;
 }
 
+void TaskDispatcher::NodeDraining(const std::string& node) {
+  if (!draining_nodes_.insert(node).second) return;
+  for (auto& [key, q] : queues_) {
+    std::vector<uint64_t> idle;
+    for (Lease& l : q.leases) {
+      if (l.node != node) continue;
+      l.draining = true;
+      if (l.in_flight == 0 && !l.dead) idle.push_back(l.id);
+    }
+    for (uint64_t id : idle) Remove(key, id, /*disconnect=*/false);
+  }
+  for (auto& [key, q] : queues_) Pump(key);
+}
+
 void TaskDispatcher::AfterTask(const std::string& key, Lease& lease) {
   uint64_t id = lease.id, generation = lease.generation;
   bool dead = lease.dead, idle = lease.in_flight == 0;
   if (dead && idle) Remove(key, id, /*disconnect=*/true);
-  if (!dead && idle && queues_[key].one_task_per_lease) {
+  if (!dead && idle && (queues_[key].one_task_per_lease || lease.draining)) {
     // SPREAD: every task is placed by the node's policy, so its lease goes back at once.
     Remove(key, id, /*disconnect=*/false);
     Pump(key);

@@ -1,6 +1,7 @@
 // Runs tasks on leased workers, reusing each lease for many tasks: tasks wait in a queue per
 // resource shape, each leased worker takes up to kMaxInFlight of them pipelined, more leases are
-// asked for while tasks wait, and a lease goes back after it has been idle for kIdleReturn.
+// asked for while tasks wait, and a lease goes back after it has been idle for kIdleReturn. A
+// lease on a node that drains takes no new task: it goes back once its tasks are done.
 // Confined to the core worker's loop thread.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <functional>
 #include <list>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -60,6 +62,12 @@ class TaskDispatcher {
 
   // Called with the copies of arguments the workers' nodes pulled (the owner records them).
   void OnCopies(CopiesFn on_copies) { on_copies_ = std::move(on_copies); }
+  // Called once, when the first lease is granted: the owner starts following the head's drains
+  // (NodeDraining).
+  void OnFirstLease(std::function<void()> on_first) { on_first_lease_ = std::move(on_first); }
+  // The node whose Node service is at `node` drains (the head's cluster change feed said so):
+  // its leases take no new task (those waiting get leases elsewhere), and go back once idle.
+  void NodeDraining(const std::string& node);
 
   // Records `message` as the error of every return of `task`.
   void Fail(PendingTask& task, ErrorKind kind, const std::string& message,
@@ -84,6 +92,7 @@ class TaskDispatcher {
     bool dead = false;
     std::string worker_id;  // 28 bytes, as the node knows the worker
     bool killed = false;    // killed to force-cancel one of its tasks
+    bool draining = false;  // its node drains: no new task
     capnp::Capability::Client holder = nullptr;  // LeaseOutcome::holder, until returned
   };
   struct ShapeQueue {
@@ -119,6 +128,8 @@ class TaskDispatcher {
   std::unordered_map<const PendingTask*, uint64_t> pushed_;  // tasks on a worker: their lease
   std::function<void(const std::string& node)> on_worker_lost_;
   CopiesFn on_copies_;
+  std::function<void()> on_first_lease_;
+  std::set<std::string> draining_nodes_;
 };
 
 }  // namespace airt::core_worker

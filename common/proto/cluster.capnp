@@ -256,8 +256,9 @@ interface Head {
   waitPlacementGroup @20 (groupId :Data) -> (info :PlacementGroupInfo);
 
   # Ray's autoscaler.sdk.request_resources: replaces the standing request (an empty one clears
-  # it). Kept in the head's memory: a restarted head starts with none. kInvalidArgument for a
-  # bundle with a negative or non-finite amount, or more selectors than bundles.
+  # it). Kept in the head's metadata store: a restarted head keeps it. Selector values take Ray's
+  # label_selector forms ("v", "!v", "in(a,b)", "!in(a,b)"). kInvalidArgument for a bundle with a
+  # negative or non-finite amount, more selectors than bundles, or a malformed selector.
   requestResources @21 (bundles :List(Bundle), labelSelectors :List(BundleLabels)) -> ();
   # The demand (docs/autoscaler.md), answered once its version is above `sinceVersion` (at once
   # when it is already; 0 always answers at once). Dropping the call stops the wait; the
@@ -279,8 +280,8 @@ interface Head {
   # changed after `sinceVersion` of the head incarnation `epoch`, with what changed. Every change
   # to a node's entry (it joined, died, left, its info, or what its heartbeat reports: available
   # resources, GPUs in use or quarantined, queued shapes, leases) and to the node types numbers
-  # the view anew. `membershipOnly`: wake only for nodes joining, dying, leaving or changing
-  # their info, and for the node types (the answer still lists every node changed since).
+  # the view anew. `membershipOnly`: wake only for nodes joining, dying, leaving, starting or
+  # ending a drain or changing their info, and for the node types (the answer still lists every node changed since).
   # `epoch` 0, an epoch not the head's (it restarted), or a version the head cannot answer with
   # a delta (nodes it forgot since): at once, with the full view. `maxWaitMs` (0: no limit):
   # answered with nothing changed (the same version, no nodes) once it passed, so that a client

@@ -23,7 +23,10 @@ ClusterFeed::~ClusterFeed() { *alive_ = false; }
 
 void ClusterFeed::Update(Entry& entry, const NodeView& view, bool& membership) {
   if (Comparable(entry.view) == Comparable(view)) return;
-  if (entry.view.alive != view.alive || !(entry.view.info == view.info)) membership = true;
+  if (entry.view.alive != view.alive || entry.view.draining != view.draining ||
+      !(entry.view.info == view.info)) {
+    membership = true;  // submitters follow drains (their leases there take no new task)
+  }
   entry.view = view;
   entry.version = version_ + 1;
 }

@@ -31,7 +31,8 @@ class ClusterFeed {
 
   // The whole view (every node, registration order) and the node types now. Each entry new or
   // unlike its last published state (msSinceHeartbeat and the wording of a death's cause aside)
-  // gets the next version; a membership change (joined, alive changed, info changed, forgotten,
+  // gets the next version; a membership change (joined, alive changed, drain started or ended,
+  // info changed, forgotten,
   // node types changed) also moves the membership version. Wakes the waiters concerned.
   void Publish(const std::vector<NodeView>& view, const std::vector<NodeInfo>& types);
   // Publish for one node's entry (a heartbeat's). false when the feed does not hold the node:

@@ -1,8 +1,17 @@
 #include "head/internal/demand.h"
 
 #include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include "common/rpc_status.h"
+#include "common/scheduling_strategy.h"
+#include "head/internal/placement_group_policy.h"
 #include "head/internal/wire.h"
 
 namespace airt::head::internal {
@@ -94,6 +103,12 @@ Result<ResourceRequest> ParseResourceRequest(proto::Head::RequestResourcesParams
       if (!keys.insert(key).second) return InvalidArgument(at + " lists '" + key + "' twice");
       labels.push_back({std::move(key), std::move(value)});
     }
+    std::map<std::string, std::string> dict;
+    for (const Label& l : labels) dict[l.key] = l.value;
+    Result<sched::LabelSelector> parsed = sched::ParseLabelSelector(dict);
+    if (!parsed.ok()) {
+      return parsed.status().WithContext("labelSelectors[" + std::to_string(i) + "]");
+    }
     request.selectors.push_back(std::move(labels));
   }
   return request;
@@ -174,6 +189,22 @@ std::string NodeTypeHolding(const std::vector<NodeInfo>& types,
   return "";
 }
 
+bool NodeTypesHoldGroup(const std::vector<NodeInfo>& types, PlacementStrategy strategy,
+                        const std::vector<std::vector<Resource>>& bundles,
+                        const std::vector<sched::LabelSelector>& selectors) {
+  if (types.empty() || bundles.empty()) return false;
+  std::vector<BundleNode> nodes;
+  for (const NodeInfo& type : types) {
+    for (size_t i = 0; i < bundles.size(); ++i) {
+      BundleNode node{NodeId::FromRandom(), ToBundleUnits(type.total), {}, {}};
+      node.free = node.total;
+      for (const Label& l : type.labels) node.labels[l.key] = l.value;
+      nodes.push_back(std::move(node));
+    }
+  }
+  return std::holds_alternative<BundlesOn>(DecideBundles(strategy, bundles, nodes, selectors));
+}
+
 void FillDemand(const DemandRecord& demand, uint64_t version, proto::Demand::Builder out) {
   out.setVersion(version);
   FillShapeCounts(demand.queued, out.initQueued(demand.queued.size()));
@@ -201,6 +232,45 @@ void FillDemand(const DemandRecord& demand, uint64_t version, proto::Demand::Bui
       labels[l].setValue(requested.selectors[s][l].value);
     }
   }
+}
+
+std::string EncodeResourceRequestRow(const ResourceRequest& request) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<proto::Head::RequestResourcesParams>();
+  auto bundles = out.initBundles(request.bundles.size());
+  for (size_t b = 0; b < request.bundles.size(); ++b) {
+    Fill(request.bundles[b], bundles[b].initResources(request.bundles[b].size()));
+  }
+  auto selectors = out.initLabelSelectors(request.selectors.size());
+  for (size_t s = 0; s < request.selectors.size(); ++s) {
+    auto labels = selectors[s].initLabels(request.selectors[s].size());
+    for (size_t l = 0; l < request.selectors[s].size(); ++l) {
+      labels[l].setKey(request.selectors[s][l].key);
+      labels[l].setValue(request.selectors[s][l].value);
+    }
+  }
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+Result<ResourceRequest> DecodeResourceRequestRow(std::string_view bytes) {
+  auto corrupt = [](const std::string& why) {
+    return Internal("corrupt request_resources row in the metadata store: " + why);
+  };
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
+    return corrupt(std::to_string(bytes.size()) + " bytes is not a whole message");
+  }
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  std::optional<Result<ResourceRequest>> request;
+  Status thrown = CatchKj([&] {
+    capnp::FlatArrayMessageReader reader(words);
+    request.emplace(ParseResourceRequest(reader.getRoot<proto::Head::RequestResourcesParams>()));
+  });
+  if (!thrown.ok()) return corrupt(thrown.message());
+  if (!request->ok()) return corrupt(request->status().message());
+  return std::move(*request);
 }
 
 }  // namespace airt::head::internal

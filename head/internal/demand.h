@@ -50,7 +50,8 @@ DemandRecord CollectDemand(const std::vector<NodeView>& nodes,
                            const ResourceRequest& requested);
 
 // A requestResources message: at most 4096 bundles, each as ParseResources, at most as many
-// selectors as bundles, label keys non-empty.
+// selectors as bundles, label keys non-empty, each selector a Ray label_selector dict that
+// sched::ParseLabelSelector takes ("v", "!v", "in(a,b)", "!in(a,b)").
 Result<ResourceRequest> ParseResourceRequest(proto::Head::RequestResourcesParams::Reader params);
 
 // The node types an autoscaler published (its KV key autoscaler/node_types: a line per type,
@@ -64,6 +65,19 @@ std::string NodeTypeHolding(const std::vector<NodeInfo>& types,
                             const std::vector<Resource>& resources,
                             const std::string& accelerator_type);
 
+// Whether nodes of `types` (as many of each as the group has bundles, empty) could hold the
+// group: then a group no alive node can hold is demand for the autoscaler, not infeasible.
+bool NodeTypesHoldGroup(const std::vector<NodeInfo>& types, PlacementStrategy strategy,
+                        const std::vector<std::vector<Resource>>& bundles,
+                        const std::vector<sched::LabelSelector>& selectors);
+
 void FillDemand(const DemandRecord& demand, uint64_t version, proto::Demand::Builder out);
+
+// The standing request_resources call's row in the MetadataStore (a requestResources message),
+// so that a restarted head keeps the autoscaler's demand floor. No row: no standing request.
+inline constexpr std::string_view kResourceRequestKey = "demand:requested";
+std::string EncodeResourceRequestRow(const ResourceRequest& request);
+// kInternal for a row that is not a valid requestResources message.
+Result<ResourceRequest> DecodeResourceRequestRow(std::string_view bytes);
 
 }  // namespace airt::head::internal

@@ -39,6 +39,15 @@ std::string NodeTable::RowKey(uint64_t seq, const NodeId& id) {
   return std::string(kNodePrefix) + seq_hex + ":" + id.Hex();
 }
 
+std::string NodeTable::AliveRow(const NodeInfo& info,
+                                const std::optional<std::string>& drain_reason,
+                                uint64_t drain_deadline_ms) {
+  NodeRow row{info, /*alive=*/true, "", 0};
+  row.drain_reason = drain_reason;
+  row.drain_deadline_ms = drain_reason ? drain_deadline_ms : 0;
+  return EncodeNodeRow(row);
+}
+
 Status NodeTable::Load() {
   AIRT_ASSIGN_OR_RETURN(std::vector<Row> rows, store_.Scan(kNodePrefix));
   int64_t now = clock_.MonotonicMs();
@@ -59,6 +68,10 @@ Status NodeTable::Load() {
     e.alive = row->alive;
     e.death_cause = std::move(row->death_cause);
     e.death_time_ms = row->death_time_ms;
+    if (e.alive) {
+      e.drain_reason = std::move(row->drain_reason);
+      e.drain_deadline_ms = row->drain_deadline_ms;
+    }
     e.load.available = row->info.total;
     e.last_heartbeat_ms = now;
     e.info = std::move(row->info);
@@ -115,7 +128,11 @@ Result<Change> NodeTable::Register(NodeInfo info) {
   uint64_t seq = found != seq_of_.end() ? found->second : next_seq_;
   Change change;
   change.what = "registering node " + info.id.Hex();
-  change.rows.Put(RowKey(seq, info.id), EncodeNodeRow(NodeRow{info, /*alive=*/true, "", 0}));
+  // A node that registers again (with a restarted head) keeps its drain mark.
+  const Entry* known = found != seq_of_.end() ? &by_seq_.at(seq) : nullptr;
+  change.rows.Put(RowKey(seq, info.id),
+                  known != nullptr ? AliveRow(info, known->drain_reason, known->drain_deadline_ms)
+                                   : AliveRow(info, std::nullopt, 0));
   change.on_written.push_back([this, seq, info = std::move(info)]() mutable {
     if (seq_of_.count(info.id) == 0) {
       next_seq_ = std::max(next_seq_, seq + 1);
@@ -199,32 +216,49 @@ Result<Change> NodeTable::Unregister(const NodeId& id) {
   return MarkDead(id, "it unregistered (stopped by airt stop or its stop signal)");
 }
 
-Result<uint64_t> NodeTable::StartDrain(const NodeId& id, std::string reason,
-                                       uint64_t deadline_ms) {
+Result<Staged<uint64_t>> NodeTable::StartDrain(const NodeId& id, std::string reason,
+                                               uint64_t deadline_ms) {
   auto found = seq_of_.find(id);
   if (found == seq_of_.end()) return NotFound("node " + id.Hex() + " is not registered");
-  Entry& e = by_seq_.at(found->second);
+  const Entry& e = by_seq_.at(found->second);
   int64_t now = clock_.MonotonicMs();
   if (!e.alive || TimedOut(e, now)) {
     return FailedPrecondition("node " + id.Hex() + " is dead (" +
                               (e.alive ? TimeoutCause(e, now) : e.death_cause) +
                               "): there is nothing to drain");
   }
-  if (!e.drain_reason || deadline_ms < e.drain_deadline_ms) e.drain_deadline_ms = deadline_ms;
-  if (!e.drain_reason) {
-    AIRT_LOG(INFO) << "node " << id.Hex() << " at " << e.info.address << ":" << e.info.node_port
-                   << " is draining (" << reason << ")";
-  }
-  e.drain_reason = std::move(reason);
-  return e.drain_deadline_ms;
+  uint64_t deadline = e.drain_reason && e.drain_deadline_ms <= deadline_ms ? e.drain_deadline_ms
+                                                                           : deadline_ms;
+  Staged<uint64_t> out;
+  out.value = deadline;
+  out.change.what = "marking node " + id.Hex() + " draining";
+  out.change.rows.Put(RowKey(e.seq, id), AliveRow(e.info, reason, deadline));
+  out.change.on_written.push_back([this, seq = e.seq, reason = std::move(reason), deadline] {
+    Entry& drained = by_seq_.at(seq);
+    if (!drained.drain_reason) {
+      AIRT_LOG(INFO) << "node " << drained.info.id.Hex() << " at " << drained.info.address << ":"
+                     << drained.info.node_port << " is draining (" << reason << ")";
+    }
+    drained.drain_reason = reason;
+    drained.drain_deadline_ms = deadline;
+  });
+  return out;
 }
 
-void NodeTable::CancelDrain(const NodeId& id) {
+Change NodeTable::CancelDrain(const NodeId& id) {
+  Change change;
   auto found = seq_of_.find(id);
-  if (found == seq_of_.end()) return;
-  Entry& e = by_seq_.at(found->second);
-  e.drain_reason.reset();
-  e.drain_deadline_ms = 0;
+  if (found == seq_of_.end()) return change;
+  const Entry& e = by_seq_.at(found->second);
+  if (!e.alive || !e.drain_reason) return change;
+  change.what = "forgetting node " + id.Hex() + "'s drain";
+  change.rows.Put(RowKey(e.seq, id), AliveRow(e.info, std::nullopt, 0));
+  change.on_written.push_back([this, seq = e.seq] {
+    Entry& undrained = by_seq_.at(seq);
+    undrained.drain_reason.reset();
+    undrained.drain_deadline_ms = 0;
+  });
+  return change;
 }
 
 Staged<std::vector<NodeId>> NodeTable::CheckLiveness() {

@@ -22,8 +22,8 @@ namespace airt::head::internal {
 // unregisters, or the head declares it dead (MarkDead), or its connection dropped and it did not register again
 // within the grace (Disconnected); then it is dead
 // for good: the same id registering again is refused, and that node must restart with a new id.
-// Registrations and deaths are rows ("node:<seq>:<id hex>", with the death's cause and wall
-// time), staged as Changes (change.h); heartbeat loads stay in memory. A node whose timeout
+// Registrations, drain marks and deaths are rows ("node:<seq>:<id hex>", with the drain's reason
+// and deadline, the death's cause and wall time), staged as Changes (change.h); heartbeat loads stay in memory. A node whose timeout
 // passed shows dead (View, Find, Heartbeat) at once; its row is rewritten as dead by the next
 // CheckLiveness whose change is written.
 class NodeTable {
@@ -62,13 +62,15 @@ class NodeTable {
   void Disconnected(const NodeId& id);
   // MarkDead for a node leaving cleanly; a drained one's cause names its drain.
   Result<Change> Unregister(const NodeId& id);
-  // Marks the alive node draining with `reason` until `deadline_ms` (wall ms since the epoch), in
-  // memory: a restarted head forgets it (the node goes on draining and leaves all the same). A
-  // node drained already keeps the earlier deadline and takes the new reason. Returns the
-  // deadline in effect. kNotFound: not in the table; kFailedPrecondition: dead.
-  Result<uint64_t> StartDrain(const NodeId& id, std::string reason, uint64_t deadline_ms);
-  // Forgets the node's drain mark (the node could not be told). Unknown nodes are ignored.
-  void CancelDrain(const NodeId& id);
+  // Marks the alive node draining with `reason` until `deadline_ms` (wall ms since the epoch),
+  // in its row, so that a head loaded from the store still treats it as draining (and a node that
+  // registers again keeps the mark). A node drained already keeps the earlier deadline and takes
+  // the new reason. Answers the deadline in effect once applied. kNotFound: not in the table;
+  // kFailedPrecondition: dead.
+  Result<Staged<uint64_t>> StartDrain(const NodeId& id, std::string reason, uint64_t deadline_ms);
+  // Forgets the node's drain mark (the node could not be told), in its row too. An empty change
+  // for an unknown, dead or undrained node.
+  Change CancelDrain(const NodeId& id);
   // The alive nodes whose last heartbeat is node_timeout_ms old or older, and the change that
   // records them dead (and forgets the oldest dead beyond max_dead_nodes).
   Staged<std::vector<NodeId>> CheckLiveness();
@@ -94,6 +96,9 @@ class NodeTable {
   };
 
   static std::string RowKey(uint64_t seq, const NodeId& id);
+  // The alive row of `e` with this drain mark.
+  static std::string AliveRow(const NodeInfo& info, const std::optional<std::string>& drain_reason,
+                              uint64_t drain_deadline_ms);
   bool TimedOut(const Entry& e, int64_t now) const;
   std::string TimeoutCause(const Entry& e, int64_t now) const;
   // The change that rewrites the row of `seq` dead with `cause` and applies it.

@@ -6,6 +6,7 @@
 #include "common/bundle_resources.h"
 #include "common/logging.h"
 #include "common/rpc_status.h"
+#include "head/internal/demand.h"
 
 namespace airt::head::internal {
 namespace {
@@ -204,6 +205,12 @@ void PlacementGroupManager::Schedule() {
     BundleDecision decision = DecideBundles(group->strategy, group->bundles, free,
                                             group->bundle_label_selector);
     if (auto* wait = std::get_if<BundlesWait>(&decision)) {
+      if (wait->infeasible && node_types_ &&
+          NodeTypesHoldGroup(node_types_(), group->strategy, group->bundles,
+                             group->bundle_label_selector)) {
+        wait->infeasible = false;  // the autoscaler can add nodes that hold it
+        wait->reason += "; a node type of the autoscaler holds it";
+      }
       if (wait->infeasible && warned_infeasible_.insert(id).second) {
         AIRT_LOG(WARNING) << "placement group " << id.Hex() << " cannot be placed on any alive "
                           << "node: " << wait->reason << "; it stays pending until one joins";

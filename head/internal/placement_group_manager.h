@@ -52,6 +52,12 @@ class PlacementGroupManager final : private kj::TaskSet::ErrorHandler {
   kj::Promise<PlacementGroupRecord> Wait(const PlacementGroupId& id);
   std::vector<PlacementGroupRecord> List() const { return table_.List(); }
 
+  // The autoscaler's node types (HeadServer::NodeTypes), read at each try: a group no alive node
+  // can hold but nodes of these types could is not infeasible (it is the autoscaler's demand).
+  void SetNodeTypes(std::function<std::vector<NodeInfo>()> types) {
+    node_types_ = std::move(types);
+  }
+
   // The job finished: its groups that are not detached are removed.
   void OnJobFinished(const JobId& job);
   // The node heartbeated (its report now counts the reservations made before it) or registered:
@@ -81,6 +87,7 @@ class PlacementGroupManager final : private kj::TaskSet::ErrorHandler {
   PlacementGroupTable table_;
   bool reserving_ = false;
   std::set<PlacementGroupId> warned_infeasible_;
+  std::function<std::vector<NodeInfo>()> node_types_;  // unset: none
   // Per node, bundles reserved and given back by this head since the node's last report.
   std::map<NodeId, BundleUnits> reserved_since_report_, released_since_report_;
   std::multimap<PlacementGroupId, kj::Own<kj::PromiseFulfiller<PlacementGroupRecord>>> waiters_;

@@ -418,6 +418,11 @@ std::string EncodeNodeRow(const NodeRow& node) {
   row.setAlive(node.alive);
   row.setDeathCause(AsText(node.death_cause));
   row.setDeathTimeMs(node.death_time_ms);
+  if (node.drain_reason) {
+    row.setDraining(true);
+    row.setDrainReason(AsText(*node.drain_reason));
+    row.setDrainDeadlineMs(node.drain_deadline_ms);
+  }
   return FlatBytes(message);
 }
 
@@ -427,7 +432,14 @@ Result<NodeRow> DecodeNodeRow(std::string_view bytes) {
         AIRT_ASSIGN_OR_RETURN(NodeInfo info, ParseNodeInfo(row.getInfo(), "info"));
         AIRT_ASSIGN_OR_RETURN(std::string cause, ParseText(row.getDeathCause(), "deathCause",
                                                            kMaxDeathCauseBytes, true));
-        return NodeRow{std::move(info), row.getAlive(), std::move(cause), row.getDeathTimeMs()};
+        NodeRow out{std::move(info), row.getAlive(), std::move(cause), row.getDeathTimeMs()};
+        if (row.getDraining()) {
+          AIRT_ASSIGN_OR_RETURN(std::string reason, ParseText(row.getDrainReason(), "drainReason",
+                                                              kMaxDeathCauseBytes, true));
+          out.drain_reason = std::move(reason);
+          out.drain_deadline_ms = row.getDrainDeadlineMs();
+        }
+        return out;
       });
 }
 

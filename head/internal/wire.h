@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -67,12 +68,15 @@ void FillNodeStatus(const NodeView& view, proto::NodeStatus::Builder out);
 void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out);
 void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out);
 
-// A node's row: its NodeInfo and whether it is alive (a proto::NodeStatus message).
+// A node's row: its NodeInfo, whether it is alive, and its drain mark (a proto::NodeStatus
+// message).
 struct NodeRow {
   NodeInfo info;
   bool alive = false;
   std::string death_cause;  // "" while alive
   uint64_t death_time_ms = 0;
+  std::optional<std::string> drain_reason;  // set while draining
+  uint64_t drain_deadline_ms = 0;
 };
 std::string EncodeNodeRow(const NodeRow& row);
 Result<NodeRow> DecodeNodeRow(std::string_view bytes);

@@ -162,6 +162,31 @@ TEST(Planner, RequestResourcesBinPacksOntoTotalsNotFreeResources) {
   EXPECT_EQ(Launched(plan, "cpu_node"), 1u);  // the head's node, n1, and one more
 }
 
+TEST(Planner, RequestResourcesSelectorsTakeRaysInNotInAndNotForms) {
+  ClusterConfig config = Config();
+  config.node_types["a10_node"] = {"a10_node", {{"CPU", 4}, {"GPU", 1}},
+                                   {{"accelerator_type", "A10"}}, 0, 2, {}};
+  auto plan_for = [&](std::string key, std::string selector) {
+    Demand demand;
+    demand.requested.push_back({{{"GPU", 1}}, {{key, selector}}, 1, "request_resources"});
+    return Decide(config, {HeadNode()}, demand);
+  };
+  Plan in = plan_for("accelerator_type", "in(A10,L4)");
+  EXPECT_EQ(Launched(in, "a10_node"), 1u);
+  EXPECT_EQ(Launched(in, "gpu_node"), 0u);
+  Plan not_in = plan_for("accelerator_type", "!in(A10,L4)");
+  EXPECT_EQ(Launched(not_in, "gpu_node"), 1u);
+  EXPECT_EQ(Launched(not_in, "a10_node"), 0u);
+  Plan not_value = plan_for("accelerator_type", "!H100");
+  EXPECT_EQ(Launched(not_value, "a10_node"), 1u);
+  EXPECT_EQ(Launched(not_value, "gpu_node"), 0u);
+  Plan absent = plan_for("zone", "!us-east-1a");  // no type has the key: !value matches
+  EXPECT_EQ(absent.launches.size(), 1u);
+  Plan none = plan_for("accelerator_type", "in(TPU)");
+  EXPECT_TRUE(none.launches.empty());
+  EXPECT_FALSE(none.infeasible.empty());
+}
+
 TEST(Planner, StopsNodesIdlePastTheTimeoutDownToMinWorkers) {
   ClusterConfig config = Config();
   config.node_types["cpu_node"].min_workers = 2;

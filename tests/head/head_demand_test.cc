@@ -1,7 +1,7 @@
 // The head's demand over EzRpc on loopback (docs/autoscaler.md "Demand"): waitDemand answers at
 // once for an old version and otherwise waits for the next change; the nodes' queued shapes
 // (summed, and shown per node), pending actors, pending placement groups with their strategy and
-// the standing request_resources all count; the autoscaler's node types keep an actor that no
+// the standing request_resources all count (and a restarted head keeps the latter); the autoscaler's node types keep an actor that no
 // node but a node type holds waiting, not infeasible.
 #include <gtest/gtest.h>
 
@@ -153,6 +153,50 @@ TEST_F(HeadDemandTest, RequestResourcesRejectsABadBundle) {
   EXPECT_NE(s.message().find("labelSelectors"), std::string::npos) << s.message();
 }
 
+TEST_F(HeadDemandTest, RestartedHeadKeepsTheStandingRequestUntilItIsCleared) {
+  auto request = head().requestResourcesRequest();
+  auto resources = request.initBundles(1)[0].initResources(1);
+  resources[0].setName("GPU");
+  resources[0].setAmount(4);
+  auto selector = request.initLabelSelectors(1)[0].initLabels(1);
+  selector[0].setKey("zone");
+  selector[0].setValue("in(us-east-1a,us-east-1b)");
+  ASSERT_TRUE(Send(kj::mv(request)).ok());
+
+  StopHead();
+  StartHead();
+  auto demand = Demand(0);
+  ASSERT_TRUE(demand.ok()) << demand.status().ToString();
+  auto d = demand->getDemand();
+  ASSERT_EQ(d.getRequested().size(), 1u);
+  EXPECT_EQ(std::string(d.getRequested()[0].getResources()[0].getName().cStr()), "GPU");
+  EXPECT_EQ(d.getRequested()[0].getResources()[0].getAmount(), 4);
+  ASSERT_EQ(d.getRequestedSelectors().size(), 1u);
+  ASSERT_EQ(d.getRequestedSelectors()[0].getLabels().size(), 1u);
+  EXPECT_EQ(std::string(d.getRequestedSelectors()[0].getLabels()[0].getValue().cStr()),
+            "in(us-east-1a,us-east-1b)");
+
+  ASSERT_TRUE(Send(head().requestResourcesRequest()).ok());
+  StopHead();
+  StartHead();
+  auto cleared = Demand(0);
+  ASSERT_TRUE(cleared.ok());
+  EXPECT_EQ(cleared->getDemand().getRequested().size(), 0u) << "clearing it is kept too";
+}
+
+TEST_F(HeadDemandTest, RequestResourcesRejectsAMalformedLabelSelector) {
+  auto request = head().requestResourcesRequest();
+  auto resources = request.initBundles(1)[0].initResources(1);
+  resources[0].setName("CPU");
+  resources[0].setAmount(1);
+  auto selector = request.initLabelSelectors(1)[0].initLabels(1);
+  selector[0].setKey("zone");
+  selector[0].setValue("in(a,b");
+  Status s = Send(kj::mv(request)).status();
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("labelSelectors[0]"), std::string::npos) << s.message();
+}
+
 TEST_F(HeadDemandTest, AnActorOnlyANodeTypeHoldsWaitsInsteadOfBeingInfeasible) {
   NodeId node = NodeId::FromRandom();
   ASSERT_TRUE(RegisterNode(node).ok());
@@ -177,6 +221,67 @@ TEST_F(HeadDemandTest, AnActorOnlyANodeTypeHoldsWaitsInsteadOfBeingInfeasible) {
   ASSERT_EQ(view->getNodeTypes().size(), 1u);
   EXPECT_EQ(std::string(view->getNodeTypes()[0].getAddress().cStr()), "gpu_node");
   EXPECT_EQ(view->getNodeTypes()[0].getTotal().size(), 2u);
+}
+
+// Nodes that cannot be reached: the groups below never get as far as reserving.
+class UnreachableNodes final : public internal::NodeConnector {
+ public:
+  proto::Node::Client Connect(const std::string&) override {
+    return proto::Node::Client(KJ_EXCEPTION(DISCONNECTED, "no node in this test"));
+  }
+  void Forget(const std::string&) override {}
+};
+
+class HeadGroupDemandTest : public HeadDemandTest {
+ protected:
+  void SetUp() override {
+    connector_ = &nodes_;
+    HeadDemandTest::SetUp();
+  }
+
+  PlacementGroupId CreateGroup(double cpus) {
+    Result<JobId> job = RegisterJob();
+    EXPECT_TRUE(job.ok());
+    auto create = head().createPlacementGroupRequest();
+    auto info = create.initInfo();
+    info.setJobId(capnp::Data::Reader(job->data(), JobId::kSize));
+    info.setStrategy(proto::PlacementStrategy::PACK);
+    auto resources = info.initBundles(1)[0].initResources(1);
+    resources[0].setName("CPU");
+    resources[0].setAmount(cpus);
+    auto created = Send(kj::mv(create));
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    return *PlacementGroupId::FromBinary(
+        std::string(reinterpret_cast<const char*>(created->getGroupId().begin()),
+                    created->getGroupId().size()));
+  }
+
+  std::optional<bool> Infeasible(const PlacementGroupId& id) {
+    auto listed = Send(head().listPlacementGroupsRequest());
+    if (!listed.ok()) return std::nullopt;
+    for (auto group : listed->getGroups()) {
+      if (group.getGroupId() == capnp::Data::Reader(id.data(), PlacementGroupId::kSize)) {
+        return group.getInfeasible();
+      }
+    }
+    return std::nullopt;
+  }
+
+  UnreachableNodes nodes_;
+};
+
+TEST_F(HeadGroupDemandTest, AGroupOnlyANodeTypeHoldsIsNotInfeasibleButOneNoTypeHoldsIs) {
+  NodeId node = NodeId::FromRandom();
+  ASSERT_TRUE(RegisterNode(node).ok());  // 8 CPUs
+  PlacementGroupId big = CreateGroup(16), huge = CreateGroup(64);
+  ASSERT_TRUE(*Heartbeat(node));
+  EXPECT_EQ(Infeasible(big), std::optional<bool>(true)) << "no node types yet";
+  EXPECT_EQ(Infeasible(huge), std::optional<bool>(true));
+
+  ASSERT_TRUE(KvPut("autoscaler", "node_types", "big_node\tCPU=32\t\n").ok());
+  ASSERT_TRUE(*Heartbeat(node));  // the pending groups are tried again
+  EXPECT_EQ(Infeasible(big), std::optional<bool>(false)) << "the autoscaler can add a big_node";
+  EXPECT_EQ(Infeasible(huge), std::optional<bool>(true)) << "no node type holds 64 CPUs";
 }
 
 }  // namespace

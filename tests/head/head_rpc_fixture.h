@@ -17,6 +17,7 @@
 #include "common/proto/cluster.capnp.h"
 #include "common/rpc_status.h"
 #include "head/head.h"
+#include "head/internal/node_connector.h"
 #include "tests/head/head_doubles.h"
 
 namespace airt::head::testing {
@@ -36,7 +37,7 @@ class HeadRpcTest : public ::testing::Test {
     options.heartbeat_interval_ms = kHeartbeatMs;
     options.node_timeout_ms = kTimeoutMs;
     options.node_disconnect_grace_ms = kDisconnectGraceMs;
-    auto opened = HeadServer::Open(options, store_, clock_);
+    auto opened = HeadServer::Open(options, store_, clock_, connector_);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     head_ = opened->get();
     server_ = std::make_unique<capnp::EzRpcServer>(kj::mv(*opened), "127.0.0.1", 0);
@@ -207,6 +208,8 @@ class HeadRpcTest : public ::testing::Test {
   InMemoryMetadataStore backing_;
   FaultInjectingMetadataStore store_{backing_};
   ManualClock clock_;
+  // How the head reaches nodes (placement groups, drains); null: it has no connection to them.
+  internal::NodeConnector* connector_ = nullptr;
   HeadServer* head_ = nullptr;  // owned by the capability inside server_
   uint port_ = 0;
   std::unique_ptr<capnp::EzRpcServer> server_;

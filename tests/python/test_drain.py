@@ -1,6 +1,7 @@
 """Draining nodes (docs/cluster.md "Draining a node"), with a head and nodes as real processes
 on loopback and drivers as processes of their own: a task submitted after the drain runs on
-another node while the one running there finishes, and the drained node leaves; `airt drain`'s
+another node while the one running there finishes (also when the submitter holds a busy lease
+there: it takes no new task), and the drained node leaves; `airt drain`'s
 deadline stops what still runs (retried elsewhere); a preemption notice (SIGUSR1) drains the
 same way; and a drain during a 2-rank torch (gloo) training run checkpoints, resumes on the
 other node and ends with the right model, counted against max_preemption_failures."""
@@ -118,6 +119,51 @@ def test_a_task_submitted_after_the_drain_runs_elsewhere_and_the_node_leaves(clu
         if driver.poll() is None:
             driver.kill()
             driver.wait()
+
+
+BUSY_LEASE = """
+import json, os, sys, time, airt
+from airt._private import drain
+from airt.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+airt.init()
+victim, folder = sys.argv[1], sys.argv[2]
+prefer_victim = NodeAffinitySchedulingStrategy(victim, soft=True)
+
+@airt.remote(num_cpus=1, scheduling_strategy=prefer_victim)
+def hold(started, release):
+    open(started, "w").close()
+    while not os.path.exists(release):
+        time.sleep(0.05)
+    return airt.get_runtime_context().get_node_id()
+
+@airt.remote(num_cpus=1, scheduling_strategy=prefer_victim)
+def where():
+    return airt.get_runtime_context().get_node_id()
+
+started, release = os.path.join(folder, "started"), os.path.join(folder, "release")
+# One shape: `hold` keeps its lease on the victim busy, and a busy lease takes more tasks of
+# its shape (pipelined) unless the submitter knows its node drains.
+held = hold.remote(started, release)
+while not os.path.exists(started):
+    time.sleep(0.05)
+drain.drain_node(victim, reason="maintenance", deadline_s=300)
+while not drain.drain_states()[victim]["draining"]:
+    time.sleep(0.05)
+after = [where.remote() for _ in range(4)]
+open(release, "w").close()
+print(json.dumps({"held": airt.get(held), "after": airt.get(after)}))
+"""
+
+
+def test_a_busy_lease_on_a_draining_node_takes_no_new_task(cluster, tmp_path):
+    keeper = cluster.add_node("--num-cpus=2")
+    victim = cluster.add_node("--num-cpus=2")
+    out = subprocess.run([sys.executable, "-c", BUSY_LEASE, victim, str(tmp_path)],
+                         env=cluster.env(), capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    done = json.loads(out.stdout.strip().splitlines()[-1])
+    assert done["held"] == victim, done
+    assert set(done["after"]) == {keeper}, done  # none went to the lease held on the victim
 
 
 STUCK = """

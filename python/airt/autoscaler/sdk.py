@@ -13,10 +13,11 @@ def request_resources(
 
     As Ray's: ``num_cpus`` asks for that many ``{"CPU": 1}`` bundles, ``bundles`` for each of
     its shapes, and ``bundle_label_selectors[i]`` for the labels the node holding
-    ``bundles[i]`` must carry (plain ``key: value`` equality). The request is bin-packed onto
-    the nodes' totals (busy or not) and stands until the next call replaces it;
-    ``request_resources()`` with nothing clears it. The head keeps it in memory: a restarted
-    head starts with none.
+    ``bundles[i]`` must carry, in Ray's label_selector forms: ``"v"``, ``"!v"``,
+    ``"in(a,b)"``, ``"!in(a,b)"`` (``!`` forms also match a node without the label). The request
+    is bin-packed onto the nodes' totals (busy or not) and stands until the next call replaces
+    it; ``request_resources()`` with nothing clears it. The head keeps it in its metadata store,
+    so a restarted head (with Redis) still has it.
     """
     from airt import _airt
 
