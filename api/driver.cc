@@ -556,6 +556,7 @@ std::string CurrentActorId() { return ThisThreadsTask().actor_id; }
 std::vector<std::string> SubmitStreamingActorTask(const std::string& actor_id,
                                                   const std::string& method,
                                                   std::vector<Argument> args, int backpressure) {
+  if (Local()) LocalModeLacks("a generator actor method (airt::Generator<T>)");
   return Binaries(Core()->SubmitActorTask(ActorIdOf(actor_id), method,
                                           CoreArguments(std::move(args)), 1,
                                           core_worker::StreamOptions{true, backpressure}));

@@ -14,6 +14,7 @@
 // the arena, bounded by the disk or a limit). Only when that fails too is Create refused.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,13 @@ class StoreLoop;
 // The longest owner a primary copy may name (Create, MakePrimary).
 inline constexpr size_t kMaxOwnerBytes = 512;
 
+// What a node's transfer service sent to other nodes, ever: counted by its TransferServer and
+// reported by its store's Stats, so that any process of the node can read them. Thread-safe.
+struct TransferCounters {
+  std::atomic<uint64_t> objects_served{0};  // replies that carried an object
+  std::atomic<uint64_t> bytes_served{0};    // their data and metadata
+};
+
 struct StoreOptions {
   std::string socket_path;                     // where clients connect; required
   uint64_t capacity_bytes = 1ull << 30;        // the data arena
@@ -51,6 +59,8 @@ struct StoreOptions {
   uint64_t fallback_limit_bytes = ~uint64_t{0};  // their total at once; the default: the disk's
   bool prefault = true;                          // populate the arena in the background at start
   int poll_spin_us = 100;  // after serving a request, poll this long before sleeping (0: never)
+  // The counters of the node's transfer service, shown in Stats; null: none (Stats shows 0).
+  std::shared_ptr<const TransferCounters> transfer_counters;
 };
 
 // A point-in-time view of the store, for tests, `airt status` and the dashboard.
@@ -75,6 +85,15 @@ struct StoreStats {
   uint64_t fallback_bytes = 0;         // the size of those files
   uint64_t total_fallback = 0;         // objects put in fallback files (created or restored), ever
   uint64_t num_primary = 0;  // sealed primary copies (spilled ones included; not being deleted)
+  // Bytes (data and metadata) of the objects sealed here, ever: put, returned, or pulled.
+  uint64_t total_sealed_bytes = 0;
+  // Those of them sealed as secondary copies: what came in from other nodes' transfer services
+  // (whichever process of this node pulled them), ever.
+  uint64_t total_pulled_bytes = 0;
+  // What this node's transfer service sent to other nodes, ever (StoreOptions::transfer_counters;
+  // 0 without one).
+  uint64_t transfer_objects_served = 0;
+  uint64_t transfer_bytes_served = 0;
 };
 
 // Serves one node's store on a background thread. Thread-safe.

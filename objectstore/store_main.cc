@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
+  auto transfer_counters = std::make_shared<airt::objectstore::TransferCounters>();
+  options.transfer_counters = transfer_counters;  // its Stats show what the service sent
   auto server = airt::objectstore::StoreServer::Start(options);
   if (!server.ok()) {
     std::cerr << "airt-store: " << server.status().ToString() << "\n";
@@ -72,7 +74,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     auto started = airt::objectstore::TransferServer::Start(
-        {options.socket_path, transfer_address, static_cast<uint16_t>(transfer_port)});
+        {options.socket_path, transfer_address, static_cast<uint16_t>(transfer_port)},
+        transfer_counters);
     if (!started.ok()) {
       std::cerr << "airt-store: " << started.status().ToString() << "\n";
       return 1;

@@ -41,6 +41,10 @@ class TransferServer {
   };
   // kUnavailable when the store cannot be reached or the port cannot be bound.
   static Result<std::unique_ptr<TransferServer>> Start(Options options);
+  // As above, counting objects_served and bytes_served in `counters` (the node's store shows
+  // the same ones: StoreOptions::transfer_counters); null: counters of its own.
+  static Result<std::unique_ptr<TransferServer>> Start(Options options,
+                                                       std::shared_ptr<TransferCounters> counters);
   ~TransferServer();  // stops serving; transfers in flight are cut (the puller sees kUnavailable)
   TransferServer(const TransferServer&) = delete;
   TransferServer& operator=(const TransferServer&) = delete;

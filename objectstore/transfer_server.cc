@@ -19,8 +19,10 @@ using internal::WireWriter;
 constexpr size_t kRequestSize = 4 + ObjectId::kSize;
 
 // The service's counters (TransferServerSnapshot), written on the io thread, read from any.
+// `served` may be shared with the node's store, which shows it in its Stats.
 struct Counters {
-  std::atomic<uint64_t> accepted{0}, open{0}, objects{0}, bytes{0};
+  std::atomic<uint64_t> accepted{0}, open{0};
+  std::shared_ptr<TransferCounters> served;
 };
 
 // Confined to the server's io thread.
@@ -69,9 +71,9 @@ class Session : public std::enable_shared_from_this<Session> {
       return Write({asio::buffer(header_)});
     }
     pin_ = std::move(*pin);
-    counters_->objects.fetch_add(1, std::memory_order_relaxed);
-    counters_->bytes.fetch_add(pin_.data().size() + pin_.metadata().size(),
-                               std::memory_order_relaxed);
+    counters_->served->objects_served.fetch_add(1, std::memory_order_relaxed);
+    counters_->served->bytes_served.fetch_add(pin_.data().size() + pin_.metadata().size(),
+                                              std::memory_order_relaxed);
     header_ = internal::ReplyBody(Status::Ok());
     WireWriter(&header_).Put(static_cast<uint64_t>(pin_.data().size()));
     WireWriter(&header_).Put(static_cast<uint64_t>(pin_.metadata().size()));
@@ -99,8 +101,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
 class TransferServer::Impl {
  public:
-  Impl(std::unique_ptr<StoreClient> store, tcp::endpoint endpoint)
-      : store_(std::move(store)), acceptor_(io_, endpoint) {}
+  Impl(std::unique_ptr<StoreClient> store, tcp::endpoint endpoint,
+       std::shared_ptr<TransferCounters> served)
+      : store_(std::move(store)), acceptor_(io_, endpoint) {
+    counters_.served = served ? std::move(served) : std::make_shared<TransferCounters>();
+  }
 
   ~Impl() {
     io_.stop();
@@ -116,8 +121,8 @@ class TransferServer::Impl {
     TransferServerSnapshot s;
     s.connections_accepted = counters_.accepted.load(std::memory_order_relaxed);
     s.connections_open = counters_.open.load(std::memory_order_relaxed);
-    s.objects_served = counters_.objects.load(std::memory_order_relaxed);
-    s.bytes_served = counters_.bytes.load(std::memory_order_relaxed);
+    s.objects_served = counters_.served->objects_served.load(std::memory_order_relaxed);
+    s.bytes_served = counters_.served->bytes_served.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -143,6 +148,11 @@ class TransferServer::Impl {
 };
 
 Result<std::unique_ptr<TransferServer>> TransferServer::Start(Options options) {
+  return Start(std::move(options), nullptr);
+}
+
+Result<std::unique_ptr<TransferServer>> TransferServer::Start(
+    Options options, std::shared_ptr<TransferCounters> counters) {
   boost::system::error_code ec;
   auto address = asio::ip::make_address(options.bind_address, ec);
   if (ec)
@@ -152,7 +162,8 @@ Result<std::unique_ptr<TransferServer>> TransferServer::Start(Options options) {
   AIRT_ASSIGN_OR_RETURN(auto store, StoreClient::Connect(options.store_socket));
   std::unique_ptr<Impl> impl;
   try {
-    impl = std::make_unique<Impl>(std::move(store), tcp::endpoint(address, options.port));
+    impl = std::make_unique<Impl>(std::move(store), tcp::endpoint(address, options.port),
+                                  std::move(counters));
   } catch (const boost::system::system_error& e) {
     return Unavailable("bind the transfer service to " + options.bind_address + ":" +
                        std::to_string(options.port) + ": " + e.code().message());

@@ -64,6 +64,8 @@ Status ObjectTable::Seal(const ObjectId& id, uint32_t client) {
   e.creating = false;
   --num_creating_;
   creating_by_client_[client].erase(id);
+  total_sealed_bytes_ += e.data_size + e.metadata_size;
+  if (e.secondary) total_pulled_bytes_ += e.data_size + e.metadata_size;
   return Status::Ok();
 }
 
@@ -385,6 +387,8 @@ StoreStats ObjectTable::Stats() const {
   s.total_evicted = total_evicted_;
   s.total_spilled = total_spilled_;
   s.total_restored = total_restored_;
+  s.total_sealed_bytes = total_sealed_bytes_;
+  s.total_pulled_bytes = total_pulled_bytes_;
   if (fallback_ != nullptr) {
     s.num_fallback = fallback_->num_files();
     s.fallback_bytes = fallback_->used_bytes();

@@ -121,6 +121,8 @@ class ObjectTable {
   uint64_t total_spilled_ = 0;
   uint64_t total_restored_ = 0;
   uint64_t total_fallback_ = 0;
+  uint64_t total_sealed_bytes_ = 0;  // data and metadata sealed, ever
+  uint64_t total_pulled_bytes_ = 0;  // of those, secondary copies
 };
 
 }  // namespace airt::objectstore::internal

@@ -88,6 +88,10 @@ void ForEachStatsField(StoreStats& s, Fn&& fn) {
   fn(s.fallback_bytes);
   fn(s.total_fallback);
   fn(s.num_primary);
+  fn(s.total_sealed_bytes);
+  fn(s.total_pulled_bytes);
+  fn(s.transfer_objects_served);
+  fn(s.transfer_bytes_served);
 }
 }  // namespace
 

@@ -104,6 +104,12 @@ StoreStats StoreLoop::StatsLocked() const {
   s.mapped_bytes = arena_.size();
   s.prefault_target_bytes = populator_ ? BackgroundPopulator::BytesToPopulate(*arena_.header()) : 0;
   s.prefaulted_bytes = populator_ ? populator_->done_bytes() : 0;
+  if (options_.transfer_counters) {
+    s.transfer_objects_served =
+        options_.transfer_counters->objects_served.load(std::memory_order_relaxed);
+    s.transfer_bytes_served =
+        options_.transfer_counters->bytes_served.load(std::memory_order_relaxed);
+  }
   return s;
 }
 

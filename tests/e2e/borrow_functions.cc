@@ -9,6 +9,10 @@
 
 int CountRefs(BlockRefs refs) { return static_cast<int>(refs.size()); }
 
+int64_t SizeOfFirst(BlockRefs refs) {
+  return refs.empty() ? -1 : static_cast<int64_t>(airt::Get(refs[0])->size());
+}
+
 int64_t SumRefsAfter(BlockRefs refs, int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   int64_t sum = 0;
@@ -42,5 +46,5 @@ BlockRefs RefKeeper::Make(int n, int size) { return PutBlocks(n, size); }
 
 int RefKeeper::Pid() { return static_cast<int>(::getpid()); }
 
-AIRT_REMOTE(CountRefs, SumRefsAfter, PassOnAfter, PutBlocks, RefKeeper::Create, &RefKeeper::Keep,
-            &RefKeeper::SumKept, &RefKeeper::Make, &RefKeeper::Pid);
+AIRT_REMOTE(CountRefs, SizeOfFirst, SumRefsAfter, PassOnAfter, PutBlocks, RefKeeper::Create,
+            &RefKeeper::Keep, &RefKeeper::SumKept, &RefKeeper::Make, &RefKeeper::Pid);

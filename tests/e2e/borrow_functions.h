@@ -12,6 +12,8 @@ using BlockRefs = std::vector<airt::ObjectRef<std::vector<uint8_t>>>;
 
 // How many refs it was given; reads none of them.
 int CountRefs(BlockRefs refs);
+// Reads the first of `refs` only; returns its size.
+int64_t SizeOfFirst(BlockRefs refs);
 // Waits `ms`, then reads every object and returns the sum of their sizes.
 int64_t SumRefsAfter(BlockRefs refs, int ms);
 // Waits `ms`, then hands the refs on to SumRefsAfter(refs, ms) and returns what it returns.

@@ -54,11 +54,12 @@ class Borrowing : public ::testing::Test {
     return refs;
   }
   bool InDriverStore(const std::string& id) { return driver_store_->Contains(IdOf(id)); }
-  uint64_t OtherStoreObjects() {
-    auto stats = other_store_->Stats();
+  static objectstore::StoreStats StatsOf(objectstore::StoreClient& store) {
+    auto stats = store.Stats();
     EXPECT_TRUE(stats.ok()) << stats.status().ToString();
-    return stats.ok() ? stats->num_objects : ~0ull;
+    return stats.ok() ? *stats : objectstore::StoreStats{};
   }
+  uint64_t OtherStoreObjects() { return StatsOf(*other_store_).num_objects; }
 
   e2e::MultiNodeCluster cluster_{
       {"--num-cpus=2", "--object-store-memory=256M", "--cluster-view-interval-ms=100"}};
@@ -69,9 +70,33 @@ TEST_F(Borrowing, ATaskGivenRefsItDoesNotReadMovesNoObjectBytes) {
   BlockRefs refs = PutMany(100);
   ASSERT_EQ(OtherStoreObjects(), 0u);
   EXPECT_EQ(*Get(Task(CountRefs).SetResource("other", 1).Remote(refs), 60'000), 100);
-  // A pull would have copied the objects into the other node's store: nothing came.
-  EXPECT_EQ(OtherStoreObjects(), 0u) << "the task's node pulled objects it never read";
+  // A pull would have copied the objects into the other node's store: nothing came, and neither
+  // transfer service sent a byte (the driver's node's is the one the pull would have read).
+  objectstore::StoreStats other = StatsOf(*other_store_);
+  objectstore::StoreStats driver = StatsOf(*driver_store_);
+  EXPECT_EQ(other.num_objects, 0u) << "the task's node pulled objects it never read";
+  EXPECT_EQ(other.used_bytes, 0u);
+  EXPECT_EQ(other.total_sealed_bytes, 0u);
+  EXPECT_EQ(other.total_pulled_bytes, 0u);
+  EXPECT_EQ(other.transfer_bytes_served, 0u);
+  EXPECT_EQ(driver.transfer_objects_served, 0u);
+  EXPECT_EQ(driver.transfer_bytes_served, 0u) << "the driver's node sent object bytes";
   for (const auto& ref : refs) ASSERT_TRUE(InDriverStore(ref.ID()));
+}
+
+// The control of the test above: the counters it reads do count a pull, and only what was read.
+TEST_F(Borrowing, ATaskReadingOneOfItsRefsMovesThatObjectOnly) {
+  BlockRefs refs = PutMany(100);
+  EXPECT_EQ(*Get(Task(SizeOfFirst).SetResource("other", 1).Remote(refs), 60'000), kMiB);
+  objectstore::StoreStats other = StatsOf(*other_store_);
+  objectstore::StoreStats driver = StatsOf(*driver_store_);
+  EXPECT_GE(other.total_pulled_bytes, uint64_t{kMiB});
+  EXPECT_LT(other.total_pulled_bytes, uint64_t{2 * kMiB});
+  EXPECT_GE(other.total_sealed_bytes, other.total_pulled_bytes);
+  EXPECT_EQ(driver.transfer_objects_served, 1u);
+  EXPECT_GE(driver.transfer_bytes_served, uint64_t{kMiB});
+  EXPECT_LT(driver.transfer_bytes_served, uint64_t{2 * kMiB});
+  EXPECT_EQ(driver.total_pulled_bytes, 0u);
 }
 
 TEST_F(Borrowing, ABorrowedObjectIsReadableAfterItsOwnerDroppedItsRef) {

@@ -1,5 +1,7 @@
 // Generator functions for the streaming tests (generator_test.cc): each streams its items with
 // airt::Generator<T>; the ones the tests synchronize with write or wait for files.
+#include "tests/e2e/generator_functions.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -9,8 +11,6 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
-
-#include "airt/api.h"
 
 namespace {
 
@@ -25,7 +25,6 @@ void WriteFile(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-// 0, 1, ..., n - 1.
 airt::Generator<int> CountTo(int n) {
   return airt::Generator<int>([i = 0, n]() mutable -> std::optional<int> {
     if (i == n) return std::nullopt;
@@ -33,8 +32,6 @@ airt::Generator<int> CountTo(int n) {
   });
 }
 
-// "first", then (once `go_file` exists, which the consumer writes) "0" .. "n-1". Throws when the
-// file does not come within 60 s.
 airt::Generator<std::string> GatedItems(std::string go_file, int n) {
   return airt::Generator<std::string>([i = -1, n, go_file]() mutable -> std::optional<std::string> {
     if (i++ == -1) return std::string("first");
@@ -48,7 +45,6 @@ airt::Generator<std::string> GatedItems(std::string go_file, int n) {
   });
 }
 
-// 0 .. n - 1, writing how many items it made into `count_file` as it makes each.
 airt::Generator<int> CountInto(std::string count_file, int n) {
   return airt::Generator<int>([i = 0, n, count_file]() mutable -> std::optional<int> {
     if (i == n) return std::nullopt;
@@ -57,7 +53,6 @@ airt::Generator<int> CountInto(std::string count_file, int n) {
   });
 }
 
-// 0 .. k - 1, then throws.
 airt::Generator<int> FailAfter(int k) {
   return airt::Generator<int>([i = 0, k]() mutable -> std::optional<int> {
     if (i == k) throw std::runtime_error("failed after " + std::to_string(k) + " items");
@@ -65,7 +60,6 @@ airt::Generator<int> FailAfter(int k) {
   });
 }
 
-// 0 .. n - 1; on its first attempt (no `marker` yet) its process exits once item k went out.
 airt::Generator<int> DieOnceAfter(std::string marker, int n, int k) {
   bool first = !std::filesystem::exists(marker);
   return airt::Generator<int>([i = 0, n, k, first, marker]() mutable -> std::optional<int> {
@@ -79,8 +73,6 @@ airt::Generator<int> DieOnceAfter(std::string marker, int n, int k) {
   });
 }
 
-// 0, 1, ... without end, writing how many it made into `count_file`; writes `stopped_file` when
-// its sends fail (the stream was cancelled) and rethrows.
 airt::Generator<int> Endless(std::string count_file, std::string stopped_file) {
   struct State {
     int next = 0;
@@ -94,4 +86,45 @@ airt::Generator<int> Endless(std::string count_file, std::string stopped_file) {
   });
 }
 
-AIRT_REMOTE(CountTo, GatedItems, CountInto, FailAfter, DieOnceAfter, Endless);
+StreamingActor* StreamingActor::Create() { return new StreamingActor(); }
+airt::Generator<int> StreamingActor::CountTo(int n) {
+  ++calls_;
+  return ::CountTo(n);
+}
+airt::Generator<std::string> StreamingActor::GatedItems(std::string go_file, int n) {
+  ++calls_;
+  return ::GatedItems(std::move(go_file), n);
+}
+airt::Generator<int> StreamingActor::CountInto(std::string count_file, int n) {
+  ++calls_;
+  return ::CountInto(std::move(count_file), n);
+}
+airt::Generator<int> StreamingActor::FailAfter(int k) {
+  ++calls_;
+  return ::FailAfter(k);
+}
+airt::Generator<int> StreamingActor::DieOnceAfter(std::string marker, int n, int k) {
+  ++calls_;
+  return ::DieOnceAfter(std::move(marker), n, k);
+}
+airt::Generator<int> StreamingActor::Endless(std::string count_file, std::string stopped_file) {
+  ++calls_;
+  return ::Endless(std::move(count_file), std::move(stopped_file));
+}
+airt::Generator<int> StreamingActor::Numbered(int n) {
+  int call = calls_++;
+  // Runs on the actor's thread while the call lasts: the actor outlives it.
+  return airt::Generator<int>([this, call, i = 0, n]() mutable -> std::optional<int> {
+    if (i == n) return std::nullopt;
+    ++items_;
+    return call * 100 + i++;
+  });
+}
+int StreamingActor::Calls() { return ++calls_; }
+int StreamingActor::ItemTotal() { return items_; }
+
+AIRT_REMOTE(CountTo, GatedItems, CountInto, FailAfter, DieOnceAfter, Endless,
+            StreamingActor::Create, &StreamingActor::CountTo, &StreamingActor::GatedItems,
+            &StreamingActor::CountInto, &StreamingActor::FailAfter, &StreamingActor::DieOnceAfter,
+            &StreamingActor::Endless, &StreamingActor::Numbered, &StreamingActor::Calls,
+            &StreamingActor::ItemTotal);

@@ -25,17 +25,19 @@ ObjectId NewId(uint32_t i) { return ObjectId::ForPut(TaskId::ForDriver(JobId::Fr
 class TransferTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    a_ = StartStore("a", 256 << 20);
+    a_ = StartStore("a", 256 << 20, served_);  // its Stats show what A's transfer service sent
     b_ = StartStore("b", 256 << 20);
-    auto server = TransferServer::Start({a_->socket_path(), "127.0.0.1", 0});
+    auto server = TransferServer::Start({a_->socket_path(), "127.0.0.1", 0}, served_);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     transfer_ = std::move(*server);
     address_ = "127.0.0.1:" + std::to_string(transfer_->port());
     client_a_ = std::move(*StoreClient::Connect(a_->socket_path()));
     client_b_ = std::move(*StoreClient::Connect(b_->socket_path()));
   }
-  std::unique_ptr<StoreServer> StartStore(const std::string& name, uint64_t capacity) {
+  std::unique_ptr<StoreServer> StartStore(const std::string& name, uint64_t capacity,
+                                          std::shared_ptr<TransferCounters> served = nullptr) {
     StoreOptions options;
+    options.transfer_counters = std::move(served);
     options.socket_path = dir_.File(name + ".sock");
     options.capacity_bytes = capacity;
     options.max_objects = 4096;
@@ -65,11 +67,32 @@ class TransferTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::shared_ptr<TransferCounters> served_ = std::make_shared<TransferCounters>();
   std::unique_ptr<StoreServer> a_, b_;
   std::unique_ptr<TransferServer> transfer_;
   std::string address_;
   std::unique_ptr<StoreClient> client_a_, client_b_;
 };
+
+TEST_F(TransferTest, StoreStatsCountTheBytesSealedPulledAndServed) {
+  ObjectId id = PutPattern(1, 3 << 20, 100);
+  ObjectId unread = PutPattern(2, 1 << 20);
+  StoreStats a = *client_a_->Stats();
+  EXPECT_EQ(a.total_sealed_bytes, (3u << 20) + 100 + (1u << 20));
+  EXPECT_EQ(a.total_pulled_bytes, 0u);
+  EXPECT_EQ(a.transfer_bytes_served, 0u);
+  ObjectPuller puller(client_b_.get());
+  ASSERT_TRUE(puller.Pull(address_, id, 10000).ok());
+  a = *client_a_->Stats();
+  StoreStats b = *client_b_->Stats();
+  EXPECT_EQ(a.transfer_objects_served, 1u);
+  EXPECT_EQ(a.transfer_bytes_served, (3u << 20) + 100);
+  EXPECT_EQ(a.transfer_bytes_served, transfer_->Snapshot().bytes_served);
+  EXPECT_EQ(b.total_pulled_bytes, (3u << 20) + 100);
+  EXPECT_EQ(b.total_sealed_bytes, b.total_pulled_bytes);
+  EXPECT_EQ(b.transfer_bytes_served, 0u);  // B's store has no transfer service
+  EXPECT_FALSE(client_b_->Contains(unread));
+}
 
 TEST_F(TransferTest, PullCopiesDataAndMetadataByteForByte) {
   ObjectId id = PutPattern(1, 64 << 20, 100);

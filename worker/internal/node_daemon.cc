@@ -260,13 +260,15 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
     store_options.fallback_dir = dirs->root + "/fallback";
     store_options.fallback_limit_bytes = config.object_store_fallback_limit;
   }
+  auto transfer_counters = std::make_shared<objectstore::TransferCounters>();
+  store_options.transfer_counters = transfer_counters;  // its Stats show what the service sent
   auto store = objectstore::StoreServer::Start(store_options);
   if (!store.ok()) {
     AIRT_LOG(ERROR) << "cannot start the object store: " << store.status().ToString();
     return 1;
   }
   auto transfer = objectstore::TransferServer::Start(
-      {dirs->store_socket, config.node_address, config.transfer_port});
+      {dirs->store_socket, config.node_address, config.transfer_port}, transfer_counters);
   if (!transfer.ok()) {
     AIRT_LOG(ERROR) << "cannot start the transfer service: " << transfer.status().ToString();
     return 1;

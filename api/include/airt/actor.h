@@ -12,6 +12,7 @@
 //
 //   airt::ActorHandle<Counter> counter = airt::Actor(Counter::Create).SetName("c").Remote(10);
 //   auto eleven = counter.Task(&Counter::Add).Remote(1);   // an ObjectRef<int>
+//   // A method returning airt::Generator<T> streams (airt/generator.h): an ObjectRefGenerator<T>.
 //   auto same = airt::GetActor<Counter>("c");              // std::optional<ActorHandle<Counter>>
 //   counter.Kill();
 //
@@ -85,18 +86,36 @@ class ActorTaskCaller {
     return *this;
   }
 
+  // A generator method (R = Generator<T>) makes at most `items` items ahead of what its consumer
+  // took; <= 0 (the default): no limit. Ignored for other methods.
+  ActorTaskCaller& SetGeneratorBackpressure(int items) {
+    generator_backpressure_ = items;
+    return *this;
+  }
+
+  // An ObjectRef<R>; for a generator method (R = Generator<T>) an ObjectRefGenerator<T> whose
+  // items stream in while the method runs, in the actor's call order like any other call.
   template <typename... A>
-  ObjectRef<R> Remote(A&&... args) {
+  auto Remote(A&&... args) {
     static_assert(sizeof...(A) == sizeof...(P), "Remote takes one argument per parameter");
     std::vector<internal::Argument> arguments = {
         internal::MakeArgument<P>(std::forward<A>(args))...};
-    return ObjectRef<R>(internal::SubmitActorTask(actor_id_, method_, std::move(arguments)).at(0));
+    if constexpr (internal::IsGenerator<R>::value) {
+      return ObjectRefGenerator<typename R::value_type>(
+          internal::SubmitStreamingActorTask(actor_id_, method_, std::move(arguments),
+                                             generator_backpressure_)
+              .at(0));
+    } else {
+      return ObjectRef<R>(
+          internal::SubmitActorTask(actor_id_, method_, std::move(arguments)).at(0));
+    }
   }
 
  private:
   std::string actor_id_;
   std::string method_;
   std::string name_;
+  int generator_backpressure_ = -1;
 };
 
 // A reference to an actor: copyable, and passable to tasks and back (it travels as the actor's

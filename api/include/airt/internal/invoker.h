@@ -73,7 +73,8 @@ InvokeOutcome InvokeWith(const std::string& function, Call&& call,
       R generator = call(std::forward<Args>(*std::get<I>(values))...);
       if (!StreamItems(generator)) {
         return UserException("'" + function + "' returns a generator: call it as a streaming " +
-                             "task (Task(f).Remote gives an ObjectRefGenerator)");
+                             "call (Task(f).Remote and handle.Task(&Class::Method).Remote give " +
+                             "an ObjectRefGenerator)");
       }
     } else if constexpr (std::is_pointer_v<R>) {
       using Actor = std::remove_pointer_t<R>;
