@@ -193,6 +193,7 @@ kj::Promise<std::vector<NodeId>> HeadServer::CheckLiveness() {
       .then([this, died](Status s) {
         DemandMayHaveChanged();
         if (!s.ok()) return std::vector<NodeId>();
+        if (!died->empty()) groups_->OnNodesMayHaveDied();
         return std::move(*died);
       });
 }
@@ -211,10 +212,14 @@ kj::Promise<void> HeadServer::registerNode(RegisterNodeContext context) {
   Result<internal::NodeInfo> info = internal::ParseNodeInfo(params.getInfo(), "info");
   if (!info.ok()) return Fail(info.status());
   NodeId id = info->id;
+  Result<std::vector<std::pair<PlacementGroupId, std::vector<uint32_t>>>> held =
+      internal::ParseHeldBundles(params.getHeldBundles());
+  if (!held.ok()) return Fail(held.status());
   return Answer(Commit([this, info = std::move(*info)]() -> Result<internal::Change> {
                   return nodes_->Register(info);
                 }),
-                [this, context, id]() mutable {
+                [this, context, id, held = std::move(*held)]() mutable {
+                  groups_->OnNodeRegistered(id, held);
                   groups_->OnNodeReport(id);
                   DemandMayHaveChanged();
                   auto results = context.getResults();
@@ -276,8 +281,10 @@ kj::Promise<void> HeadServer::unregisterNode(UnregisterNodeContext context) {
   Result<NodeId> id = internal::ParseNodeId(context.getParams().getNodeId(), "nodeId");
   if (!id.ok()) return Fail(id.status());
   sessions_.erase(*id);  // its connection dropping next is no news
-  return Answer(Commit([this, id = *id] { return nodes_->Unregister(id); }),
-                [this] { DemandMayHaveChanged(); });
+  return Answer(Commit([this, id = *id] { return nodes_->Unregister(id); }), [this] {
+    groups_->OnNodesMayHaveDied();
+    DemandMayHaveChanged();
+  });
 }
 
 kj::Promise<void> HeadServer::clusterView(ClusterViewContext context) {

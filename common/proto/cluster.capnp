@@ -171,7 +171,10 @@ interface Head {
   # entry. An id the head declared dead is refused (kFailedPrecondition naming the death's cause):
   # that node must restart clean, with a new id. `session` (may be null) lets the head see the
   # node's connection drop.
-  registerNode @0 (info :NodeInfo, session :NodeSession)
+  # `heldBundles`: the placement-group bundles the node holds committed (a node re-registering
+  # after the head restarted): the head releases those of groups it does not hold CREATED there,
+  # and reserves again the bundles it records there that the node does not hold.
+  registerNode @0 (info :NodeInfo, session :NodeSession, heldBundles :List(HeldBundles))
       -> (heartbeatIntervalMs :UInt32, nodeTimeoutMs :UInt32);
   # `known` false: the head does not know this node (it restarted, or declared the node dead):
   # the node registers again (and is refused when the head declared it dead). `jobsSeen` is the `finishedSeq` of the node's previous heartbeat
@@ -312,8 +315,9 @@ enum PlacementStrategy {
   strictSpread @3;
 }
 
-# PENDING until every bundle is reserved; CREATED once all are; REMOVED for good. RESCHEDULING is
-# Ray's name for a group whose node died (not produced yet).
+# PENDING until every bundle is reserved; CREATED once all are; REMOVED for good. RESCHEDULING: a
+# node holding some of its bundles died; those are reserved again (bundleNodes holds the nil id
+# for each of them meanwhile), the others stay where they are.
 enum PlacementGroupState {
   pending @0;
   created @1;
@@ -384,4 +388,10 @@ struct SchedulingStrategy {
   softLabels @6 :List(LabelExpression);  # nodeLabel
   # Ray 2.60's label_selector option: with any kind, only nodes whose labels match.
   labelSelector @7 :List(LabelExpression);
+}
+
+# A node's committed bundles of one placement group (Head.registerNode).
+struct HeldBundles {
+  groupId @0 :Data;             # 18 bytes
+  indices @1 :List(UInt32);
 }

@@ -94,10 +94,14 @@ interface Node {
   # "<name>_group_<index>_<group hex>" and "<name>_group_<group hex>", which only leases asking
   # for those names get. cancelBundles stops the workers leased in the group's bundles here and
   # gives every prepared or committed bundle of the group back; unknown groups are ignored.
+  # `indices` not empty: only those bundles of the group (a reservation of some bundles rolled
+  # back, or released after the head restarted). prepareBundles of a group with bundles here
+  # already adds the new ones (a bundle index held already is given back and prepared again);
+  # commitBundles commits every prepared one not committed yet.
   # kFailedPrecondition: commitBundles of a group with nothing prepared here.
   prepareBundles @7 (groupId :Data, bundles :List(BundleSpec)) -> ();
   commitBundles @8 (groupId :Data) -> ();
-  cancelBundles @9 (groupId :Data) -> ();
+  cancelBundles @9 (groupId :Data, indices :List(UInt32)) -> ();
   # The node's GPUs as its health checks see them (docs/gpu.md), and its cordon: `cordoned` names
   # why the node takes no new leases ("" when it does), since `cordonedSinceMs` (wall clock).
   gpuHealth @10 () -> (gpus :List(GpuHealth), cordoned :Text, cordonedSinceMs :UInt64);

@@ -1,6 +1,8 @@
 #include "head/internal/placement_group_manager.h"
 
 #include <algorithm>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include "common/bundle_resources.h"
@@ -12,6 +14,8 @@ namespace airt::head::internal {
 namespace {
 
 constexpr std::string_view kRemovedCause = "its placement group was removed";
+// Reservations in flight at once (each a prepare and a commit per node it uses).
+constexpr size_t kMaxInFlight = 64;
 
 capnp::Data::Reader AsData(const uint8_t* data, size_t size) {
   return capnp::Data::Reader(data, size);
@@ -94,17 +98,17 @@ kj::Promise<Status> PlacementGroupManager::Remove(const PlacementGroupId& id) {
          })
       .then([this, id, was = std::move(*group)](Status s) {
         if (!s.ok()) return s;
-        if (was.state == GroupState::kCreated) {
-          std::map<NodeId, std::string> addresses;
-          for (const NodeView& v : nodes_.View()) addresses[v.info.id] = AddressOf(v);
-          std::map<NodeId, std::string> on;
-          for (size_t i = 0; i < was.bundle_nodes.size(); ++i) {
+        if (was.state == GroupState::kCreated || was.state == GroupState::kRescheduling) {
+          std::map<NodeId, std::string> addresses = Addresses();
+          CancelPlan plan;
+          for (size_t i = 0; i < was.bundle_nodes.size() && i < was.bundles.size(); ++i) {
             const NodeId& node = was.bundle_nodes[i];
-            on[node] = addresses[node];
+            if (node.IsNil()) continue;
+            plan[addresses[node]];  // every bundle of the group there
             BundleUnits& released = released_since_report_[node];
             for (const auto& [name, n] : ToBundleUnits(was.bundles[i])) released[name] += n;
           }
-          CancelOn(id, on);
+          CancelOn(id, plan);
         }
         auto range = waiters_.equal_range(id);
         for (auto it = range.first; it != range.second; ++it) {
@@ -114,7 +118,7 @@ kj::Promise<Status> PlacementGroupManager::Remove(const PlacementGroupId& id) {
           }
         }
         waiters_.erase(id);
-        AIRT_LOG(INFO) << "placement group " << id.Hex() << " removed";
+        AIRT_LOG(DEBUG) << "placement group " << id.Hex() << " removed";
         Schedule();
         return s;
       });
@@ -150,16 +154,34 @@ void PlacementGroupManager::OnJobFinished(const JobId& job) {
 void PlacementGroupManager::OnNodeReport(const NodeId& node) {
   reserved_since_report_.erase(node);
   released_since_report_.erase(node);
+  refused_since_report_ = false;
   Schedule();
 }
 
+std::map<NodeId, std::string> PlacementGroupManager::Addresses() const {
+  std::map<NodeId, std::string> addresses;
+  for (const NodeView& v : nodes_.View()) addresses[v.info.id] = AddressOf(v);
+  return addresses;
+}
+
 std::vector<BundleNode> PlacementGroupManager::FreeNodes(const std::vector<NodeView>& view) const {
-  std::map<NodeId, BundleUnits> reserved;
-  for (const PlacementGroupRecord& group : table_.List()) {
-    if (group.state != GroupState::kCreated) continue;
-    for (size_t i = 0; i < group.bundle_nodes.size() && i < group.bundles.size(); ++i) {
-      BundleUnits& r = reserved[group.bundle_nodes[i]];
-      for (const auto& [name, n] : ToBundleUnits(group.bundles[i])) r[name] += n;
+  // What the head's records hold on each node (bounding what it can give), and what reservations
+  // in flight take from its last report.
+  std::map<NodeId, BundleUnits> reserved, taking;
+  for (const PlacementGroupRecord* group : table_.Live()) {
+    if (group->state != GroupState::kCreated && group->state != GroupState::kRescheduling) continue;
+    for (size_t i = 0; i < group->bundle_nodes.size() && i < group->bundles.size(); ++i) {
+      if (group->bundle_nodes[i].IsNil()) continue;
+      BundleUnits& r = reserved[group->bundle_nodes[i]];
+      for (const auto& [name, n] : ToBundleUnits(group->bundles[i])) r[name] += n;
+    }
+  }
+  for (const auto& [id, on] : in_flight_) {
+    for (const auto& [node, units] : on) {
+      for (const auto& [name, n] : units) {
+        reserved[node][name] += n;
+        taking[node][name] += n;
+      }
     }
   }
   auto get = [](const std::map<NodeId, BundleUnits>& m, const NodeId& node,
@@ -178,8 +200,8 @@ std::vector<BundleNode> PlacementGroupManager::FreeNodes(const std::vector<NodeV
     for (const auto& [name, total] : node.total) {
       auto it = reported.find(name);
       int64_t avail = it == reported.end() ? 0 : it->second;
-      avail = avail - get(reserved_since_report_, v.info.id, name) +
-              get(released_since_report_, v.info.id, name);
+      avail = avail - get(reserved_since_report_, v.info.id, name) -
+              get(taking, v.info.id, name) + get(released_since_report_, v.info.id, name);
       int64_t cap = total - get(reserved, v.info.id, name);
       node.free[name] = std::clamp<int64_t>(avail, 0, std::max<int64_t>(cap, 0));
     }
@@ -188,8 +210,49 @@ std::vector<BundleNode> PlacementGroupManager::FreeNodes(const std::vector<NodeV
   return out;
 }
 
+std::variant<PlacementGroupManager::Placed, BundlesWait> PlacementGroupManager::Decide(
+    const PlacementGroupRecord& group, const std::vector<BundleNode>& free) const {
+  std::vector<uint32_t> missing;
+  std::set<NodeId> kept;
+  for (size_t i = 0; i < group.bundles.size(); ++i) {
+    if (i < group.bundle_nodes.size() && !group.bundle_nodes[i].IsNil()) {
+      kept.insert(group.bundle_nodes[i]);
+    } else {
+      missing.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  std::vector<std::vector<Resource>> bundles;
+  std::vector<sched::LabelSelector> selectors;
+  for (uint32_t i : missing) {
+    bundles.push_back(group.bundles[i]);
+    selectors.push_back(i < group.bundle_label_selector.size() ? group.bundle_label_selector[i]
+                                                               : sched::LabelSelector{});
+  }
+  // The bundles kept keep the strict strategies' rule: STRICT_PACK's new ones go on the node
+  // of the kept ones, STRICT_SPREAD's on nodes holding none of the group.
+  std::vector<BundleNode> nodes;
+  for (const BundleNode& node : free) {
+    bool holds = kept.count(node.id) != 0;
+    if (group.strategy == PlacementStrategy::kStrictPack && !kept.empty() && !holds) continue;
+    if (group.strategy == PlacementStrategy::kStrictSpread && holds) continue;
+    nodes.push_back(node);
+  }
+  BundleDecision decision = DecideBundles(group.strategy, bundles, nodes, selectors);
+  if (auto* wait = std::get_if<BundlesWait>(&decision)) {
+    if (!kept.empty()) {
+      wait->reason = std::to_string(missing.size()) + " of its bundles lost their node (" +
+                     group.pending_reason + "), and: " + wait->reason;
+    }
+    return std::move(*wait);
+  }
+  const std::vector<NodeId>& on = std::get<BundlesOn>(decision).nodes;
+  Placed placed;
+  for (size_t k = 0; k < missing.size(); ++k) placed[missing[k]] = on[k];
+  return placed;
+}
+
 void PlacementGroupManager::Schedule() {
-  if (reserving_) return;
+  if (refused_since_report_) return;
   std::vector<PlacementGroupId> pending = table_.Pending();
   if (pending.empty()) return;
   if (connector_ == nullptr) {
@@ -198,12 +261,13 @@ void PlacementGroupManager::Schedule() {
     }
     return;
   }
-  std::vector<NodeView> view = nodes_.View();
-  std::vector<BundleNode> free = FreeNodes(view);
+  std::vector<BundleNode> free = FreeNodes(nodes_.View());
+  std::optional<std::map<NodeId, std::string>> addresses;
   for (const PlacementGroupId& id : pending) {
-    std::optional<PlacementGroupRecord> group = table_.Find(id);
-    BundleDecision decision = DecideBundles(group->strategy, group->bundles, free,
-                                            group->bundle_label_selector);
+    if (in_flight_.size() >= kMaxInFlight) return;
+    if (in_flight_.count(id) != 0) continue;
+    const PlacementGroupRecord& group = *table_.Get(id);
+    std::variant<Placed, BundlesWait> decision = Decide(group, free);
     if (auto* wait = std::get_if<BundlesWait>(&decision)) {
       if (wait->infeasible && node_types_ &&
           NodeTypesHoldGroup(node_types_(), group->strategy, group->bundles,
@@ -215,30 +279,41 @@ void PlacementGroupManager::Schedule() {
         AIRT_LOG(WARNING) << "placement group " << id.Hex() << " cannot be placed on any alive "
                           << "node: " << wait->reason << "; it stays pending until one joins";
       }
-      table_.SetPending(id, std::move(wait->reason), wait->infeasible);
+      if (group.state == GroupState::kPending) {
+        table_.SetPending(id, std::move(wait->reason), wait->infeasible);
+      }
       continue;
     }
     warned_infeasible_.erase(id);
-    std::map<NodeId, std::string> addresses;
-    for (const NodeView& v : view) addresses[v.info.id] = AddressOf(v);
-    reserving_ = true;
-    tasks_.add(Reserve(std::move(*group), std::get<BundlesOn>(decision).nodes, addresses)
-                   .then([this](bool created) {
-                     reserving_ = false;
-                     if (created) Schedule();  // after a refusal: at the next report
-                   }));
-    return;
+    Placed& placed = std::get<Placed>(decision);
+    // What it takes, for the groups after it (and for the next Schedule until it is recorded).
+    std::map<NodeId, BundleUnits>& taking = in_flight_[id];
+    for (const auto& [index, node] : placed) {
+      for (const auto& [name, n] : ToBundleUnits(group.bundles[index])) taking[node][name] += n;
+    }
+    for (BundleNode& node : free) {
+      auto it = taking.find(node.id);
+      if (it == taking.end()) continue;
+      for (const auto& [name, n] : it->second) node.free[name] -= n;
+    }
+    if (!addresses) addresses = Addresses();
+    tasks_.add(Reserve(id, std::move(placed), *addresses).then([this](bool created) {
+      if (created) Schedule();  // after a refusal: at the next report
+    }));
   }
 }
 
-kj::Promise<bool> PlacementGroupManager::Reserve(PlacementGroupRecord group,
-                                                 std::vector<NodeId> on,
+kj::Promise<bool> PlacementGroupManager::Reserve(PlacementGroupId id, Placed placed,
                                                  std::map<NodeId, std::string> addresses) {
-  std::map<NodeId, std::vector<size_t>> by_node;
-  for (size_t i = 0; i < on.size(); ++i) by_node[on[i]].push_back(i);
+  const PlacementGroupRecord& group = *table_.Get(id);
+  std::map<NodeId, std::vector<uint32_t>> by_node;
+  for (const auto& [index, node] : placed) by_node[node].push_back(index);
   std::map<NodeId, std::string> involved;
-  for (const auto& [node, indices] : by_node) involved[node] = addresses[node];
-  PlacementGroupId id = group.id;
+  CancelPlan rollback;
+  for (const auto& [node, indices] : by_node) {
+    involved[node] = addresses[node];
+    rollback[addresses[node]] = indices;
+  }
 
   // Phase 1: prepare on every node at once.
   kj::Vector<kj::Promise<Status>> prepares;
@@ -248,7 +323,7 @@ kj::Promise<bool> PlacementGroupManager::Reserve(PlacementGroupRecord group,
     auto bundles = request.initBundles(indices.size());
     for (size_t k = 0; k < indices.size(); ++k) {
       const std::vector<Resource>& resources = group.bundles[indices[k]];
-      bundles[k].setIndex(static_cast<uint32_t>(indices[k]));
+      bundles[k].setIndex(indices[k]);
       auto list = bundles[k].initResources(resources.size());
       for (size_t j = 0; j < resources.size(); ++j) {
         list[j].setName(resources[j].name);
@@ -264,11 +339,15 @@ kj::Promise<bool> PlacementGroupManager::Reserve(PlacementGroupRecord group,
       return s;
     }));
   }
-  auto fail = [this, id, involved](const std::string& why) {
+  // `refused`: a node said no (or could not be reached): nothing more before its next report.
+  auto fail = [this, id, rollback](const std::string& why, bool refused = true) {
     AIRT_LOG(INFO) << "placement group " << id.Hex() << " not reserved this time, every prepared "
                    << "bundle rolled back: " << why;
-    CancelOn(id, involved);
-    table_.SetPending(id, why, false);
+    in_flight_.erase(id);
+    if (refused) refused_since_report_ = true;
+    CancelOn(id, rollback);
+    const PlacementGroupRecord* now = table_.Get(id);
+    if (now != nullptr && now->state == GroupState::kPending) table_.SetPending(id, why, false);
     return false;
   };
   return kj::joinPromises(prepares.releaseAsArray())
@@ -276,8 +355,10 @@ kj::Promise<bool> PlacementGroupManager::Reserve(PlacementGroupRecord group,
         for (const Status& s : prepared) {
           if (!s.ok()) return fail(s.message());
         }
-        std::optional<PlacementGroupRecord> now = table_.Find(id);
-        if (!now || now->state != GroupState::kPending) return fail("it was removed meanwhile");
+        const PlacementGroupRecord* now = table_.Get(id);
+        if (now == nullptr || now->state == GroupState::kRemoved) {
+          return fail("it was removed meanwhile", false);
+        }
         // Phase 2: commit on every node.
         kj::Vector<kj::Promise<Status>> commits;
         for (const auto& [node, address] : involved) {
@@ -291,40 +372,55 @@ kj::Promise<bool> PlacementGroupManager::Reserve(PlacementGroupRecord group,
           }));
         }
         return kj::joinPromises(commits.releaseAsArray())
-            .then([this, id, involved, fail](kj::Array<Status> committed) -> kj::Promise<bool> {
+            .then([fail](kj::Array<Status> committed) -> kj::Promise<bool> {
               for (const Status& s : committed) {
                 if (!s.ok()) return fail(s.message());
               }
               return true;
             });
       })
-      .then([this, id, on, group, fail](bool ok) -> kj::Promise<bool> {
+      .then([this, id, placed, fail](bool ok) -> kj::Promise<bool> {
         if (!ok) return false;
-        return commit_([this, id, on] { return table_.MarkCreated(id, on); })
-            .then([this, id, on, group, fail](Status s) {
-              if (!s.ok()) return fail("recording it failed: " + s.ToString());
-              for (size_t i = 0; i < on.size(); ++i) {
-                BundleUnits& r = reserved_since_report_[on[i]];
-                for (const auto& [name, n] : ToBundleUnits(group.bundles[i])) r[name] += n;
+        return commit_([this, id, placed] { return table_.MarkPlaced(id, placed); })
+            .then([this, id, placed, fail](Status s) {
+              if (!s.ok()) return fail("recording it failed: " + s.ToString(), false);
+              in_flight_.erase(id);
+              const PlacementGroupRecord& group = *table_.Get(id);
+              for (const auto& [index, node] : placed) {
+                BundleUnits& r = reserved_since_report_[node];
+                for (const auto& [name, n] : ToBundleUnits(group.bundles[index])) r[name] += n;
               }
-              std::optional<PlacementGroupRecord> created = table_.Find(id);
-              auto range = waiters_.equal_range(id);
-              for (auto it = range.first; it != range.second; ++it) {
-                if (it->second->isWaiting()) it->second->fulfill(PlacementGroupRecord(*created));
+              if (group.state == GroupState::kCreated) Created(id);
+              // A node of it may have died while it was reserved.
+              for (const auto& [index, node] : placed) {
+                std::optional<NodeView> v = nodes_.Find(node);
+                if (!v || !v->alive) {
+                  OnNodesMayHaveDied();
+                  break;
+                }
               }
-              waiters_.erase(id);
-              AIRT_LOG(DEBUG) << "placement group " << id.Hex() << " CREATED";
               return true;
             });
       });
 }
 
-void PlacementGroupManager::CancelOn(const PlacementGroupId& id,
-                                     const std::map<NodeId, std::string>& addresses) {
-  for (const auto& [node, address] : addresses) {
+void PlacementGroupManager::Created(const PlacementGroupId& id) {
+  auto range = waiters_.equal_range(id);
+  if (range.first == range.second) return;
+  PlacementGroupRecord created = *table_.Get(id);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second->isWaiting()) it->second->fulfill(PlacementGroupRecord(created));
+  }
+  waiters_.erase(id);
+}
+
+void PlacementGroupManager::CancelOn(const PlacementGroupId& id, const CancelPlan& plan) {
+  for (const auto& [address, indices] : plan) {
     if (address.empty()) continue;
     auto request = connector_->Connect(address).cancelBundlesRequest();
     request.setGroupId(AsData(id.data(), PlacementGroupId::kSize));
+    auto list = request.initIndices(indices.size());
+    for (size_t k = 0; k < indices.size(); ++k) list.set(k, indices[k]);
     tasks_.add(Sent(request.send().ignoreResult()).then([this, id, address](Status s) {
       if (s.ok()) return;
       // A node that cannot be reached gives its bundles back when it restarts (its reservations
@@ -338,13 +434,14 @@ void PlacementGroupManager::CancelOn(const PlacementGroupId& id,
 
 std::vector<NodeView> PlacementGroupManager::WithBundleResources(std::vector<NodeView> view) const {
   std::map<NodeId, std::map<std::string, double>> extra;
-  for (const PlacementGroupRecord& group : table_.List()) {
-    if (group.state != GroupState::kCreated) continue;
-    std::string hex = group.id.Hex();
-    for (size_t i = 0; i < group.bundle_nodes.size() && i < group.bundles.size(); ++i) {
-      auto& add = extra[group.bundle_nodes[i]];
+  for (const PlacementGroupRecord* group : table_.Live()) {
+    if (group->state != GroupState::kCreated && group->state != GroupState::kRescheduling) continue;
+    std::string hex = group->id.Hex();
+    for (size_t i = 0; i < group->bundle_nodes.size() && i < group->bundles.size(); ++i) {
+      if (group->bundle_nodes[i].IsNil()) continue;
+      auto& add = extra[group->bundle_nodes[i]];
       for (const auto& [name, amount] :
-           CommittedBundleResources(hex, static_cast<int64_t>(i), ToMap(group.bundles[i]))) {
+           CommittedBundleResources(hex, static_cast<int64_t>(i), ToMap(group->bundles[i]))) {
         add[name] += amount;
       }
     }

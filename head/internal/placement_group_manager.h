@@ -1,9 +1,13 @@
 // The head's placement groups at work (docs/cluster.md "Placement groups"): the table, the
 // two-phase reservation of a group's bundles over its nodes, and the pending groups tried again as
-// nodes join and heartbeat. One group is reserved at a time, in creation order, so that two groups
-// that each fit alone never end up both half-reserved (no deadlock); a group whose nodes refuse
-// (a prepare failed: that node's resources were gone, or it could not be reached) or fail between
-// the phases has every prepared bundle cancelled and waits for the next heartbeat to try again.
+// nodes join and heartbeat. Pending groups are taken in creation order; several are reserved at
+// once when they fit the nodes together by the head's estimate (each decided against what the
+// ones before it take), so two groups that each fit alone never end up both half-reserved
+// waiting for each other. A group whose nodes refuse (a prepare failed: that node's resources
+// were gone, or it could not be reached) or fail between the phases has every bundle it prepared
+// cancelled and waits for the next heartbeat to try again. A node that dies takes its bundles
+// along: their groups are RESCHEDULING and those bundles only are reserved again
+// (placement_group_recovery.cc), as are the bundles a node re-registering does not hold.
 // Confined to the head's loop thread.
 #pragma once
 
@@ -11,6 +15,8 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include <kj/async.h>
@@ -63,19 +69,38 @@ class PlacementGroupManager final : private kj::TaskSet::ErrorHandler {
   // The node heartbeated (its report now counts the reservations made before it) or registered:
   // pending groups are tried again.
   void OnNodeReport(const NodeId& node);
+  // The node registered holding `held` committed (group, bundle indices): the bundles of groups
+  // not recorded CREATED or RESCHEDULING with that bundle on it are released there; the bundles
+  // recorded on it that it does not hold are reserved again (their group RESCHEDULING). Groups
+  // being reserved now are left alone.
+  void OnNodeRegistered(const NodeId& node,
+                        const std::vector<std::pair<PlacementGroupId, std::vector<uint32_t>>>& held);
+  // Nodes may have died (the liveness check, an unregistration): the groups with bundles on dead
+  // nodes turn RESCHEDULING and those bundles are reserved again on the alive nodes.
+  void OnNodesMayHaveDied();
   // `view` with each node's totals holding the bundle resources committed there
   // (common/bundle_resources.h), so that the lease and actor schedulers see them as the node's.
   std::vector<NodeView> WithBundleResources(std::vector<NodeView> view) const;
 
  private:
-  // Reserves the first pending group that fits the nodes now, if none is being reserved.
+  // The bundles still to reserve (all of a PENDING group, those without a node of a RESCHEDULING
+  // one) and the node for each, or why they wait.
+  using Placed = std::map<uint32_t, NodeId>;
+  // Per Node service address, the bundle indices to cancel there (empty: all of the group).
+  using CancelPlan = std::map<std::string, std::vector<uint32_t>>;
+  std::variant<Placed, BundlesWait> Decide(const PlacementGroupRecord& group,
+                                           const std::vector<BundleNode>& free) const;
+  // Reserves the pending groups that fit the nodes now, in creation order, a few at a time.
   void Schedule();
-  // Prepare on every node of `on`, then commit on each; resolves true when the group is CREATED.
-  kj::Promise<bool> Reserve(PlacementGroupRecord group, std::vector<NodeId> on,
+  // Prepare on every node of `placed`, then commit on each; resolves true when recorded.
+  kj::Promise<bool> Reserve(PlacementGroupId id, Placed placed,
                             std::map<NodeId, std::string> addresses);
-  void CancelOn(const PlacementGroupId& id, const std::map<NodeId, std::string>& addresses);
+  void CancelOn(const PlacementGroupId& id, const CancelPlan& plan);
+  // Resolves the waiters of a group now CREATED.
+  void Created(const PlacementGroupId& id);
   // What each alive node can give now, as the head estimates it.
   std::vector<BundleNode> FreeNodes(const std::vector<NodeView>& view) const;
+  std::map<NodeId, std::string> Addresses() const;
   void taskFailed(kj::Exception&& exception) override;
 
   Clock& clock_;
@@ -85,7 +110,10 @@ class PlacementGroupManager final : private kj::TaskSet::ErrorHandler {
   NodeConnector* connector_;
   CommitFn commit_;
   PlacementGroupTable table_;
-  bool reserving_ = false;
+  // The groups being reserved, with what each takes from its nodes meanwhile.
+  std::map<PlacementGroupId, std::map<NodeId, BundleUnits>> in_flight_;
+  // A node refused a prepare: nothing more is tried before the next report.
+  bool refused_since_report_ = false;
   std::set<PlacementGroupId> warned_infeasible_;
   std::function<std::vector<NodeInfo>()> node_types_;  // unset: none
   // Per node, bundles reserved and given back by this head since the node's last report.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <tuple>
 
 #include <capnp/message.h>
@@ -51,10 +52,31 @@ Result<PlacementGroupRecord> DecodeRow(std::string_view bytes) {
         group = parsed.status();
       } else {
         group->id = *parsed;
-        group->state = info.getState() == proto::PlacementGroupState::REMOVED
-                           ? GroupState::kRemoved
-                           : GroupState::kPending;
         group->create_ms = info.getCreateMs();
+        switch (info.getState()) {
+          case proto::PlacementGroupState::REMOVED: group->state = GroupState::kRemoved; break;
+          case proto::PlacementGroupState::CREATED: group->state = GroupState::kCreated; break;
+          case proto::PlacementGroupState::RESCHEDULING:
+            group->state = GroupState::kRescheduling;
+            break;
+          default: group->state = GroupState::kPending; break;
+        }
+        if (group->state == GroupState::kCreated || group->state == GroupState::kRescheduling) {
+          auto nodes = info.getBundleNodes();
+          for (auto node : nodes) {
+            Result<NodeId> n = NodeId::FromBinary(
+                std::string_view(reinterpret_cast<const char*>(node.begin()), node.size()));
+            if (!n.ok()) {
+              group = n.status();
+              break;
+            }
+            group->bundle_nodes.push_back(*n);
+          }
+          if (group.ok() && group->bundle_nodes.size() != group->bundles.size()) {
+            group = Internal("bundleNodes: " + std::to_string(group->bundle_nodes.size()) +
+                             " nodes for " + std::to_string(group->bundles.size()) + " bundles");
+          }
+        }
       }
     }
     row.emplace(std::move(group));
@@ -168,6 +190,31 @@ void FillPlacementGroupInfo(const PlacementGroupRecord& group,
   out.setCreateMs(group.create_ms);
 }
 
+Result<std::vector<std::pair<PlacementGroupId, std::vector<uint32_t>>>> ParseHeldBundles(
+    capnp::List<proto::HeldBundles>::Reader held) {
+  std::vector<std::pair<PlacementGroupId, std::vector<uint32_t>>> out;
+  std::set<PlacementGroupId> seen;
+  for (size_t i = 0; i < held.size(); ++i) {
+    std::string field = "heldBundles[" + std::to_string(i) + "]";
+    auto bytes = held[i].getGroupId();
+    Result<PlacementGroupId> id = PlacementGroupId::FromBinary(
+        std::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+    if (!id.ok()) return InvalidArgument(field + ".groupId: " + id.status().message());
+    if (!seen.insert(*id).second) return InvalidArgument(field + ": group listed twice");
+    auto indices = held[i].getIndices();
+    if (indices.size() > kMaxBundles) return InvalidArgument(field + ".indices: too many");
+    std::vector<uint32_t> list;
+    for (uint32_t index : indices) {
+      if (index >= kMaxBundles) {
+        return InvalidArgument(field + ".indices: " + std::to_string(index) + " is out of range");
+      }
+      list.push_back(index);
+    }
+    out.emplace_back(*id, std::move(list));
+  }
+  return out;
+}
+
 std::string PlacementGroupTable::RowKey(const PlacementGroupId& id) {
   return std::string(kGroupPrefix) + id.Hex();
 }
@@ -191,9 +238,19 @@ Status PlacementGroupTable::Load() {
   });
   for (PlacementGroupRecord& group : loaded) {
     seq_of_[group.id] = next_seq_;
+    if (group.state != GroupState::kRemoved) live_.insert(next_seq_);
     by_seq_[next_seq_++] = std::move(group);
   }
   return Status::Ok();
+}
+
+void PlacementGroupTable::Apply(uint64_t seq, PlacementGroupRecord group) {
+  if (group.state == GroupState::kRemoved) {
+    live_.erase(seq);
+  } else {
+    live_.insert(seq);
+  }
+  by_seq_[seq] = std::move(group);
 }
 
 Result<Staged<PlacementGroupId>> PlacementGroupTable::Create(PlacementGroupRecord group) {
@@ -215,29 +272,70 @@ Result<Staged<PlacementGroupId>> PlacementGroupTable::Create(PlacementGroupRecor
   staged.change.on_written.push_back([this, group = std::move(group)]() mutable {
     uint64_t seq = next_seq_++;
     seq_of_[group.id] = seq;
-    by_seq_[seq] = std::move(group);
+    Apply(seq, std::move(group));
   });
   return staged;
 }
 
-Result<Change> PlacementGroupTable::MarkCreated(const PlacementGroupId& id,
-                                                std::vector<NodeId> nodes) {
+Result<Change> PlacementGroupTable::MarkPlaced(const PlacementGroupId& id,
+                                               const std::map<uint32_t, NodeId>& placed) {
   auto it = seq_of_.find(id);
   if (it == seq_of_.end()) return NotFound("no placement group " + id.Hex());
   PlacementGroupRecord group = by_seq_.at(it->second);
-  if (group.state != GroupState::kPending) {
+  if (group.state != GroupState::kPending && group.state != GroupState::kRescheduling) {
     return FailedPrecondition("placement group " + id.Hex() + " is " +
-                              GroupStateName(group.state) + ", not PENDING");
+                              GroupStateName(group.state) + ", not PENDING or RESCHEDULING");
   }
-  group.state = GroupState::kCreated;
-  group.bundle_nodes = std::move(nodes);
-  group.pending_reason.clear();
-  group.infeasible = false;
+  group.bundle_nodes.resize(group.bundles.size(), NodeId::Nil());
+  for (const auto& [index, node] : placed) {
+    if (index >= group.bundle_nodes.size() || !group.bundle_nodes[index].IsNil()) {
+      return FailedPrecondition("placement group " + id.Hex() + ": bundle " +
+                                std::to_string(index) + " is not waiting for a node");
+    }
+    group.bundle_nodes[index] = node;
+  }
+  bool all = std::none_of(group.bundle_nodes.begin(), group.bundle_nodes.end(),
+                          [](const NodeId& n) { return n.IsNil(); });
+  group.state = all ? GroupState::kCreated : GroupState::kRescheduling;
+  if (all) {
+    group.pending_reason.clear();
+    group.infeasible = false;
+  }
   Change change;
-  change.what = "recording placement group " + id.Hex() + " CREATED";
+  change.what = "recording placement group " + id.Hex() + " " + GroupStateName(group.state);
   change.rows.Put(RowKey(id), EncodeRow(group));
-  change.on_written.push_back(
-      [this, seq = it->second, group = std::move(group)]() mutable { by_seq_[seq] = group; });
+  change.on_written.push_back([this, seq = it->second, group = std::move(group)]() mutable {
+    Apply(seq, std::move(group));
+  });
+  return change;
+}
+
+Result<Change> PlacementGroupTable::MarkLost(
+    const PlacementGroupId& id, const std::function<bool(size_t, const NodeId&)>& lost_here,
+    const std::string& why) {
+  auto it = seq_of_.find(id);
+  if (it == seq_of_.end()) return NotFound("no placement group " + id.Hex());
+  PlacementGroupRecord group = by_seq_.at(it->second);
+  Change change;
+  if (group.state != GroupState::kCreated && group.state != GroupState::kRescheduling) {
+    return change;
+  }
+  bool lost = false;
+  for (size_t i = 0; i < group.bundle_nodes.size(); ++i) {
+    NodeId& node = group.bundle_nodes[i];
+    if (!node.IsNil() && lost_here(i, node)) {
+      node = NodeId::Nil();
+      lost = true;
+    }
+  }
+  if (!lost) return change;
+  group.state = GroupState::kRescheduling;
+  group.pending_reason = why;
+  change.what = "recording placement group " + id.Hex() + " RESCHEDULING";
+  change.rows.Put(RowKey(id), EncodeRow(group));
+  change.on_written.push_back([this, seq = it->second, group = std::move(group)]() mutable {
+    Apply(seq, std::move(group));
+  });
   return change;
 }
 
@@ -252,8 +350,9 @@ Result<Change> PlacementGroupTable::MarkRemoved(const PlacementGroupId& id) {
   group.infeasible = false;
   change.what = "removing placement group " + id.Hex();
   change.rows.Put(RowKey(id), EncodeRow(group));
-  change.on_written.push_back(
-      [this, seq = it->second, group = std::move(group)]() mutable { by_seq_[seq] = group; });
+  change.on_written.push_back([this, seq = it->second, group = std::move(group)]() mutable {
+    Apply(seq, std::move(group));
+  });
   return change;
 }
 
@@ -267,9 +366,22 @@ void PlacementGroupTable::SetPending(const PlacementGroupId& id, std::string rea
 }
 
 std::optional<PlacementGroupRecord> PlacementGroupTable::Find(const PlacementGroupId& id) const {
+  const PlacementGroupRecord* group = Get(id);
+  if (group == nullptr) return std::nullopt;
+  return *group;
+}
+
+const PlacementGroupRecord* PlacementGroupTable::Get(const PlacementGroupId& id) const {
   auto it = seq_of_.find(id);
-  if (it == seq_of_.end()) return std::nullopt;
-  return by_seq_.at(it->second);
+  if (it == seq_of_.end()) return nullptr;
+  return &by_seq_.at(it->second);
+}
+
+std::vector<const PlacementGroupRecord*> PlacementGroupTable::Live() const {
+  std::vector<const PlacementGroupRecord*> out;
+  out.reserve(live_.size());
+  for (uint64_t seq : live_) out.push_back(&by_seq_.at(seq));
+  return out;
 }
 
 std::vector<PlacementGroupRecord> PlacementGroupTable::List() const {
@@ -280,8 +392,11 @@ std::vector<PlacementGroupRecord> PlacementGroupTable::List() const {
 
 std::vector<PlacementGroupId> PlacementGroupTable::Pending() const {
   std::vector<PlacementGroupId> out;
-  for (const auto& [seq, group] : by_seq_) {
-    if (group.state == GroupState::kPending) out.push_back(group.id);
+  for (uint64_t seq : live_) {
+    const PlacementGroupRecord& group = by_seq_.at(seq);
+    if (group.state == GroupState::kPending || group.state == GroupState::kRescheduling) {
+      out.push_back(group.id);
+    }
   }
   return out;
 }

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/scheduling_strategy.h"
@@ -53,38 +56,57 @@ const char* GroupStateName(GroupState state);
 Result<PlacementGroupRecord> ParsePlacementGroupSpec(proto::PlacementGroupInfo::Reader info);
 void FillPlacementGroupInfo(const PlacementGroupRecord& group,
                             proto::PlacementGroupInfo::Builder out);
+// registerNode's heldBundles: group ids of 18 bytes, each listed once, at most 4096 indices each
+// (below 4096).
+Result<std::vector<std::pair<PlacementGroupId, std::vector<uint32_t>>>> ParseHeldBundles(
+    capnp::List<proto::HeldBundles>::Reader held);
 
 class PlacementGroupTable {
  public:
   // `store` must outlive the table.
   explicit PlacementGroupTable(MetadataStore& store) : store_(store) {}
 
-  // Reads the rows an earlier head left; a corrupt row is logged and skipped. A group CREATED
-  // there is read back PENDING: its nodes' reservations did not outlive the head's memory of
-  // them for sure, so it is reserved again. The store's error when it cannot be read.
+  // Reads the rows an earlier head left; a corrupt row is logged and skipped. A group CREATED or
+  // RESCHEDULING there is read back so, on its nodes: those nodes report what they hold when
+  // they register again (PlacementGroupManager::OnNodeRegistered), and bundles nobody holds are
+  // reserved again. The store's error when it cannot be read.
   Status Load();
 
   // Adds `group` PENDING with a new id. kAlreadyExists when its name is taken in its namespace by
   // a group not REMOVED.
   Result<Staged<PlacementGroupId>> Create(PlacementGroupRecord group);
-  // Records the group CREATED on `nodes` (one per bundle). kNotFound; kFailedPrecondition when it
-  // is not PENDING.
-  Result<Change> MarkCreated(const PlacementGroupId& id, std::vector<NodeId> nodes);
+  // Records bundle i of the group on placed[i]: CREATED once every bundle has a node, else
+  // RESCHEDULING still. kNotFound; kFailedPrecondition when it is not PENDING or RESCHEDULING, or
+  // a bundle of `placed` has a node already.
+  Result<Change> MarkPlaced(const PlacementGroupId& id, const std::map<uint32_t, NodeId>& placed);
+  // The bundles of a CREATED or RESCHEDULING group for which `lost_here(index, node)` is true
+  // (their node died, or does not hold them) lose their node (the nil id): the group is
+  // RESCHEDULING, `why` its pending reason. An empty change when none is. kNotFound.
+  Result<Change> MarkLost(const PlacementGroupId& id,
+                          const std::function<bool(size_t, const NodeId&)>& lost_here,
+                          const std::string& why);
   // Records it REMOVED (an empty change when it is already). kNotFound.
   Result<Change> MarkRemoved(const PlacementGroupId& id);
   // Memory only: why a pending group waits.
   void SetPending(const PlacementGroupId& id, std::string reason, bool infeasible);
 
   std::optional<PlacementGroupRecord> Find(const PlacementGroupId& id) const;
+  // The entry, valid until the table next changes; null when unknown.
+  const PlacementGroupRecord* Get(const PlacementGroupId& id) const;
   std::vector<PlacementGroupRecord> List() const;  // creation order
-  std::vector<PlacementGroupId> Pending() const;   // PENDING ones, creation order
+  // The groups not REMOVED, creation order; valid until the table next changes.
+  std::vector<const PlacementGroupRecord*> Live() const;
+  // PENDING and RESCHEDULING ones, creation order.
+  std::vector<PlacementGroupId> Pending() const;
 
  private:
   static std::string RowKey(const PlacementGroupId& id);
+  void Apply(uint64_t seq, PlacementGroupRecord group);
 
   MetadataStore& store_;
   std::map<uint64_t, PlacementGroupRecord> by_seq_;  // creation order
   std::map<PlacementGroupId, uint64_t> seq_of_;
+  std::set<uint64_t> live_;  // the seqs of the groups not REMOVED
   uint64_t next_seq_ = 1;
 };
 

@@ -1,5 +1,7 @@
 #include "tests/e2e/multinode_cluster.h"
 
+#include <signal.h>
+
 #include <filesystem>
 #include <stdexcept>
 
@@ -20,12 +22,24 @@ MultiNodeCluster::MultiNodeCluster(std::vector<std::string> node_flags,
   StartHead();
 }
 
-void MultiNodeCluster::StartHead() {
-  std::vector<std::string> argv = {AIRT_HEAD_BIN, "--port=0"};
+void MultiNodeCluster::StartHead(const std::string& port) {
+  std::vector<std::string> argv = {AIRT_HEAD_BIN, "--port=" + port};
   argv.insert(argv.end(), head_flags_.begin(), head_flags_.end());
-  head_ = std::make_unique<ChildProcess>(argv, dir_.File("head.log"));
-  address_ = WaitForLine(dir_.File("head.log"), "head ready ", 30s, head_.get()).value_or("");
-  ASSERT_FALSE(address_.empty()) << ReadFile(dir_.File("head.log"));
+  std::string log = ++head_starts_ == 1 ? dir_.File("head.log")
+                                        : dir_.File("head-" + std::to_string(head_starts_) + ".log");
+  head_ = std::make_unique<ChildProcess>(argv, log);
+  address_ = WaitForLine(log, "head ready ", 30s, head_.get()).value_or("");
+  ASSERT_FALSE(address_.empty()) << ReadFile(log);
+}
+
+void MultiNodeCluster::RestartHead(const std::function<void()>& while_down) {
+  ASSERT_FALSE(address_.empty()) << "the head did not start";
+  std::string port = address_.substr(address_.rfind(':') + 1);
+  head_->Kill(SIGKILL);
+  head_->Wait(10s);
+  head_.reset();
+  if (while_down) while_down();
+  StartHead(port);
 }
 
 void MultiNodeCluster::AddNode(const std::string& name, const std::vector<std::string>& flags) {

@@ -4,6 +4,7 @@
 // test binary that defines AIRT_HEAD_BIN, AIRT_NODE_BIN, AIRT_WORKER_BIN and AIRT_TASK_FUNCTIONS.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,6 +35,10 @@ class MultiNodeCluster {
   // first one added.
   void Init();
 
+  // Kills the head with SIGKILL, runs `while_down`, and starts it again on the same port with
+  // the same flags (log head-<n>.log). A failure is fatal, as above.
+  void RestartHead(const std::function<void()>& while_down = {});
+
   testing::ChildProcess& node(const std::string& name);
   testing::ChildProcess& head() { return *head_; }
   const std::string& address() const { return address_; }
@@ -44,7 +49,7 @@ class MultiNodeCluster {
   std::string StoreSocket(const std::string& name) const;
 
  private:
-  void StartHead();
+  void StartHead(const std::string& port = "0");
 
   testing::TempDir dir_;
   std::vector<std::string> node_flags_;
@@ -53,6 +58,7 @@ class MultiNodeCluster {
   std::unique_ptr<testing::ChildProcess> head_;
   std::vector<std::pair<std::string, std::unique_ptr<testing::ChildProcess>>> nodes_;
   bool initialized_ = false;
+  int head_starts_ = 0;
 };
 
 }  // namespace airt::e2e

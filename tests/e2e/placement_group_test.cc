@@ -1,6 +1,9 @@
 // Placement groups over three airt-node processes: each strategy's placement (seen through the
 // nodes that the tasks in each bundle run on), a group that waits for a node to join, one that can
-// never fit, removal, and the rollback of every prepared bundle when a node refuses its part.
+// never fit, removal, the rollback of every prepared bundle when a node refuses its part, and the
+// bundles of a node killed with SIGKILL reserved again on another node.
+#include <signal.h>
+
 #include <chrono>
 #include <set>
 #include <string>
@@ -174,6 +177,54 @@ TEST_F(PlacementGroups, ARefusedPrepareRollsBackEveryPreparedBundle) {
   EXPECT_EQ(*Get(Task(SleepMs).SetResource("CPU", 2).SetResource("b_only", 1).Remote(1), kLong),
             1);
   RemovePlacementGroup(group.ID());
+}
+
+// Node b or c (never a: the driver's) holding a bundle of a STRICT_SPREAD group of two is killed:
+// the group is RESCHEDULING, that bundle alone is reserved again on the node holding none of the
+// group (the strict rule kept), the other bundle stays, and a task and an actor in it run.
+TEST_F(PlacementGroups, ADeadNodesBundleIsReservedAgainOnAnotherNode) {
+  ASSERT_NO_FATAL_FAILURE(StartThree(
+      {"--heartbeat-interval-ms=200", "--node-timeout-ms=20000", "--node-disconnect-grace-ms=300"}));
+  PlacementGroup group = Make(PlacementStrategy::STRICT_SPREAD, 2, 1);
+  ASSERT_TRUE(group.Wait(60));
+  std::vector<int> pids = BundlePids(group, 2);
+  internal::PlacementGroupEntry before = EntryOf(group);
+  ASSERT_EQ(before.bundle_nodes.size(), 2u);
+  int lost = -1;
+  std::string victim;
+  for (const char* name : {"b", "c"}) {
+    for (int i = 0; i < 2 && lost < 0; ++i) {
+      if (pids[i] == cluster_->node(name).pid()) {
+        lost = i;
+        victim = name;
+      }
+    }
+  }
+  ASSERT_GE(lost, 0) << "a STRICT_SPREAD group of two bundles uses b or c";
+  int kept = 1 - lost;
+  cluster_->node(victim).Kill(SIGKILL);
+
+  internal::PlacementGroupEntry after;
+  bool replaced = testing::WaitUntil(
+      [&] {
+        after = EntryOf(group);
+        return after.state == static_cast<int>(PlacementGroupState::CREATED) &&
+               after.bundle_nodes.size() == 2 &&
+               after.bundle_nodes[lost] != before.bundle_nodes[lost];
+      },
+      std::chrono::seconds(60));
+  ASSERT_TRUE(replaced) << "state " << after.state;
+  EXPECT_EQ(after.bundle_nodes[kept], before.bundle_nodes[kept]) << "the kept bundle stays";
+  EXPECT_NE(after.bundle_nodes[lost], after.bundle_nodes[kept]) << "STRICT_SPREAD holds";
+  EXPECT_TRUE(group.Wait(10));
+
+  std::vector<int> now = BundlePids(group, 2);
+  EXPECT_EQ(now[kept], pids[kept]);
+  EXPECT_NE(now[lost], pids[lost]) << "bundle " << lost << " runs on a live node";
+  EXPECT_NE(now[lost], now[kept]);
+  ActorHandle<Counter> actor = Actor(Counter::Create).SetPlacementGroup(group, lost).Remote(5);
+  EXPECT_EQ(*Get(actor.Task(&Counter::Value).Remote(), kLong), 5);
+  EXPECT_EQ(*Get(actor.Task(&Counter::NodePid).Remote(), kLong), now[lost]);
 }
 
 }  // namespace

@@ -131,6 +131,13 @@ kj::Promise<void> HeadSession::Register() {
   auto request = Head().registerNodeRequest();
   FillNodeInfo(node_, request.initInfo());
   request.setSession(session_);
+  std::vector<HeldBundles> held = resources_.Report().held_bundles;
+  auto out = request.initHeldBundles(held.size());
+  for (size_t i = 0; i < held.size(); ++i) {
+    out[i].setGroupId(capnp::Data::Reader(held[i].group.data(), PlacementGroupId::kSize));
+    auto indices = out[i].initIndices(held[i].indices.size());
+    for (size_t k = 0; k < held[i].indices.size(); ++k) indices.set(k, held[i].indices[k]);
+  }
   kj::Promise<capnp::Response<proto::Head::RegisterNodeResults>> sent = request.send();
   return timer_.timeoutAfter(options_.call_timeout, kj::mv(sent))
       .then(

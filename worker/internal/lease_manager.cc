@@ -497,6 +497,7 @@ ResourceReport LeaseManager::Report() const {
     report.gpu_ids_in_use.push_back(gpu.id);
   }
   report.quarantined_gpu_ids = snapshot.quarantined_gpus;
+  report.held_bundles = CommittedBundles();
   for (const worker::scheduling::QueuedShape& queued : queue_.Snapshot()) {
     QueuedDemand demand;
     for (const auto& [name, amount] : queued.shape.amounts().amounts()) {

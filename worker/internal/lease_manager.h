@@ -148,13 +148,17 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   // Placement groups, two-phase (node.capnp prepareBundles, commitBundles, cancelBundles;
   // lease_manager_bundles.cc). Prepare takes every bundle's resources now, or none:
   // kResourceExhausted naming the bundle that does not fit (kInvalidArgument for one that never
-  // can). A group prepared again is first given back. Commit adds the group's formatted bundle
-  // resources (common/bundle_resources.h) and dispatches the queue; kFailedPrecondition when
-  // nothing of the group is prepared here. Cancel stops the workers leased in the group's bundles
-  // and gives every bundle of it back; an unknown group is ignored.
+  // can). A group prepared again keeps the bundles it holds here; a bundle index held already is
+  // first given back. Commit adds the formatted bundle resources (common/bundle_resources.h) of
+  // every prepared bundle of the group not committed yet and dispatches the queue;
+  // kFailedPrecondition when nothing of the group is prepared here. Cancel stops the workers
+  // leased in the group's bundles (those of `indices` when not empty: leases naming them by index)
+  // and gives those bundles back; an unknown group is ignored.
   Status PrepareBundles(const PlacementGroupId& group, const std::vector<BundleAsk>& bundles);
   Status CommitBundles(const PlacementGroupId& group);
-  void CancelBundles(const PlacementGroupId& group);
+  void CancelBundles(const PlacementGroupId& group, const std::vector<uint32_t>& indices = {});
+  // The committed bundles, by group (what a registration tells the head).
+  std::vector<HeldBundles> CommittedBundles() const;
   // A failed health check: GPU `gpu_id` leaves the schedulable resources and the workers of the
   // leases holding it are stopped (their owners retry the tasks elsewhere, within their
   // retries); `reason` is each such worker's ExitReason. kNotFound: no such GPU.

@@ -1,5 +1,6 @@
 // LeaseManager's placement-group side: bundles prepared, committed and cancelled (docs/cluster.md
 // "Placement groups").
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -20,7 +21,16 @@ std::map<std::string, double> ToDoubles(const worker::scheduling::ResourceSet& s
 
 Status LeaseManager::PrepareBundles(const PlacementGroupId& group,
                                     const std::vector<BundleAsk>& bundles) {
-  if (bundles_.count(group) != 0) CancelBundles(group);
+  std::vector<uint32_t> again;
+  auto held = bundles_.find(group);
+  if (held != bundles_.end()) {
+    for (const BundleAsk& bundle : bundles) {
+      for (const ReservedBundle& b : held->second) {
+        if (b.index == bundle.index) again.push_back(bundle.index);
+      }
+    }
+  }
+  if (!again.empty()) CancelBundles(group, again);
   std::vector<ReservedBundle> taken;
   auto give_back = [&] {
     for (ReservedBundle& b : taken) Release(b.allocation);
@@ -46,7 +56,8 @@ Status LeaseManager::PrepareBundles(const PlacementGroupId& group,
     taken.push_back(ReservedBundle{bundle.index, std::move(*allocation), {}});
   }
   AIRT_LOG(DEBUG) << "prepared " << taken.size() << " bundles of placement group " << group.Hex();
-  bundles_[group] = std::move(taken);
+  std::vector<ReservedBundle>& kept = bundles_[group];
+  for (ReservedBundle& b : taken) kept.push_back(std::move(b));
   return Status::Ok();
 }
 
@@ -71,14 +82,22 @@ Status LeaseManager::CommitBundles(const PlacementGroupId& group) {
   return Status::Ok();
 }
 
-void LeaseManager::CancelBundles(const PlacementGroupId& group) {
+void LeaseManager::CancelBundles(const PlacementGroupId& group,
+                                 const std::vector<uint32_t>& indices) {
   auto it = bundles_.find(group);
   if (it == bundles_.end()) return;
   std::string hex = group.Hex();
+  auto chosen = [&](uint32_t index) {
+    return indices.empty() || std::find(indices.begin(), indices.end(), index) != indices.end();
+  };
   std::vector<WorkerId> in_group;
   for (const auto& [lease_id, lease] : leases_) {
     for (const auto& [name, amount] : lease.allocation.resources.amounts()) {
-      if (IsBundleResourceOf(name, hex)) {
+      bool hit = indices.empty() ? IsBundleResourceOf(name, hex) : false;
+      for (uint32_t index : indices) {
+        if (name.ends_with("_group_" + std::to_string(index) + "_" + hex)) hit = true;
+      }
+      if (hit) {
         in_group.push_back(lease.worker);
         break;
       }
@@ -89,15 +108,36 @@ void LeaseManager::CancelBundles(const PlacementGroupId& group) {
                    << worker.Hex().substr(0, 8);
     KillWorker(worker);
   }
+  std::vector<ReservedBundle> kept;
   for (ReservedBundle& bundle : it->second) {
+    if (!chosen(bundle.index)) {
+      kept.push_back(std::move(bundle));
+      continue;
+    }
     if (!bundle.committed.empty()) {
       Status removed = resources_.RemoveResources(bundle.committed);
       if (!removed.ok()) AIRT_LOG(ERROR) << "removing bundle resources: " << removed.ToString();
     }
     Release(bundle.allocation);
   }
-  bundles_.erase(it);
+  if (kept.empty()) {
+    bundles_.erase(it);
+  } else {
+    it->second = std::move(kept);
+  }
   ScheduleDispatch();
+}
+
+std::vector<HeldBundles> LeaseManager::CommittedBundles() const {
+  std::vector<HeldBundles> out;
+  for (const auto& [group, reserved] : bundles_) {
+    HeldBundles held{group, {}};
+    for (const ReservedBundle& bundle : reserved) {
+      if (!bundle.committed.empty()) held.indices.push_back(bundle.index);
+    }
+    if (!held.indices.empty()) out.push_back(std::move(held));
+  }
+  return out;
 }
 
 }  // namespace airt::worker

@@ -79,9 +79,15 @@ kj::Promise<void> NodeService::commitBundles(CommitBundlesContext context) {
 kj::Promise<void> NodeService::cancelBundles(CancelBundlesContext context) {
   Result<LeaseManager*> leases = Leases();
   if (!leases.ok()) return ToKjException(leases.status());
-  Result<PlacementGroupId> group = ParseGroupId(context.getParams().getGroupId());
+  auto params = context.getParams();
+  Result<PlacementGroupId> group = ParseGroupId(params.getGroupId());
   if (!group.ok()) return ToKjException(group.status());
-  (*leases)->CancelBundles(*group);
+  if (params.getIndices().size() > kMaxBundles) {
+    return ToKjException(InvalidArgument("indices: more than " + std::to_string(kMaxBundles)));
+  }
+  std::vector<uint32_t> indices;
+  for (uint32_t index : params.getIndices()) indices.push_back(index);
+  (*leases)->CancelBundles(*group, indices);
   return kj::READY_NOW;
 }
 

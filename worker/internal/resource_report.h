@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/ids.h"
 #include "worker/internal/node_config.h"
 
 namespace airt::worker {
@@ -19,7 +20,13 @@ struct QueuedDemand {
   uint32_t count = 0;
 };
 
-// What one heartbeat carries.
+// The committed bundles of one placement group on this node.
+struct HeldBundles {
+  PlacementGroupId group;
+  std::vector<uint32_t> indices;
+};
+
+// What one heartbeat carries (held_bundles: what a registration carries too).
 struct ResourceReport {
   std::vector<ResourceAmount> available;
   std::vector<uint32_t> gpu_ids_in_use;
@@ -28,6 +35,7 @@ struct ResourceReport {
   uint32_t num_leases = 0;
   uint64_t num_primary_objects = 0;  // primary copies in the node's store
   uint64_t store_free_bytes = 0;     // free in its store's arena
+  std::vector<HeldBundles> held_bundles;
 };
 
 // Read on the node's event loop thread, once per heartbeat.

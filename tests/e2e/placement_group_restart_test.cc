@@ -1,0 +1,157 @@
+// Placement groups through a head restart: the head keeps its tables in a real redis-server (started
+// by the test on a free loopback port, without persistence, stopped by pid) and is killed with
+// SIGKILL while two nodes hold a group's bundles and an actor runs in one. The restarted head
+// reads the group back CREATED where it was, and each node, registering again, reports the
+// bundles it holds: those of the group stay (the actor in them lives on), and the bundle of a
+// group whose row is gone from Redis is released on its node. Skipped where redis-server is not
+// installed.
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "airt/api.h"
+#include "tests/e2e/actor_functions.h"
+#include "tests/e2e/multinode_cluster.h"
+
+int NodePid();
+int SleepMs(int ms);
+
+namespace airt {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr int64_t kLong = 60'000;
+constexpr const char* kPrefix = "pgtest:";
+
+std::string OnPath(const std::string& binary) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/usr/local/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::filesystem::path candidate = std::filesystem::path(dirs.substr(start, end - start)) / binary;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    start = end + 1;
+  }
+  return "";
+}
+
+uint16_t FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool Accepts(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// What `command` prints.
+std::string Output(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buffer[256];
+  while (::fgets(buffer, sizeof(buffer), pipe) != nullptr) out += buffer;
+  ::pclose(pipe);
+  return out;
+}
+
+std::vector<int> BundlePids(const PlacementGroup& group, int bundles) {
+  std::vector<ObjectRef<int>> refs;
+  for (int i = 0; i < bundles; ++i) {
+    refs.push_back(Task(NodePid).SetResource("CPU", 1).SetPlacementGroup(group, i).Remote());
+  }
+  std::vector<int> pids;
+  for (auto& ref : refs) pids.push_back(*Get(ref, kLong));
+  return pids;
+}
+
+PlacementGroup Detached(const std::string& name, std::vector<std::map<std::string, double>> bundles) {
+  PlacementGroupCreationOptions options;
+  options.name = name;
+  options.strategy = PlacementStrategy::PACK;
+  options.bundles = std::move(bundles);
+  options.detached = true;
+  return CreatePlacementGroup(options);
+}
+
+TEST(PlacementGroupHeadRestart, ReservationsAreReconciledWithTheNodesAfterAKill) {
+  std::string redis_server = OnPath("redis-server"), redis_cli = OnPath("redis-cli");
+  if (redis_server.empty() || redis_cli.empty()) GTEST_SKIP() << "skipped: redis not installed";
+  testing::TempDir dir;
+  uint16_t redis_port = FreePort();
+  testing::ChildProcess redis({redis_server, "--port", std::to_string(redis_port), "--bind",
+                               "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+                               dir.path()},
+                              dir.File("redis.log"));
+  ASSERT_TRUE(testing::WaitUntil([&] { return Accepts(redis_port) || !redis.Running(); }, 10s));
+  ASSERT_TRUE(redis.Running()) << testing::ReadFile(dir.File("redis.log"));
+
+  e2e::MultiNodeCluster cluster(
+      {"--num-cpus=2", "--object-store-memory=64M"},
+      {"--redis-address=127.0.0.1:" + std::to_string(redis_port),
+       std::string("--redis-key-prefix=") + kPrefix, "--heartbeat-interval-ms=200",
+       "--node-timeout-ms=20000", "--node-disconnect-grace-ms=20000"});
+  ASSERT_NO_FATAL_FAILURE(cluster.AddNode("a", {"--resources={\"a_only\": 1}"}));
+  ASSERT_NO_FATAL_FAILURE(cluster.AddNode("b", {"--resources={\"b_only\": 1}"}));
+  cluster.Init();
+
+  // `kept`: a bundle on a, one on b. `gone`: b's last CPU.
+  PlacementGroup kept = Detached("kept", {{{"CPU", 1}, {"a_only", 0.1}},
+                                          {{"CPU", 1}, {"b_only", 0.1}}});
+  ASSERT_TRUE(kept.Wait(60));
+  PlacementGroup gone = Detached("gone", {{{"CPU", 1}, {"b_only", 0.5}}});
+  ASSERT_TRUE(gone.Wait(60));
+  std::vector<int> pids = BundlePids(kept, 2);
+  EXPECT_EQ(pids[0], cluster.node("a").pid());
+  EXPECT_EQ(pids[1], cluster.node("b").pid());
+  ActorHandle<Counter> actor = Actor(Counter::Create).SetPlacementGroup(kept, 0).Remote(7);
+  ASSERT_EQ(*Get(actor.Task(&Counter::Add).Remote(1), kLong), 8);
+
+  // While the head is down, `gone`'s row leaves Redis: the restarted head does not know it.
+  std::string deleted;
+  ASSERT_NO_FATAL_FAILURE(cluster.RestartHead([&] {
+    deleted = Output(redis_cli + " -p " + std::to_string(redis_port) + " DEL " + kPrefix + "pg:" +
+                     gone.ID());
+  }));
+  EXPECT_EQ(deleted, "1\n");
+
+  // b gives `gone`'s bundle back once it registered again: a task needing its CPU and b_only runs.
+  EXPECT_EQ(*Get(Task(SleepMs).SetResource("CPU", 1).SetResource("b_only", 0.5).Remote(1), kLong),
+            1);
+  // `kept` stayed where it was: its bundles were not prepared again (which would have stopped the
+  // actor's worker), and its tasks run on the same nodes.
+  EXPECT_EQ(*Get(actor.Task(&Counter::Add).Remote(1), kLong), 9);
+  EXPECT_EQ(*Get(actor.Task(&Counter::NodePid).Remote(), kLong), pids[0]);
+  EXPECT_EQ(*Get(Task(NodePid).SetResource("CPU", 1).SetPlacementGroup(kept, 1).Remote(), kLong),
+            pids[1]);
+}
+
+}  // namespace
+}  // namespace airt
