@@ -28,8 +28,8 @@ proto::Node::Client TcpNodeConnector::Connect(const std::string& address) {
             raw->gone = raw->client->onDisconnect()
                             .then([this, raw, address] { Forget(address, raw); })
                             .eagerlyEvaluate(nullptr);
-            raw->node = raw->client->bootstrap().castAs<proto::Node>();
-            return raw->node;
+            // Not into raw->node: that client's own promise is running this continuation.
+            return raw->client->bootstrap().castAs<proto::Node>();
           },
           [this, raw, address](kj::Exception&& e) -> proto::Node::Client {
             Forget(address, raw);  // could not connect: the next Connect tries again
@@ -53,7 +53,7 @@ void TcpNodeConnector::Forget(const std::string& address, const Connection* only
 }
 
 kj::Promise<void> TcpNodeConnector::WhenGone(const std::string& address) {
-  Connect(address);
+  proto::Node::Client client = Connect(address);
   auto it = connections_.find(address);
   if (it == connections_.end()) return kj::READY_NOW;  // not host:port, or failed already
   std::erase_if(it->second->watchers, [](auto& w) { return !w->isWaiting(); });
