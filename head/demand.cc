@@ -1,11 +1,13 @@
 // HeadServer's demand calls (cluster.capnp requestResources, waitDemand) and the numbering of
 // demand changes (docs/autoscaler.md "Demand").
+#include <algorithm>
 #include <memory>
 
 #include "common/logging.h"
 #include "common/rpc_status.h"
 #include "head/head.h"
 #include "head/internal/actor_table.h"
+#include "head/internal/cluster_feed.h"
 #include "head/internal/kv_table.h"
 #include "head/internal/demand.h"
 #include "head/internal/node_table.h"
@@ -82,17 +84,34 @@ kj::Promise<void> HeadServer::requestResources(RequestResourcesContext context) 
 }
 
 kj::Promise<void> HeadServer::waitDemand(WaitDemandContext context) {
+  // A caller that goes away (its call dropped, its connection closed) takes its waiter along.
+  context.allowCancellation();
   if (demand_version_ == 0) DemandMayHaveChanged();
   uint64_t since = context.getParams().getSinceVersion();
   if (demand_version_ > since) {
     internal::FillDemand(*last_demand_, demand_version_, context.getResults().initDemand());
     return kj::READY_NOW;
   }
+  std::erase_if(demand_waiters_, [](auto& w) { return !w->isWaiting(); });
   auto paf = kj::newPromiseAndFulfiller<void>();
   demand_waiters_.push_back(kj::mv(paf.fulfiller));
   return paf.promise.then([this, context]() mutable {
     internal::FillDemand(*last_demand_, demand_version_, context.getResults().initDemand());
   });
+}
+
+}  // namespace airt::head
+
+namespace airt::head {
+
+HeadServer::WaitersSnapshot HeadServer::Waiters() {
+  WaitersSnapshot out;
+  std::erase_if(demand_waiters_, [](auto& w) { return !w->isWaiting(); });
+  out.demand = demand_waiters_.size();
+  out.placement_groups = groups_->Waiting();
+  out.cluster_changes = feed_->snapshot().waiters;
+  for (const auto& [id, orphan] : orphans_) out.orphans_watched += orphan.watched ? 1 : 0;
+  return out;
 }
 
 }  // namespace airt::head

@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -35,6 +36,7 @@ class KvTable;
 class NodeTable;
 class NodeConnector;
 class PlacementGroupManager;
+struct ActorRecord;
 struct DemandRecord;
 struct NodeInfo;
 struct ResourceRequest;
@@ -72,6 +74,12 @@ struct HeadOptions {
 // heartbeat answers with the jobs finished since the node's last one, so that nodes stop their
 // workers. A job whose driver went away while the store failed is finished by the next liveness
 // check whose write succeeds.
+//
+// A detached actor whose job has finished is the head's (head/detached_actors.cc): the head
+// watches its worker (a connection to its Worker service) and its node, and when either dies
+// restarts it within maxRestarts (RESTARTING, placed by placeActor's policy, a lease on that node,
+// its creation task pushed to the new worker, ALIVE with the new address), or records it DEAD;
+// each step is one MetadataStore write, so a restarted head goes on from the rows it reads.
 class HeadServer final : public proto::Head::Server {
   struct Token {};
   class JobLeaseServer;
@@ -102,6 +110,15 @@ class HeadServer final : public proto::Head::Server {
     size_t waiters = 0;  // waitClusterChange calls pending
   };
   FeedSnapshot ClusterFeedSnapshot() const;
+  // The long-poll calls pending now (a caller that went away is not counted: its call was
+  // cancelled), and the detached actors the head restarts (tests and the dashboard).
+  struct WaitersSnapshot {
+    size_t demand = 0;            // waitDemand
+    size_t placement_groups = 0;  // waitPlacementGroup
+    size_t cluster_changes = 0;   // waitClusterChange
+    size_t orphans_watched = 0;   // detached actors whose job finished, their worker watched
+  };
+  WaitersSnapshot Waiters();
 
  protected:
   kj::Promise<void> registerNode(RegisterNodeContext context) override;
@@ -172,6 +189,37 @@ class HeadServer final : public proto::Head::Server {
   void ClusterMayHaveChanged();
   void NodeMayHaveChanged(const NodeId& id);
 
+  // placeActor's policy for `actor` (head/internal/actor_placement.h), its grace counted from its
+  // first ask: where, or why it waits (no node yet, or only an autoscaler node type holds it), or
+  // why it can never be placed.
+  struct ActorNodeChoice {
+    enum class Kind { kPlace, kWait, kCannot } kind = Kind::kWait;
+    NodeId node;
+    std::string address;  // the node's Node service, for kPlace
+    std::string message;  // why it waits, or cannot be placed
+  };
+  ActorNodeChoice ChooseActorNode(const internal::ActorRecord& actor,
+                                  const std::set<NodeId>& avoid);
+  // Detached actors whose job has finished (head/detached_actors.cc). AdoptOrphans looks at each
+  // one not DEAD: watches an ALIVE one's worker, handles the death of one whose node is dead, and
+  // restarts a RESTARTING one; called after loading, after a job finishes, and after a liveness
+  // check that recorded nodes dead or while a restart waits (for a node, or after a failed write).
+  void AdoptOrphans();
+  void WatchOrphan(const internal::ActorRecord& actor);
+  // Its worker `worker` died: RESTARTING (one restart more) within max_restarts, else DEAD.
+  void OrphanDied(const ActorId& id, const std::optional<WorkerId>& worker, const std::string& why);
+  // `actor` (ALIVE or RESTARTING) died once more: RESTARTING with one restart more and placed
+  // again within max_restarts and when its creation task is kept, else DEAD.
+  void CountOrphanDeath(const internal::ActorRecord& actor, const std::string& why);
+  void RestartOrphan(const ActorId& id);
+  void LeaseForOrphan(const ActorId& id, const NodeId& node, const std::string& address);
+  void OrphanRefused(const ActorId& id, const NodeId& node, const std::string& why);
+  void PushOrphanCreation(const ActorId& id, const std::string& node_address, uint64_t lease_id,
+                          const WorkerId& worker, const std::string& worker_address, int32_t pid,
+                          capnp::Capability::Client holder);
+  // Records the orphan DEAD with `cause` and drops what the head held for it.
+  void OrphanDead(const ActorId& id, const std::string& cause);
+
   HeadOptions options_;
   Clock& clock_;
   std::unique_ptr<internal::NodeTable> nodes_;
@@ -194,6 +242,15 @@ class HeadServer final : public proto::Head::Server {
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> demand_waiters_;
   std::unique_ptr<internal::ClusterFeed> feed_;
   MetadataStore& store_;
+  struct Orphan {
+    std::optional<WorkerId> watched;  // the worker whose connection `watch` waits on
+    kj::Promise<void> watch = nullptr;
+    bool restarting = false;  // a restart's step is under way
+    std::set<NodeId> refused;  // nodes that refused this restart's lease
+    capnp::Capability::Client holder = nullptr;  // the lease's LeaseHolder
+  };
+  std::unordered_map<ActorId, Orphan> orphans_;
+  bool orphans_waiting_ = false;  // a restart waits for a node: the next liveness check retries
   // Jobs whose driver went away and whose finish could not be written yet.
   std::set<JobId> lost_drivers_;
   std::deque<PendingCommit> commits_;

@@ -55,8 +55,6 @@ Result<std::string> ParseKey(capnp::Text::Reader text) {
 }
 
 constexpr std::string_view kDefaultKillCause = "the actor was killed";
-// Actors waiting for a node to join, beyond which those no longer alive are forgotten.
-constexpr size_t kMaxPlacementsWaiting = 1024;
 
 }  // namespace
 
@@ -93,6 +91,7 @@ Result<kj::Own<HeadServer>> HeadServer::Open(const HeadOptions& options, Metadat
   AIRT_RETURN_IF_ERROR(
       server->LoadResourceRequest().WithContext("loading the request_resources call"));
   server->ClusterMayHaveChanged();
+  server->AdoptOrphans();
   return kj::Own<HeadServer>(kj::mv(server));
 }
 
@@ -194,6 +193,8 @@ kj::Promise<std::vector<NodeId>> HeadServer::CheckLiveness() {
         DemandMayHaveChanged();
         if (!s.ok()) return std::vector<NodeId>();
         if (!died->empty()) groups_->OnNodesMayHaveDied();
+        // The detached actors on nodes now dead, and restarts that waited for a node.
+        if (!died->empty() || orphans_waiting_) AdoptOrphans();
         return std::move(*died);
       });
 }
@@ -426,6 +427,7 @@ kj::Promise<Status> HeadServer::FinishJob(const JobId& id) {
     return change;
   }).then([this, id](Status s) {
     if (s.ok()) groups_->OnJobFinished(id);
+    if (s.ok()) AdoptOrphans();  // its detached actors are the head's now
     return s;
   });
 }
@@ -539,49 +541,18 @@ kj::Promise<void> HeadServer::placeActor(PlaceActorContext context) {
                                    "); it is not placed again"));
   }
 
-  if (placing_since_.size() > kMaxPlacementsWaiting) {
-    // Actors whose owners stopped asking (they died, or were killed) are forgotten here.
-    std::erase_if(placing_since_, [this](const auto& entry) {
-      std::optional<internal::ActorRecord> waiting = actors_->Find(entry.first);
-      return !waiting || waiting->state == internal::ActorState::kDead;
-    });
-  }
-  std::vector<internal::NodeView> view = groups_->WithBundleResources(nodes_->View());
-  int64_t now = clock_.MonotonicMs();
-  int64_t since = placing_since_.try_emplace(*id, now).first->second;
-  bool grace_over = now - since >= static_cast<int64_t>(options_.infeasible_grace_ms);
-  internal::PlacementDecision decision = internal::DecidePlacement(
-      {actor->resources, actor->accelerator_type, actor->strategy},
-      internal::PlacementNodes(view, actors_->List(), *id), avoid, grace_over);
+  ActorNodeChoice choice = ChooseActorNode(*actor, avoid);
   auto placement = context.getResults().initPlacement();
-  if (const auto* waiting = std::get_if<internal::WaitForNodes>(&decision)) {
-    placement.setWaiting(waiting->reason);
-    DemandMayHaveChanged();
+  if (choice.kind == ActorNodeChoice::Kind::kWait) {
+    placement.setWaiting(choice.message);
     return kj::READY_NOW;
   }
-  if (std::holds_alternative<internal::CannotPlace>(decision)) {
-    // A node type of the autoscaler can hold it: pending demand, not infeasible.
-    std::string type = internal::NodeTypeHolding(NodeTypes(), actor->resources,
-                                                 actor->accelerator_type);
-    if (!type.empty()) {
-      placement.setWaiting("no alive node can hold it; the autoscaler's node type " + type +
-                           " can: waiting for one to launch");
-      DemandMayHaveChanged();
-      return kj::READY_NOW;
-    }
-  }
-  placing_since_.erase(*id);
-  DemandMayHaveChanged();
-  if (const auto* cannot = std::get_if<internal::CannotPlace>(&decision)) {
-    AIRT_LOG(WARNING) << "actor " << id->Hex() << " cannot be placed: " << cannot->message;
-    placement.setInfeasible(cannot->message);
+  if (choice.kind == ActorNodeChoice::Kind::kCannot) {
+    placement.setInfeasible(choice.message);
     return kj::READY_NOW;
   }
-  const NodeId& node = std::get<internal::PlaceOn>(decision).node;
-  std::string address;
-  for (const internal::NodeView& v : view) {
-    if (v.info.id == node) address = v.info.address + ":" + std::to_string(v.info.node_port);
-  }
+  NodeId node = choice.node;
+  std::string address = choice.address;
   return Answer(Commit([this, id = *id, node] { return actors_->Place(id, node); }),
                 [context, node, address]() mutable {
                   auto placed = context.getResults().getPlacement().initPlaced();

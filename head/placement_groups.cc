@@ -50,6 +50,8 @@ kj::Promise<void> HeadServer::listPlacementGroups(ListPlacementGroupsContext con
 }
 
 kj::Promise<void> HeadServer::waitPlacementGroup(WaitPlacementGroupContext context) {
+  // A caller that goes away (its call dropped, its connection closed) takes its waiter along.
+  context.allowCancellation();
   Result<PlacementGroupId> id = ParseGroupId(context.getParams().getGroupId());
   if (!id.ok()) return ToKjException(id.status());
   return groups_->Wait(*id).then([context](internal::PlacementGroupRecord group) mutable {

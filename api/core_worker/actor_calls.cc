@@ -254,25 +254,17 @@ void ActorManager::Resolve(const ActorId& id) {
 
 kj::Promise<void> ActorManager::OnStaleDirectory(const ActorId& id, bool job_alive) {
   Actor& actor = Entry(id);
-  if (job_alive) {
-    if (++actor.stale_polls <= kMaxStalePolls) {
-      actor.resolving = true;
-      return timer_.afterDelay(kResolvePoll).then([this, id] { Resolve(id); });
-    }
-    // The owner may still restart it once a call of its own finds the worker gone; this holder's
-    // calls fail meanwhile, and the directory is the owner's to change.
-    MarkDead(actor, "its process died and its owner (job " + id.Job().Hex() +
-                        ") has not restarted it within 30 s");
-    return kj::READY_NOW;
+  if (++actor.stale_polls <= kMaxStalePolls) {
+    actor.resolving = true;
+    return timer_.afterDelay(kResolvePoll).then([this, id] { Resolve(id); });
   }
-  std::string cause = "its process died after the job that created it (" + id.Job().Hex() +
-                      ") had finished: only its creator restarts an actor";
-  MarkDead(actor, cause);
-  // Nobody else will: tell the directory, so that other holders and GetActor see it too.
-  auto kill = head_.killActorRequest();
-  kill.setActorId(AsData(id.Binary()));
-  kill.setCause(cause);
-  return kill.send().ignoreResult().catch_([](kj::Exception&&) {});
+  // Whoever restarts it (its owner while its job runs, else the head) may still do so; this
+  // holder's calls fail meanwhile, and the directory is theirs to change.
+  MarkDead(actor, job_alive ? "its process died and its owner (job " + id.Job().Hex() +
+                                  ") has not restarted it within 30 s"
+                            : "its process died after its job (" + id.Job().Hex() +
+                                  ") had finished and the head has not restarted it within 30 s");
+  return kj::READY_NOW;
 }
 
 kj::Promise<ActorId> ActorManager::Lookup(const std::string& name, const std::string& ns) {

@@ -2,6 +2,8 @@
 // on the chosen node, deaths and restarts, kills. The call side is actor_calls.cc.
 #include "api/core_worker/actor_manager.h"
 
+#include <capnp/serialize.h>
+
 #include "api/core_worker/capnp_util.h"
 #include "common/strategy_wire.h"
 #include "common/logging.h"
@@ -333,6 +335,20 @@ kj::Promise<void> ActorManager::UpdateDirectory(const Actor& actor, proto::Actor
   info.setMaxRestarts(actor.options.max_restarts);
   info.setDeathCause(actor.death_cause);
   info.setDetached(actor.options.detached);
+  info.setLanguage(actor.options.python ? static_cast<uint8_t>(proto::Language::PYTHON)
+                                        : static_cast<uint8_t>(proto::Language::CPP));
+  if (state == proto::ActorState::ALIVE && actor.options.detached && actor.creation) {
+    // The head restarts it from this once this job has finished (docs/fault_tolerance.md).
+    capnp::MallocMessageBuilder message;
+    auto spec = message.initRoot<proto::TaskSpec>();
+    FillTaskSpec(*actor.creation, job_, spec);
+    SetAmounts(spec.initResources(static_cast<uint>(actor.options.resources.size())),
+               actor.options.resources);
+    spec.setOwnerAddress("");  // this process does not outlive its job
+    kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+    kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
+    info.setCreationTask(capnp::Data::Reader(bytes.begin(), bytes.size()));
+  }
   return request.send().ignoreResult();
 }
 

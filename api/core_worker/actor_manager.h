@@ -13,8 +13,9 @@
 // comes back, or when no word of its death came within a grace period (Ray's
 // timeout_ms_task_wait_for_death_info: a broken connection to a live worker). Calls made after
 // wait for the restart, and fail with kActorDied once the actor is DEAD. A detached actor outlives
-// its owner's job, but only the owner restarts actors: once its job has finished, a detached
-// actor's death is final (a holder that finds its worker gone marks it DEAD in the directory).
+// its owner's job: its owner sends the head its creation task with the update that records it
+// ALIVE, and once its job has finished the head restarts it (a holder that finds its worker gone
+// polls the directory until it shows the new worker, or DEAD).
 //
 // Cancel (Ray's ray.cancel of an actor call, never with force) fails the call's returns with
 // kCancelled at once. A call not yet sent leaves the queue (the calls after it go on, in order); a
@@ -158,9 +159,8 @@ class ActorManager {
   void Settle(Actor& actor, bool restarting = false);
   // Holder: asks the head where the actor is, polling while it is pending or restarting.
   void Resolve(const ActorId& id);
-  // Holder: the directory shows the worker that died. Polls until the owner updates it. When
-  // nobody will (the actor's job has finished) it marks the actor DEAD here and in the directory;
-  // after a long wait, here only.
+  // Holder: the directory shows the worker that died. Polls until its owner (or, once its job has
+  // finished, the head) updates it; after a long wait marks it DEAD here only.
   kj::Promise<void> OnStaleDirectory(const ActorId& id, bool job_alive);
   // Sends queued calls whose arguments are ready, in order, while the actor is alive.
   void Pump(Actor& actor);

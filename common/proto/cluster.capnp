@@ -145,6 +145,11 @@ struct ActorInfo {
   acceleratorType @17 :Text; # the accelerator_type label its node must have; "" when any
   nodeId @18 :Data;          # 28 bytes: the node placeActor chose last; empty before
   strategy @19 :SchedulingStrategy;  # how placeActor chooses its node (DEFAULT when unset)
+  # A detached actor's creation task (node.capnp's TaskSpec as one flat Cap'n Proto message), sent
+  # by its owner with the updateActor that records it ALIVE. The head keeps it (in the actor's
+  # row) to restart the actor itself once the actor's job has finished (docs/fault_tolerance.md
+  # "Detached actors"); getActor and listActors leave it out.
+  creationTask @20 :Data;
 }
 
 # The node placeActor chose: the owner leases the actor's worker there and nowhere else.
@@ -218,8 +223,9 @@ interface Head {
   # kFailedPrecondition when the actor is DEAD already (killed): the caller stops its worker.
   updateActor @12 (info :ActorInfo) -> ();
   # By id when `actorId` is set, else by name in `namespace` (only an actor not DEAD).
-  # `jobAlive`: whether the actor's job still runs. Its owner is that job's driver, which alone
-  # restarts it; a detached actor whose job has finished is not restarted when its process dies.
+  # `jobAlive`: whether the actor's job still runs. While it does, its owner (that job's driver)
+  # restarts it; once it has finished, the head restarts a detached actor whose process or node
+  # died (within maxRestarts), and a holder waits for the directory to change.
   getActor @13 (actorId :Data, name :Text, namespace :Text)
       -> (found :Bool, info :ActorInfo, jobAlive :Bool);
   # Every actor the head knows, in registration order (those a restarted head read back from its

@@ -129,6 +129,7 @@ Result<Change> ActorTable::Update(const ActorRecord& news) {
   updated.max_restarts = news.max_restarts;
   updated.death_cause = news.death_cause;
   updated.language = news.language;
+  if (!news.creation_task.empty()) updated.creation_task = news.creation_task;
   Change change;
   change.what = "updating actor " + updated.id.Hex();
   if (updated.state != stored.state) {

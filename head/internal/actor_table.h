@@ -48,7 +48,8 @@ class ActorTable {
   // taken in its namespace by an actor not DEAD (the message names both).
   Result<Change> Register(ActorRecord actor);
   // Takes from `news` what an owner's update may change (state, the worker's addresses, id and
-  // pid, restarts, death cause, language) for the actor of its id; id, job, name, namespace,
+  // pid, restarts, death cause, language, and a creation task when it has one) for the actor of
+  // its id; id, job, name, namespace,
   // class, detached, max_task_retries, resources, accelerator type and node stay. kNotFound: no
   // such actor. kFailedPrecondition: the actor is DEAD (killed, or its job ended); its owner
   // stops the worker.

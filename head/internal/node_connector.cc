@@ -28,8 +28,12 @@ proto::Node::Client TcpNodeConnector::Connect(const std::string& address) {
             raw->gone = raw->client->onDisconnect()
                             .then([this, raw, address] { Forget(address, raw); })
                             .eagerlyEvaluate(nullptr);
-            raw->node = raw->client->bootstrap().castAs<proto::Node>();
-            return raw->node;
+            // Not into raw->node: that client's own promise is running this continuation.
+            return raw->client->bootstrap().castAs<proto::Node>();
+          },
+          [this, raw, address](kj::Exception&& e) -> proto::Node::Client {
+            Forget(address, raw);  // could not connect: the next Connect tries again
+            kj::throwFatalException(kj::mv(e));
           });
   raw->node = proto::Node::Client(kj::mv(connected));
   return raw->node;
@@ -41,8 +45,21 @@ void TcpNodeConnector::Forget(const std::string& address, const Connection* only
   auto it = connections_.find(address);
   if (it == connections_.end() || (only != nullptr && it->second.get() != only)) return;
   // Kept: a connect still under way writes into it.
+  Connection& gone = *it->second;
+  for (auto& watcher : gone.watchers) watcher->fulfill();
+  gone.watchers.clear();
   retired_.push_back(kj::mv(it->second));
   connections_.erase(it);
+}
+
+kj::Promise<void> TcpNodeConnector::WhenGone(const std::string& address) {
+  proto::Node::Client client = Connect(address);
+  auto it = connections_.find(address);
+  if (it == connections_.end()) return kj::READY_NOW;  // not host:port, or failed already
+  std::erase_if(it->second->watchers, [](auto& w) { return !w->isWaiting(); });
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  it->second->watchers.push_back(kj::mv(paf.fulfiller));
+  return kj::mv(paf.promise);
 }
 
 }  // namespace airt::head::internal

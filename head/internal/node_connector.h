@@ -1,5 +1,6 @@
-// How the head reaches a node's Node service (placement groups reserve bundles there). An interface
-// so that tests serve nodes in process (STYLE.md rule 8); TcpNodeConnector is the real one.
+// How the head reaches a node's Node service (placement groups reserve bundles there) and a
+// worker's Worker service (it restarts detached actors whose job has finished). An interface so
+// that tests serve nodes in process (STYLE.md rule 8); TcpNodeConnector is the real one.
 // Loop thread only.
 #pragma once
 
@@ -23,6 +24,12 @@ class NodeConnector {
   virtual proto::Node::Client Connect(const std::string& address) = 0;
   // Drops the connection to `address` (a call on it failed): the next Connect opens a new one.
   virtual void Forget(const std::string& address) = 0;
+  // The bootstrap capability at "host:port" (a worker's Worker service), on the same connections.
+  capnp::Capability::Client ConnectAny(const std::string& address) { return Connect(address); }
+  // Resolves once the connection to `address` (opened now when there is none) has ended: the
+  // peer exited, or the connection could not be made, or was forgotten. Dropping it stops the
+  // watch.
+  virtual kj::Promise<void> WhenGone(const std::string& address) = 0;
 };
 
 // One TCP connection per node address, opened at the first Connect and forgotten when it ends (a
@@ -32,6 +39,7 @@ class TcpNodeConnector final : public NodeConnector {
   explicit TcpNodeConnector(kj::Network& network) : network_(network) {}
   proto::Node::Client Connect(const std::string& address) override;
   void Forget(const std::string& address) override;
+  kj::Promise<void> WhenGone(const std::string& address) override;
 
  private:
   struct Connection {
@@ -39,6 +47,7 @@ class TcpNodeConnector final : public NodeConnector {
     kj::Own<capnp::TwoPartyClient> client;
     proto::Node::Client node = nullptr;
     kj::Promise<void> gone = nullptr;  // forgets it once the connection ends
+    std::vector<kj::Own<kj::PromiseFulfiller<void>>> watchers;  // WhenGone, fulfilled once ended
   };
   void Forget(const std::string& address, const Connection* only);
   kj::Network& network_;

@@ -140,6 +140,12 @@ kj::Promise<PlacementGroupRecord> PlacementGroupManager::Wait(const PlacementGro
   return kj::mv(paf.promise);
 }
 
+size_t PlacementGroupManager::Waiting() {
+  return static_cast<size_t>(std::count_if(waiters_.begin(), waiters_.end(), [](auto& w) {
+    return w.second->isWaiting();
+  }));
+}
+
 void PlacementGroupManager::OnJobFinished(const JobId& job) {
   for (const PlacementGroupRecord& group : table_.List()) {
     if (group.job != job || group.detached || group.state == GroupState::kRemoved) continue;

@@ -56,6 +56,8 @@ class PlacementGroupManager final : private kj::TaskSet::ErrorHandler {
   // Resolves once the group is CREATED, with its entry; rejects kFailedPrecondition when it is
   // or becomes REMOVED, kNotFound when unknown.
   kj::Promise<PlacementGroupRecord> Wait(const PlacementGroupId& id);
+  // Wait calls pending now (those whose caller dropped the promise are not counted).
+  size_t Waiting();
   std::vector<PlacementGroupRecord> List() const { return table_.List(); }
 
   // The autoscaler's node types (HeadServer::NodeTypes), read at each try: a group no alive node

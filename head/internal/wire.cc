@@ -253,6 +253,16 @@ Status ParseActorNews(proto::ActorInfo::Reader in, std::string_view field, Actor
                            std::to_string(in.getLanguage()));
   }
   out.language = in.getLanguage();
+  if (in.getCreationTask().size() > kMaxCreationTaskBytes) {
+    return InvalidArgument(Join(field, "creationTask") + " has " +
+                           std::to_string(in.getCreationTask().size()) + " bytes, more than the " +
+                           std::to_string(kMaxCreationTaskBytes) + " allowed");
+  }
+  if (in.getCreationTask().size() % sizeof(capnp::word) != 0) {
+    return InvalidArgument(Join(field, "creationTask") + " is not a whole Cap'n Proto message");
+  }
+  auto task = in.getCreationTask();
+  out.creation_task.assign(reinterpret_cast<const char*>(task.begin()), task.size());
   return Status::Ok();
 }
 
@@ -388,7 +398,8 @@ void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out) {
   out.setAlive(job.alive);
 }
 
-void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out) {
+void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out,
+                   bool with_creation_task) {
   out.setActorId(AsData(actor.id.data(), ActorId::kSize));
   out.setJobId(AsData(actor.job.data(), JobId::kSize));
   out.setName(AsText(actor.name));
@@ -409,6 +420,10 @@ void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out) {
   out.setAcceleratorType(AsText(actor.accelerator_type));
   if (actor.node) out.setNodeId(AsData(actor.node->data(), NodeId::kSize));
   WriteStrategy(actor.strategy, out.initStrategy());
+  if (with_creation_task && !actor.creation_task.empty()) {
+    out.setCreationTask(AsData(reinterpret_cast<const uint8_t*>(actor.creation_task.data()),
+                               actor.creation_task.size()));
+  }
 }
 
 std::string EncodeNodeRow(const NodeRow& node) {
@@ -471,7 +486,7 @@ Result<JobRecord> DecodeJobRow(std::string_view bytes) {
 
 std::string EncodeActorRow(const ActorRecord& actor) {
   capnp::MallocMessageBuilder message;
-  FillActorInfo(actor, message.initRoot<proto::ActorInfo>());
+  FillActorInfo(actor, message.initRoot<proto::ActorInfo>(), /*with_creation_task=*/true);
   return FlatBytes(message);
 }
 

@@ -27,6 +27,7 @@ inline constexpr size_t kMaxKvKeyBytes = 4096;   // KV keys and key prefixes
 inline constexpr size_t kMaxKvValueBytes = 32u << 20;
 inline constexpr size_t kMaxClassNameBytes = 1024;  // an actor's factory name
 inline constexpr size_t kMaxDeathCauseBytes = 64u << 10;
+inline constexpr size_t kMaxCreationTaskBytes = 16u << 20;  // a detached actor's creation task
 
 Result<NodeId> ParseNodeId(capnp::Data::Reader bytes, std::string_view field);
 Result<JobId> ParseJobId(capnp::Data::Reader bytes, std::string_view field);
@@ -56,7 +57,8 @@ Result<NodeLoad> ParseNodeLoad(proto::Head::HeartbeatParams::Reader params);
 // within their bounds.
 Result<ActorRecord> ParseActorInfo(proto::ActorInfo::Reader info, std::string_view field);
 // An updateActor message: actorId and the fields an update may change (state, the worker's
-// addresses, id and pid, restarts, death cause, language), checked as ParseActorInfo does. The
+// addresses, id and pid, restarts, death cause, language, creation task), checked as
+// ParseActorInfo does (a creation task within kMaxCreationTaskBytes, whole words). The
 // fields that stay (jobId, name, namespace, className, detached, maxTaskRetries, resources,
 // acceleratorType) and the head's own (nodeId) are not read.
 Result<ActorRecord> ParseActorUpdate(proto::ActorInfo::Reader info, std::string_view field);
@@ -66,7 +68,9 @@ const char* ActorStateName(ActorState state);
 void FillNodeInfo(const NodeInfo& info, proto::NodeInfo::Builder out);
 void FillNodeStatus(const NodeView& view, proto::NodeStatus::Builder out);
 void FillJobInfo(const JobRecord& job, proto::JobInfo::Builder out);
-void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out);
+// `with_creation_task`: also its creation task (only its row keeps it; replies leave it out).
+void FillActorInfo(const ActorRecord& actor, proto::ActorInfo::Builder out,
+                   bool with_creation_task = false);
 
 // A node's row: its NodeInfo, whether it is alive, and its drain mark (a proto::NodeStatus
 // message).

@@ -251,21 +251,75 @@ TEST_F(Actors, ADetachedActorOutlivesItsDriverAndAnotherDriverFindsCallsAndKills
   EXPECT_THROW(Get(keeper->Task(&Counter::Value).Remote(), 20'000), ActorDiedError);
 }
 
-TEST_F(Actors, ADetachedActorWhoseCreatorHasExitedIsNotRestartedWhenItsProcessDies) {
-  ChildProcess driver({AIRT_ACTOR_DRIVER_BIN, "orphan", "ns", "detached"},
-                      dir_->File("driver-orphan.log"));
-  std::string pid =
-      WaitForLine(dir_->File("driver-orphan.log"), "actor pid ", 30s, &driver).value_or("");
-  ASSERT_FALSE(pid.empty()) << ReadFile(dir_->File("driver-orphan.log"));
-  ASSERT_EQ(driver.Wait(30s), 0) << ReadFile(dir_->File("driver-orphan.log"));
+// Starts actor_driver to create the detached Counter `name` (100) with `max_restarts` and exit;
+// the pid of the actor's worker, 0 when that failed.
+int DetachedActorOfAnExitedDriver(const TempDir& dir, const std::string& name, int max_restarts) {
+  std::string log = dir.File("driver-" + name + ".log");
+  ChildProcess driver({AIRT_ACTOR_DRIVER_BIN, name, "ns", "detached", std::to_string(max_restarts)},
+                      log);
+  std::string pid = WaitForLine(log, "actor pid ", 30s, &driver).value_or("");
+  if (pid.empty() || driver.Wait(30s) != 0) {
+    ADD_FAILURE() << ReadFile(log);
+    return 0;
+  }
+  return std::stoi(pid);
+}
+
+// Add(k) on a handle found by name once the actor answers (a call in flight when its worker died
+// fails; the next reaches the restarted actor); nullopt after 30 s.
+std::optional<int> AddOnceBack(ActorHandle<Counter>& counter, int k) {
+  std::optional<int> value;
+  WaitUntil(
+      [&] {
+        try {
+          value = *Get(counter.Task(&Counter::Add).Remote(k), 20'000);
+          return true;
+        } catch (const ActorDiedError&) {
+          throw;
+        } catch (const ActorError&) {
+          return false;
+        }
+      },
+      30s);
+  return value;
+}
+
+TEST_F(Actors, ADetachedActorWhoseCreatorHasExitedIsRestartedByTheHeadWithinMaxRestarts) {
+  int pid = DetachedActorOfAnExitedDriver(*dir_, "phoenix", 1);
+  ASSERT_NE(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  // Nobody holds it: the head sees its worker go and restarts it (the constructor runs again).
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return ReadFile(dir_->File("head.log")).find("restarted by the head") != std::string::npos;
+      },
+      30s))
+      << ReadFile(dir_->File("head.log"));
+  // This process is a second driver: it finds the actor by name and calls it.
+  std::optional<ActorHandle<Counter>> phoenix = GetActor<Counter>("phoenix", "ns");
+  ASSERT_TRUE(phoenix.has_value());
+  EXPECT_EQ(AddOnceBack(*phoenix, 1), 101);
+  int second = *Get(phoenix->Task(&Counter::Pid).Remote(), 20'000);
+  EXPECT_NE(second, pid);
+
+  // Its one restart is spent: the next death is final, for this holder and for GetActor.
+  ASSERT_EQ(::kill(second, SIGKILL), 0);
+  EXPECT_TRUE(SoonDead(*phoenix, "may not restart (max_restarts=1, restarted 1 times)"));
+  EXPECT_TRUE(WaitUntil([] { return !GetActor<Counter>("phoenix", "ns").has_value(); }, 20s))
+      << "the directory has it DEAD too";
+}
+
+TEST_F(Actors, ADetachedActorWithoutRestartsWhoseCreatorHasExitedIsDeadWhenItsProcessDies) {
+  int pid = DetachedActorOfAnExitedDriver(*dir_, "orphan", 0);
+  ASSERT_NE(pid, 0);
   std::optional<ActorHandle<Counter>> orphan = GetActor<Counter>("orphan", "ns");
   ASSERT_TRUE(orphan.has_value());
   EXPECT_EQ(*Get(orphan->Task(&Counter::Add).Remote(1), 20'000), 101);
 
-  ASSERT_EQ(::kill(std::stoi(pid), SIGKILL), 0);
-  // This holder finds the worker gone while the directory still shows it: nobody restarts it.
-  EXPECT_TRUE(SoonDead(*orphan, "only its creator restarts an actor"));
-  EXPECT_FALSE(GetActor<Counter>("orphan", "ns").has_value()) << "the directory has it DEAD too";
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  EXPECT_TRUE(SoonDead(*orphan, "may not restart (max_restarts=0"));
+  EXPECT_TRUE(WaitUntil([] { return !GetActor<Counter>("orphan", "ns").has_value(); }, 20s))
+      << "the directory has it DEAD too";
 }
 
 TEST_F(Actors, ADetachedActorMustBeNamed) {

@@ -3,6 +3,7 @@
 // rows read back by a restarted head.
 #include "head/internal/actor_table.h"
 
+#include <capnp/message.h>
 #include <gtest/gtest.h>
 
 #include "head/internal/job_table.h"
@@ -238,6 +239,31 @@ TEST_F(ActorTableTest, ForgetsTheEarliestDeadBeyondTheLimit) {
   EXPECT_TRUE(small.Find(ids[1]).has_value());
   EXPECT_FALSE(backing_.Get("actor:" + ids[0].Hex())->has_value()) << "its row is gone too";
   EXPECT_EQ(small.size(), 4u);
+}
+
+TEST_F(ActorTableTest, ACreationTaskIsKeptInTheRowButLeftOutOfReplies) {
+  ActorRecord actor = Actor("keeper", "ns");
+  actor.detached = true;
+  ASSERT_TRUE(commit_(actors_.Register(actor)).ok());
+  ActorRecord alive = Alive(actor);
+  alive.creation_task = std::string(16, 'x');
+  ASSERT_TRUE(commit_(actors_.Update(alive)).ok());
+  ActorRecord restarting = actor;
+  restarting.state = ActorState::kRestarting;
+  restarting.num_restarts = 1;  // an update without one keeps the one kept
+  ASSERT_TRUE(commit_(actors_.Update(restarting)).ok());
+  EXPECT_EQ(actors_.Find(actor.id)->creation_task, std::string(16, 'x'));
+
+  JobTable jobs(store_, clock_);
+  ASSERT_TRUE(jobs.Load().ok());
+  ActorTable restarted({}, store_, jobs);
+  ASSERT_TRUE(restarted.Load().ok());
+  EXPECT_EQ(restarted.Find(actor.id)->creation_task, std::string(16, 'x'));
+
+  capnp::MallocMessageBuilder message;
+  auto reply = message.initRoot<proto::ActorInfo>();
+  FillActorInfo(*restarted.Find(actor.id), reply);
+  EXPECT_EQ(reply.getCreationTask().size(), 0u);
 }
 
 TEST_F(ActorTableTest, LoadRestoresEveryActorAndItsNames) {

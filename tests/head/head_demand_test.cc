@@ -284,5 +284,40 @@ TEST_F(HeadGroupDemandTest, AGroupOnlyANodeTypeHoldsIsNotInfeasibleButOneNoTypeH
   EXPECT_EQ(Infeasible(huge), std::optional<bool>(true)) << "no node type holds 64 CPUs";
 }
 
+// Long polls end with their caller: a waitDemand or waitPlacementGroup whose call is dropped (the
+// autoscaler's or pg.wait's timeout) leaves no waiter in the head.
+TEST_F(HeadDemandTest, ADroppedWaitDemandLeavesNoWaiterBehind) {
+  ASSERT_TRUE(RegisterNode(NodeId::FromRandom()).ok());
+  auto first = Demand(0);
+  ASSERT_TRUE(first.ok());
+  {
+    auto request = head().waitDemandRequest();
+    request.setSinceVersion(first->getDemand().getVersion());
+    auto pending = request.send();
+    ASSERT_TRUE(PumpUntil([&] { return head_->Waiters().demand == 1; }));
+  }
+  EXPECT_TRUE(PumpUntil([&] { return head_->Waiters().demand == 0; }));
+}
+
+TEST_F(HeadDemandTest, ADroppedWaitPlacementGroupLeavesNoWaiterBehind) {
+  Result<JobId> job = RegisterJob();
+  ASSERT_TRUE(job.ok());
+  auto create = head().createPlacementGroupRequest();
+  auto info = create.initInfo();
+  info.setJobId(capnp::Data::Reader(job->data(), JobId::kSize));
+  auto resources = info.initBundles(1)[0].initResources(1);
+  resources[0].setName("CPU");
+  resources[0].setAmount(1);
+  auto created = Send(kj::mv(create));  // no node: it stays PENDING
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  {
+    auto request = head().waitPlacementGroupRequest();
+    request.setGroupId(created->getGroupId());
+    auto pending = request.send();
+    ASSERT_TRUE(PumpUntil([&] { return head_->Waiters().placement_groups == 1; }));
+  }
+  EXPECT_TRUE(PumpUntil([&] { return head_->Waiters().placement_groups == 0; }));
+}
+
 }  // namespace
 }  // namespace airt::head::testing

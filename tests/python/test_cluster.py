@@ -206,3 +206,45 @@ except ValueError:
     print("gone")
 """)
     assert user.split() == ["2", "gone"]
+
+
+def test_a_detached_actor_is_restarted_by_the_head_after_its_driver_exits(two_nodes):
+    creator = two_nodes.run_driver("""
+import os
+import airt
+airt.init(namespace="services")
+
+@airt.remote(max_restarts=1)
+class Phoenix:
+    def __init__(self, start):
+        self.value = start
+    def add(self, k):
+        self.value += k
+        return self.value
+    def pid(self):
+        return os.getpid()
+
+phoenix = Phoenix.options(name="phoenix", lifetime="detached").remote(100)
+print(airt.get(phoenix.add.remote(1)), airt.get(phoenix.pid.remote()))
+""")
+    value, pid = creator.split()
+    assert value == "101"
+    os.kill(int(pid), 9)  # the creator has exited: only the head can restart it
+    user = two_nodes.run_driver("""
+import sys, time
+import airt
+airt.init()
+phoenix = airt.get_actor("phoenix", namespace="services")
+deadline = time.monotonic() + 60
+while True:
+    try:
+        value = airt.get(phoenix.add.remote(1))  # the constructor ran again: 100 + 1
+        break
+    except airt.exceptions.ActorUnavailableError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.1)
+pid = airt.get(phoenix.pid.remote())
+print(value, pid != int(sys.argv[1]))
+""", pid)
+    assert user.split() == ["101", "True"]
