@@ -42,7 +42,7 @@ std::string NodeTable::RowKey(uint64_t seq, const NodeId& id) {
 std::string NodeTable::AliveRow(const NodeInfo& info,
                                 const std::optional<std::string>& drain_reason,
                                 uint64_t drain_deadline_ms) {
-  NodeRow row{info, /*alive=*/true, "", 0};
+  NodeRow row{.info = info, .alive = true};
   row.drain_reason = drain_reason;
   row.drain_deadline_ms = drain_reason ? drain_deadline_ms : 0;
   return EncodeNodeRow(row);
@@ -150,7 +150,7 @@ Result<Change> NodeTable::Register(NodeInfo info) {
     e.disconnected_ms.reset();
     e.death_cause.clear();
     e.death_time_ms = 0;
-    e.load = NodeLoad{info.total, {}, {}};
+    e.load = NodeLoad{.available = info.total};
     e.last_heartbeat_ms = clock_.MonotonicMs();
     e.info = std::move(info);
   });
@@ -181,7 +181,8 @@ void NodeTable::StageDeath(uint64_t seq, std::string cause, Change& change) {
   const Entry& e = by_seq_.at(seq);
   uint64_t when = static_cast<uint64_t>(std::max<int64_t>(0, clock_.WallMs()));
   change.rows.Put(RowKey(seq, e.info.id),
-                  EncodeNodeRow(NodeRow{e.info, /*alive=*/false, cause, when}));
+                  EncodeNodeRow(NodeRow{.info = e.info, .alive = false, .death_cause = cause,
+                                          .death_time_ms = when}));
   change.on_written.push_back([this, seq, cause = std::move(cause), when] {
     Entry& dead = by_seq_.at(seq);
     if (!dead.alive) return;

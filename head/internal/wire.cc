@@ -447,7 +447,10 @@ Result<NodeRow> DecodeNodeRow(std::string_view bytes) {
         AIRT_ASSIGN_OR_RETURN(NodeInfo info, ParseNodeInfo(row.getInfo(), "info"));
         AIRT_ASSIGN_OR_RETURN(std::string cause, ParseText(row.getDeathCause(), "deathCause",
                                                            kMaxDeathCauseBytes, true));
-        NodeRow out{std::move(info), row.getAlive(), std::move(cause), row.getDeathTimeMs()};
+        NodeRow out{.info = std::move(info),
+                    .alive = row.getAlive(),
+                    .death_cause = std::move(cause),
+                    .death_time_ms = row.getDeathTimeMs()};
         if (row.getDraining()) {
           AIRT_ASSIGN_OR_RETURN(std::string reason, ParseText(row.getDrainReason(), "drainReason",
                                                               kMaxDeathCauseBytes, true));

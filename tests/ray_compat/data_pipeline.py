@@ -5,7 +5,7 @@ import tempfile
 import numpy as np
 import ray
 
-ray.init(num_cpus=2)
+ray.init(num_cpus=4)  # the actor pool below takes 2; the read keeps the others
 
 ds = ray.data.range(10_000)
 ds = ds.map_batches(lambda batch: {"id": batch["id"], "square": batch["id"] ** 2})
