@@ -276,8 +276,8 @@ void PlacementGroupManager::Schedule() {
     std::variant<Placed, BundlesWait> decision = Decide(group, free);
     if (auto* wait = std::get_if<BundlesWait>(&decision)) {
       if (wait->infeasible && node_types_ &&
-          NodeTypesHoldGroup(node_types_(), group->strategy, group->bundles,
-                             group->bundle_label_selector)) {
+          NodeTypesHoldGroup(node_types_(), group.strategy, group.bundles,
+                             group.bundle_label_selector)) {
         wait->infeasible = false;  // the autoscaler can add nodes that hold it
         wait->reason += "; a node type of the autoscaler holds it";
       }
