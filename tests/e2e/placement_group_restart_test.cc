@@ -9,10 +9,6 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +20,7 @@
 #include "airt/api.h"
 #include "tests/e2e/actor_functions.h"
 #include "tests/e2e/multinode_cluster.h"
+#include "tests/testing/redis_server.h"
 
 int NodePid();
 int SleepMs(int ms);
@@ -35,41 +32,8 @@ using namespace std::chrono_literals;
 constexpr int64_t kLong = 60'000;
 constexpr const char* kPrefix = "pgtest:";
 
-std::string OnPath(const std::string& binary) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/usr/local/bin";
-  for (size_t start = 0; start <= dirs.size();) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::filesystem::path candidate = std::filesystem::path(dirs.substr(start, end - start)) / binary;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-    start = end + 1;
-  }
-  return "";
-}
-
-uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-bool Accepts(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  ::close(fd);
-  return ok;
-}
+using testing::Accepts;
+using testing::FreePort;
 
 // What `command` prints.
 std::string Output(const std::string& command) {
@@ -102,7 +66,8 @@ PlacementGroup Detached(const std::string& name, std::vector<std::map<std::strin
 }
 
 TEST(PlacementGroupHeadRestart, ReservationsAreReconciledWithTheNodesAfterAKill) {
-  std::string redis_server = OnPath("redis-server"), redis_cli = OnPath("redis-cli");
+  std::string redis_server = testing::BinaryOnPath("redis-server"),
+              redis_cli = testing::BinaryOnPath("redis-cli");
   if (redis_server.empty() || redis_cli.empty()) GTEST_SKIP() << "skipped: redis not installed";
   testing::TempDir dir;
   uint16_t redis_port = FreePort();

@@ -1,5 +1,6 @@
 // redis-server for tests: where it is installed, a free loopback port for it, and whether it
-// accepts connections yet (tests/e2e/head_redis_fixture.h, tests/head/redis_store_test.cc).
+// accepts connections yet (tests/e2e/head_redis_fixture.h, tests/head/redis_store_test.cc,
+// tests/e2e/placement_group_restart_test.cc).
 #pragma once
 
 #include <unistd.h>
@@ -15,20 +16,22 @@
 
 namespace airt::testing {
 
-// The path of redis-server on PATH; "" when it is not installed.
-inline std::string RedisServerBinary() {
+// The path of `binary` on PATH; "" when it is not there.
+inline std::string BinaryOnPath(const std::string& binary) {
   const char* path = std::getenv("PATH");
   std::string dirs = path != nullptr ? path : "/usr/bin:/usr/local/bin";
   for (size_t start = 0; start <= dirs.size();) {
     size_t end = dirs.find(':', start);
     if (end == std::string::npos) end = dirs.size();
-    std::filesystem::path candidate =
-        std::filesystem::path(dirs.substr(start, end - start)) / "redis-server";
+    std::filesystem::path candidate = std::filesystem::path(dirs.substr(start, end - start)) / binary;
     if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
     start = end + 1;
   }
   return "";
 }
+
+// The path of redis-server on PATH; "" when it is not installed.
+inline std::string RedisServerBinary() { return BinaryOnPath("redis-server"); }
 
 // A loopback port nothing listens on now.
 inline uint16_t FreePort() {
