@@ -230,6 +230,7 @@ class UnreachableNodes final : public internal::NodeConnector {
     return proto::Node::Client(KJ_EXCEPTION(DISCONNECTED, "no node in this test"));
   }
   void Forget(const std::string&) override {}
+  kj::Promise<void> WhenGone(const std::string&) override { return kj::READY_NOW; }
 };
 
 class HeadGroupDemandTest : public HeadDemandTest {
