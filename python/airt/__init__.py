@@ -238,3 +238,15 @@ def remote(*args, **kwargs):
     if args:
         raise TypeError("airt.remote takes a function or keyword options")
     return make
+
+
+# The layers load on first use, as Ray's do: `import airt` then `airt.data.range(...)` works
+# without `import airt.data`, and a driver that uses none of them does not pay for importing them.
+_LAZY_SUBMODULES = ("autoscaler", "data", "train", "tune")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+        return importlib.import_module(f"airt.{name}")
+    raise AttributeError(f"module 'airt' has no attribute '{name}'")

@@ -366,3 +366,19 @@ def test_object_refs_inside_values_travel_as_references(cluster):
     # A ref to a failed task carries its error.
     with pytest.raises(RayTaskError, match="inner"):
         airt.get(airt.get(airt.put([fails.remote()]))[0])
+
+
+def test_the_layers_load_on_first_use_as_rays_do():
+    import subprocess
+    import sys
+    # A process of its own: nothing imported the layers before.
+    code = ("import sys, airt\n"
+            "assert 'airt.data' not in sys.modules\n"
+            "assert callable(airt.data.range)\n"
+            "assert airt.tune.Tuner and airt.train.ScalingConfig and airt.autoscaler\n"
+            "try:\n    airt.no_such_layer\nexcept AttributeError as e:\n"
+            "    assert 'no_such_layer' in str(e)\nelse:\n    raise SystemExit('no error')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -253,3 +253,25 @@ def test_progress_bars_show_rows_and_queued_blocks_per_operator(rd, capfd):
     err = capfd.readouterr().err
     assert "- ReadRange->MapBatches(<lambda>): 10 rows, " in err
     assert "rows/s, 0 blocks queued" in err
+
+
+def test_split_at_indices_proportionately_and_train_test_split_keep_every_row_once(rd):
+    ds = rd.range(100, override_num_blocks=7)
+    parts = ds.split_at_indices([10, 10, 55, 500])
+    assert [p.count() for p in parts] == [10, 0, 45, 45, 0]
+    assert sorted(r["id"] for p in parts for r in p.take_all()) == list(range(100))
+    assert [r["id"] for r in parts[2].take_all()] == list(range(10, 55))  # in order
+    assert [p.count() for p in ds.split_proportionately([0.25, 0.5])] == [25, 50, 25]
+    train, test = ds.train_test_split(test_size=0.2)
+    assert (train.count(), test.count()) == (80, 20)
+    assert [r["id"] for r in test.take_all()] == list(range(80, 100))
+    train, test = ds.train_test_split(test_size=30, shuffle=True, seed=7)
+    assert (train.count(), test.count()) == (70, 30)
+    ids = [r["id"] for r in train.take_all()] + [r["id"] for r in test.take_all()]
+    assert sorted(ids) == list(range(100)) and ids != list(range(100))
+    with pytest.raises(ValueError, match="sorted"):
+        ds.split_at_indices([5, 2])
+    with pytest.raises(ValueError, match="sum to less than 1"):
+        ds.split_proportionately([0.5, 0.5])
+    with pytest.raises(ValueError, match="test_size"):
+        ds.train_test_split(test_size=1.5)

@@ -294,6 +294,53 @@ class Dataset:
         from airt.data.iterator import split_blocks
         return [MaterializedDataset(bs) for bs in split_blocks(self._blocks(), n, equal)]
 
+    def split_at_indices(self, indices):
+        """Datasets of the rows before indices[0], between each two, and after the last (as
+        Ray's; an index past the end is the end): len(indices) + 1 datasets, some maybe empty."""
+        indices = list(indices)
+        if not indices:
+            raise ValueError("indices must not be empty")
+        if any(i < 0 for i in indices) or indices != sorted(indices):
+            raise ValueError(f"indices must be sorted and non-negative, got {indices}")
+        blocks = self._blocks()
+        total = sum(m["num_rows"] for _, m in blocks)
+        bounds = [0] + [min(i, total) for i in indices] + [total]
+        counts = [b - a for a, b in zip(bounds, bounds[1:])]
+        pieces = iter(A.reshape(blocks, [c for c in counts if c > 0]) if total else [])
+        return [MaterializedDataset([next(pieces)] if c > 0 else []) for c in counts]
+
+    def split_proportionately(self, proportions):
+        """Datasets of the given shares of the rows, and one of the rest (as Ray's: each share
+        > 0, their sum < 1)."""
+        if not proportions or any(p <= 0 for p in proportions) or sum(proportions) >= 1:
+            raise ValueError("proportions must be > 0 and sum to less than 1, got "
+                             f"{list(proportions)}")
+        total = self.count()
+        indices, acc = [], 0.0
+        for p in proportions:
+            acc += p
+            indices.append(int(total * acc))
+        return self.split_at_indices(indices)
+
+    def train_test_split(self, test_size, *, shuffle=False, seed=None, stratify=None):
+        """(train, test), as Ray's: `test_size` a share of the rows (0 < f < 1) or a count of
+        them; shuffle=True shuffles the rows first (seeded by `seed`)."""
+        if stratify is not None:
+            from airt.exceptions import UnimplementedError
+            raise UnimplementedError("train_test_split(stratify=) is not built in airt.data: "
+                                     "split by key with groupby or filter")
+        ds = self.random_shuffle(seed=seed) if shuffle else self
+        if isinstance(test_size, float):
+            if not 0 < test_size < 1:
+                raise ValueError(f"a float test_size must be in (0, 1), got {test_size}")
+            return tuple(ds.split_proportionately([1 - test_size]))
+        if isinstance(test_size, int):
+            total = ds.count()
+            if not 0 < test_size < total:
+                raise ValueError(f"an int test_size must be in (0, {total}), got {test_size}")
+            return tuple(ds.split_at_indices([total - test_size]))
+        raise TypeError(f"test_size must be a float or an int, got {type(test_size).__name__}")
+
     def streaming_split(self, n, *, equal=False, locality_hints=None):
         from airt.data.iterator import streaming_split
         return streaming_split(self, n, equal, locality_hints)
