@@ -30,6 +30,7 @@
 #include "common/flags.h"
 #include "common/process.h"
 #include "head/redis_metadata_store.h"
+#include "tests/testing/redis_server.h"  // redis-server and a free port, as the tests find them
 
 namespace airt::bench {
 namespace {
@@ -40,30 +41,8 @@ using head::WriteBatch;
 
 constexpr size_t kWindow = 1000;  // SETs in flight in the hiredis pipelined loop
 
-std::string FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/usr/local/bin";
-  for (size_t start = 0; start <= dirs.size();) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::filesystem::path candidate = std::filesystem::path(dirs.substr(start, end - start)) / name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-    start = end + 1;
-  }
-  return "";
-}
-
-uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using testing::BinaryOnPath;
+using testing::FreePort;
 
 struct Figure {
   double writes_per_s = 0;
@@ -173,7 +152,7 @@ int main(int argc, char** argv) {
   airt::InitProcess("redis_write_bench");
   uint64_t writes = 20000;
   bool quick = false;
-  std::string redis_server = FindOnPath("redis-server");
+  std::string redis_server = BinaryOnPath("redis-server");
   airt::FlagSet flags("redis_write_bench");
   flags.AddUint64("writes", &writes, "writes per size and way (10 KiB values: a quarter)");
   flags.AddBool("quick", &quick, "500 writes per size and way (for smoke runs)");

@@ -18,6 +18,7 @@
 
 #include "autoscaler/provider.h"
 #include "common/proto/cluster.capnp.h"
+#include "tests/testing/redis_server.h"  // FreePort
 #include "tests/testing/test_support.h"
 
 namespace airt::autoscaler {
@@ -28,17 +29,7 @@ using airt::testing::ReadFile;
 using airt::testing::TempDir;
 using airt::testing::WaitUntil;
 
-uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using airt::testing::FreePort;
 
 bool Executable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
 

@@ -1,6 +1,6 @@
-// redis-server for tests: where it is installed, a free loopback port for it, and whether it
-// accepts connections yet (tests/e2e/head_redis_fixture.h, tests/head/redis_store_test.cc,
-// tests/e2e/placement_group_restart_test.cc).
+// redis-server for tests and benches: where it (or another program) is installed, a free
+// loopback port for it, and whether it accepts connections yet (head_redis_fixture.h,
+// redis_store_test.cc, placement_group_restart_test.cc, slurm_daemon_test.cc, redis_write_bench).
 #pragma once
 
 #include <unistd.h>
