@@ -293,7 +293,7 @@ TEST_F(Actors, ADetachedActorWhoseCreatorHasExitedIsRestartedByTheHeadWithinMaxR
       [&] {
         return ReadFile(dir_->File("head.log")).find("restarted by the head") != std::string::npos;
       },
-      30s))
+      60s))  // a lease and a new worker's start on a loaded machine
       << ReadFile(dir_->File("head.log"));
   // This process is a second driver: it finds the actor by name and calls it.
   std::optional<ActorHandle<Counter>> phoenix = GetActor<Counter>("phoenix", "ns");

@@ -56,6 +56,48 @@ TEST_F(HeadRedisTest, RedisRestartedEmptyGetsTheHeadsRowsWrittenAgain) {
             std::string::npos);
 }
 
+// request_resources (the autoscaler's standing floor) is a row of its own: a head killed with
+// kill -9 and started again on the same Redis still asks for it, until it is cleared.
+TEST_F(HeadRedisTest, AStandingResourceRequestOutlivesAKilledHead) {
+  ASSERT_NO_FATAL_FAILURE(StartRedis());
+  std::vector<std::string> flags = {RedisFlag()};
+  Head* first = StartHead(flags);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(CatchKj([&] {
+                auto request = first->head().requestResourcesRequest();
+                auto resources = request.initBundles(1)[0].initResources(1);
+                resources[0].setName("GPU");
+                resources[0].setAmount(8);
+                request.send().wait(first->wait());
+              }).ok());
+  KillHead(first);
+
+  Head* second = StartHead(flags);
+  ASSERT_NE(second, nullptr);
+  auto requested = [](Head* h) {
+    std::vector<std::pair<std::string, double>> out;
+    Status s = CatchKj([&] {
+      auto request = h->head().waitDemandRequest();
+      request.setSinceVersion(0);  // answered at once with the current demand
+      auto reply = request.send().wait(h->wait());
+      for (auto bundle : reply.getDemand().getRequested()) {
+        for (auto r : bundle.getResources()) out.emplace_back(r.getName().cStr(), r.getAmount());
+      }
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return out;
+  };
+  EXPECT_EQ(requested(second), (std::vector<std::pair<std::string, double>>{{"GPU", 8}}));
+
+  ASSERT_TRUE(CatchKj([&] {
+                second->head().requestResourcesRequest().send().wait(second->wait());
+              }).ok());
+  KillHead(second);
+  Head* third = StartHead(flags);
+  ASSERT_NE(third, nullptr);
+  EXPECT_TRUE(requested(third).empty()) << "clearing it is kept too";
+}
+
 TEST_F(HeadRedisTest, AuthWithAPassword) {
   ASSERT_NO_FATAL_FAILURE(StartRedis("s3cret"));
   {
