@@ -415,3 +415,34 @@ def test_a_hung_collective_past_max_failures_names_the_hung_rank_and_the_operati
     assert list(info.value.worker_failures) == [1]
     from airt.util.collective import CollectiveTimeoutError
     assert isinstance(info.value.worker_failures[1].cause, CollectiveTimeoutError)
+
+
+def torch_hang_loop(config):
+    """A torch.distributed allreduce per step; rank 1 sleeps inside step 1 instead."""
+    import torch
+    import torch.distributed as dist
+    rank = train.get_context().get_world_rank()
+    for step in range(3):
+        if step == 1 and rank == 1:
+            with open(config["marker"], "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(600)  # hung: the gang's teardown kills this process
+        value = torch.tensor([float(step)])
+        dist.all_reduce(value)
+
+
+def test_a_rank_hung_in_a_torch_collective_is_named_not_the_rank_that_timed_out(cluster,
+                                                                               tmp_path):
+    pytest.importorskip("torch")
+    from airt.train.torch import TorchConfig, TorchTrainer
+    marker = str(tmp_path / "hung")
+    with pytest.raises(TrainingFailedError) as info:
+        TorchTrainer(torch_hang_loop, train_loop_config={"marker": marker},
+                     torch_config=TorchConfig(backend="gloo", timeout_s=5),
+                     scaling_config=ScalingConfig(num_workers=2),
+                     run_config=run_config(tmp_path)).fit()
+    text = str(info.value)
+    pid = open(marker).read()
+    assert f"rank 1 (node " in text and f"pid {pid}) hung: it never reached a torch.distributed " \
+        "collective, on which rank 0 passed the group's deadline" in text, text
+    assert list(info.value.worker_failures) == [1]

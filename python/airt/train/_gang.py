@@ -17,6 +17,18 @@ import cloudpickle
 INFEASIBLE_GRACE_S = 10.0
 
 
+# How long the other ranks get to time out too, once one rank's torch collective has.
+_TORCH_HANG_GRACE_S = 10.0
+
+
+def _is_torch_collective_timeout(error):
+    """Whether a rank's error is torch.distributed's own collective timeout (gloo's "Timed out
+    waiting ...ms for recv/send", NCCL's watchdog), which does not say which rank hung."""
+    text = str(error)
+    return (("gloo" in text and "Timed out waiting" in text)
+            or "Watchdog caught collective operation timeout" in text)
+
+
 class GangFailure(Exception):
     """A rank failed. kind "raised": its loop raised; "died": its process or node died; "hung":
     it never reached a collective on which another rank passed the group's deadline (`cause` is
@@ -227,6 +239,10 @@ class Gang:
                 except (exceptions.RayActorError, exceptions.WorkerCrashedError) as error:
                     raise self._failure(i, error, True) from None
                 except exceptions.RayError as error:
+                    if self._hung_rank(error) is None and _is_torch_collective_timeout(error):
+                        hung = self._still_running(pending, index)
+                        if hung is not None:
+                            raise self._torch_hang(hung, i, error) from None
                     raise self._failure(i, error, False) from None
         if beside is not None:
             beside.drain()
@@ -240,6 +256,21 @@ class Gang:
             return GangFailure(h["world_rank"], h.get("node_id"), h.get("pid"), error, False,
                                hung_in=where, reporter=r.get("world_rank", i))
         return GangFailure(r.get("world_rank", i), r.get("node_id"), r.get("pid"), error, died)
+
+    def _still_running(self, pending, index):
+        """After a torch.distributed timeout on one rank, the others that waited in the same
+        collective time out too, within moments: the first rank whose call still runs after
+        that grace is the one that never reached the collective (None when every call ended)."""
+        import airt
+        _, running = airt.wait(pending, num_returns=len(pending), timeout=_TORCH_HANG_GRACE_S)
+        return min((index[ref.binary()] for ref in running), default=None)
+
+    def _torch_hang(self, hung, reporter, error):
+        h = self.ranks[hung] if hung < len(self.ranks) else {}
+        r = self.ranks[reporter] if reporter < len(self.ranks) else {}
+        return GangFailure(h.get("world_rank", hung), h.get("node_id"), h.get("pid"), error,
+                           False, hung_in="a torch.distributed collective",
+                           reporter=r.get("world_rank", reporter))
 
     def _hung_rank(self, error):
         """For a rank's CollectiveTimeoutError: (the rank it names first as never having reached
