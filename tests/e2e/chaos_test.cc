@@ -23,10 +23,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::vector<std::string> kHeadFlags = {
-    "--heartbeat-interval-ms=200", "--node-timeout-ms=20000", "--node-disconnect-grace-ms=300"};
-const std::vector<std::string> kNodeFlags = {"--num-cpus=2", "--object-store-memory=64M",
-                                             "--cluster-view-interval-ms=100"};
+const std::vector<std::string>& kHeadFlags = e2e::kNodeKillHeadFlags;
+const std::vector<std::string>& kNodeFlags = e2e::kNodeKillNodeFlags;
 const std::string kSpecial = "--resources={\"special\": 2}";
 constexpr int kChains = 12;
 constexpr int kSize = 256 << 10;  // not inline

@@ -23,11 +23,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A killed node's connection drops: the head declares it dead within the grace.
-const std::vector<std::string> kHeadFlags = {
-    "--heartbeat-interval-ms=200", "--node-timeout-ms=20000", "--node-disconnect-grace-ms=300"};
-const std::vector<std::string> kNodeFlags = {"--num-cpus=2", "--object-store-memory=64M",
-                                             "--cluster-view-interval-ms=100"};
+const std::vector<std::string>& kHeadFlags = e2e::kNodeKillHeadFlags;
+const std::vector<std::string>& kNodeFlags = e2e::kNodeKillNodeFlags;
 // Only the nodes with {special: 1} run the tasks: `second`, and after its death `third`.
 const std::string kSpecial = "--resources={\"special\": 1}";
 constexpr int kSize = 1 << 20;  // not inline: the return lives in its node's store

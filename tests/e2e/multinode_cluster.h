@@ -14,6 +14,14 @@
 
 namespace airt::e2e {
 
+// The flags of the tests that kill nodes (chaos, lineage, node death, object copies): a killed
+// node's connection drops, and the head declares it dead within the grace; heartbeats do not
+// time out on a loaded machine.
+inline const std::vector<std::string> kNodeKillHeadFlags = {
+    "--heartbeat-interval-ms=200", "--node-timeout-ms=20000", "--node-disconnect-grace-ms=300"};
+inline const std::vector<std::string> kNodeKillNodeFlags = {
+    "--num-cpus=2", "--object-store-memory=64M", "--cluster-view-interval-ms=100"};
+
 class MultiNodeCluster {
  public:
   // Starts the head; `node_flags` go to every node AddNode starts. A failure is a fatal test

@@ -28,15 +28,13 @@ using namespace std::chrono_literals;
 using testing::ChildProcess;
 using testing::ReadFile;
 
-// A killed node's connection drops: the head sees its death within the grace. The heartbeat
-// timeout is long, so that a loaded machine's late heartbeats do not kill a survivor.
-const std::vector<std::string> kHeadFlags = {
-    "--heartbeat-interval-ms=200", "--node-timeout-ms=20000", "--node-disconnect-grace-ms=300"};
+// A killed node's connection drops: the head sees its death within the grace (the heartbeat
+// timeout is long, so that a loaded machine's late heartbeats do not kill a survivor).
+const std::vector<std::string>& kHeadFlags = e2e::kNodeKillHeadFlags;
 // For the test that needs the timeout itself.
 const std::vector<std::string> kShortTimeoutHeadFlags = {
     "--heartbeat-interval-ms=200", "--node-timeout-ms=3000", "--node-disconnect-grace-ms=300"};
-const std::vector<std::string> kNodeFlags = {"--num-cpus=2", "--object-store-memory=64M",
-                                             "--cluster-view-interval-ms=100"};
+const std::vector<std::string>& kNodeFlags = e2e::kNodeKillNodeFlags;
 const std::string kSpecial = "--resources={\"special\": 1}";
 
 // The pid of the node where a SquareSlowly marker appeared in `dir`; 0 when none by the deadline.
