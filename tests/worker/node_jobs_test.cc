@@ -222,5 +222,19 @@ TEST_F(NodeJobs, AFinishedJobsWaitingRequestsFail) {
   EXPECT_EQ(Cpus(), "1");
 }
 
+TEST_F(NodeJobs, ADetachedActorsWaitingRequestOutlivesItsJob) {
+  // The head restarts a detached actor of a finished job: its request is not void.
+  ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 1}}}));
+  LeaseReply held = Lease({{"CPU", 1}});
+  ASSERT_EQ(held.kind, Kind::kGranted) << held.status.ToString();
+  kj::Promise<LeaseReply> waiting = Request({{"CPU", 1}}, JobId(), {.detached = true});
+  ASSERT_TRUE(PumpUntil([&] { return Snap().num_queued == 1; }));
+  head_state_->FinishJob(job_);  // ends the plain lease, which frees the CPU for the other
+  LeaseReply granted = Await(waiting);
+  ASSERT_EQ(granted.kind, Kind::kGranted) << granted.status.ToString();
+  EXPECT_FALSE(airt::testing::ProcessGone(granted.worker.pid));
+  EXPECT_EQ(Cpus(), "0") << "the detached lease holds the CPU";
+}
+
 }  // namespace
 }  // namespace airt

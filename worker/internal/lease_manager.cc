@@ -274,7 +274,8 @@ void LeaseManager::EndLease(uint64_t lease_id) {
 kj::Promise<void> LeaseManager::EndJob(const JobId& job) {
   for (auto it = requests_.begin(); it != requests_.end();) {
     Request& request = *it->second;
-    if (request.ask.job != job) {
+    // A detached actor's request (the head restarting it after its job ended) outlives the job.
+    if (request.ask.job != job || request.ask.detached) {
       ++it;
       continue;
     }

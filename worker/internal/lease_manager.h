@@ -132,7 +132,8 @@ class LeaseManager final : public ResourceReporter, private kj::TaskSet::ErrorHa
   // Called (on the loop) each time a request is queued here: the node's heartbeat then reports
   // its queue soon (HeadSession::ReportSoon), so that an autoscaler hears of it at once.
   void SetOnQueued(std::function<void()> on_queued) { on_queued_ = std::move(on_queued); }
-  // `job` has finished: rejects its waiting requests with kFailedPrecondition, ends its leases
+  // `job` has finished: rejects its waiting requests (but a detached actor's, which the head
+  // sends to restart it after its job) with kFailedPrecondition, ends its leases
   // (their resources come back at once) and stops every worker of the job (WorkerPool::StopJob),
   // except the workers of its detached leases, which keep running (a detached actor outlives its
   // job) until they are returned, killed or exit. Resolves once every worker of the job has
