@@ -206,7 +206,7 @@ void ActorManager::OnCallFailed(const ActorId& id, uint64_t seq, uint64_t incarn
 
 void ActorManager::Resolve(const ActorId& id) {
   Entry(id).resolving = true;
-  auto request = head_.getActorRequest();
+  auto request = head().getActorRequest();
   request.setActorId(AsData(id.Binary()));
   background_.add(request.send().then(
       [this, id](auto found) -> kj::Promise<void> {
@@ -268,7 +268,7 @@ kj::Promise<void> ActorManager::OnStaleDirectory(const ActorId& id, bool job_ali
 }
 
 kj::Promise<ActorId> ActorManager::Lookup(const std::string& name, const std::string& ns) {
-  auto request = head_.getActorRequest();
+  auto request = head().getActorRequest();
   request.setName(name);
   request.setNamespace(ns);
   return request.send().then([this, name, ns](auto found) -> ActorId {

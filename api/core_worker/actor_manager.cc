@@ -17,6 +17,15 @@ constexpr auto kPlacementPoll = 100 * kj::MILLISECONDS;
 // Refusals of one placement (the chosen node unreachable, or infeasible there after all) after
 // which the creation fails with the last one.
 constexpr size_t kMaxRefusals = 3;
+// A directory update the head could not take (it is down, restarting) is sent again this often,
+// this many times: 30 s, longer than a head restart with Redis takes.
+constexpr auto kDirectoryRetryDelay = 200 * kj::MILLISECONDS;
+constexpr int kDirectoryRetries = 150;
+
+bool HeadUnreachable(const kj::Exception& e) {
+  return e.getType() == kj::Exception::Type::DISCONNECTED ||
+         e.getType() == kj::Exception::Type::OVERLOADED;
+}
 
 std::string Why(const kj::Exception& e) { return FromKjException(e).ToString(); }
 
@@ -33,7 +42,7 @@ ActorManager::Actor& ActorManager::Entry(const ActorId& id) {
 
 kj::Promise<void> ActorManager::Create(kj::Own<PendingTask> creation, const ActorOptions& options) {
   ActorId id = creation->actor_id;
-  auto request = head_.registerActorRequest();
+  auto request = head().registerActorRequest();
   auto info = request.initInfo();
   info.setActorId(AsData(id.Binary()));
   info.setJobId(AsData(job_.Binary()));
@@ -72,7 +81,7 @@ kj::Promise<void> ActorManager::Create(kj::Own<PendingTask> creation, const Acto
 void ActorManager::Place(Actor& actor) {
   uint64_t incarnation = ++actor.incarnation;
   ActorId id = actor.id;
-  auto request = head_.placeActorRequest();
+  auto request = head().placeActorRequest();
   request.setActorId(AsData(id.Binary()));
   auto avoid = request.initAvoidNodes(static_cast<uint>(actor.refused_by.size()));
   for (size_t i = 0; i < actor.refused_by.size(); ++i) avoid.set(i, AsData(actor.refused_by[i]));
@@ -197,9 +206,16 @@ void ActorManager::OnCreated(const ActorId& id, uint64_t incarnation,
   actor.refused_by.clear();
   background_.add(UpdateDirectory(actor, proto::ActorState::ALIVE)
                       .catch_([this, id, incarnation](kj::Exception&& e) {
-                        // Killed while it was being constructed: the directory has it DEAD.
                         Actor& actor = Entry(id);
                         if (actor.incarnation != incarnation) return;
+                        if (HeadUnreachable(e)) {
+                          // Still alive here; holders find it once the head is back.
+                          AIRT_LOG(WARNING) << "actor " << id.Hex()
+                                            << " is alive but the head never heard of it: "
+                                            << Why(e);
+                          return;
+                        }
+                        // Killed while it was being constructed: the directory has it DEAD.
                         MarkDead(actor, "killed while starting (" + Why(e) + ")");
                         background_.add(ReturnLease(connect_, actor.node, actor.lease_id, true,
                                                     kj::mv(actor.holder)));
@@ -226,7 +242,7 @@ void ActorManager::OnDied(const ActorId& id, uint64_t incarnation, const std::st
           .catch_([](kj::Exception&&) {}));
   actor.state = State::kRestarting;
   actor.deciding = true;  // the calls that failed wait for the answer (Settle)
-  auto request = head_.getActorRequest();
+  auto request = head().getActorRequest();
   request.setActorId(AsData(id.Binary()));
   background_.add(request.send().then(
       [this, id, incarnation, why](auto found) -> kj::Promise<void> {
@@ -284,7 +300,7 @@ kj::Promise<void> ActorManager::Kill(const ActorId& id, bool no_restart) {
     return kill.send().ignoreResult();
   };
   if (no_restart) {
-    auto request = head_.killActorRequest();
+    auto request = head().killActorRequest();
     request.setActorId(AsData(id.Binary()));
     request.setCause("killed by airt::Kill (ray.kill) from job " + job_.Hex());
     return request.send().then([this, id, stop_worker](auto killed) {
@@ -294,7 +310,7 @@ kj::Promise<void> ActorManager::Kill(const ActorId& id, bool no_restart) {
       return stop_worker(killed.getInfo());
     });
   }
-  auto request = head_.getActorRequest();
+  auto request = head().getActorRequest();
   request.setActorId(AsData(id.Binary()));
   return request.send().then([id, stop_worker](auto found) -> kj::Promise<void> {
     if (!found.getFound()) throw ToKjException(NotFound("no actor " + id.Hex()));
@@ -317,7 +333,13 @@ kj::Promise<void> ActorManager::StopOwned() {
 }
 
 kj::Promise<void> ActorManager::UpdateDirectory(const Actor& actor, proto::ActorState state) {
-  auto request = head_.updateActorRequest();
+  return SendUpdate(actor.id, actor.incarnation, state, 0);
+}
+
+kj::Promise<void> ActorManager::SendUpdate(const ActorId& id, uint64_t incarnation,
+                                           proto::ActorState state, int attempt) {
+  const Actor& actor = Entry(id);
+  auto request = head().updateActorRequest();
   auto info = request.initInfo();
   info.setActorId(AsData(actor.id.Binary()));
   info.setJobId(AsData(job_.Binary()));
@@ -349,7 +371,20 @@ kj::Promise<void> ActorManager::UpdateDirectory(const Actor& actor, proto::Actor
     kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
     info.setCreationTask(capnp::Data::Reader(bytes.begin(), bytes.size()));
   }
-  return request.send().ignoreResult();
+  return request.send().ignoreResult().catch_(
+      [this, id, incarnation, state, attempt](kj::Exception&& e) -> kj::Promise<void> {
+        if (!HeadUnreachable(e) || attempt >= kDirectoryRetries) return kj::mv(e);
+        if (attempt == 0) {
+          AIRT_LOG(INFO) << "actor " << id.Hex() << ": the head cannot be reached (" << Why(e)
+                         << "); its directory entry is written once the head is back";
+        }
+        head_.reconnect();
+        return timer_.afterDelay(kDirectoryRetryDelay).then([this, id, incarnation, state, attempt] {
+          // A later placement writes its own state: this one is stale.
+          if (Entry(id).incarnation != incarnation) return kj::Promise<void>(kj::READY_NOW);
+          return SendUpdate(id, incarnation, state, attempt + 1);
+        });
+      });
 }
 
 }  // namespace airt::core_worker

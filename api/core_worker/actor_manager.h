@@ -48,16 +48,22 @@ namespace airt::core_worker {
 class ActorManager {
  public:
   using ForgetFn = std::function<void(const std::string& address)>;
+  // The head as this process reaches it now, and a way to open a new connection once that one
+  // broke (the head restarted): the process keeps one connection to it, so both go through it.
+  struct HeadLink {
+    std::function<proto::Head::Client()> current;
+    std::function<void()> reconnect;
+  };
 
   ActorManager(kj::Timer& timer, kj::TaskSet& background, MemoryStore& memory, ConnectFn connect,
-               ForgetFn forget, proto::Head::Client head, std::string local_node, JobId job,
+               ForgetFn forget, HeadLink head, std::string local_node, JobId job,
                std::string code_search_path)
       : timer_(timer),
         background_(background),
         memory_(memory),
         connect_(std::move(connect)),
         forget_(std::move(forget)),
-        head_(kj::mv(head)),
+        head_(std::move(head)),
         local_node_(std::move(local_node)),
         job_(job),
         code_search_path_(std::move(code_search_path)) {}
@@ -168,7 +174,12 @@ class ActorManager {
   // A sent call got no answer: the actor's process died. Queued again (in submission order) while
   // max_task_retries allows, else unsettled until Settle fails it.
   void OnCallFailed(const ActorId& id, uint64_t seq, uint64_t incarnation, const std::string& why);
+  // Writes the actor's state to the head's directory. A head that cannot be reached (it is
+  // restarting) is asked again, over a new connection, for a while (kDirectoryRetries).
   kj::Promise<void> UpdateDirectory(const Actor& actor, proto::ActorState state);
+  kj::Promise<void> SendUpdate(const ActorId& id, uint64_t incarnation, proto::ActorState state,
+                               int attempt);
+  proto::Head::Client head() const { return head_.current(); }
 
   kj::Timer& timer_;
   kj::TaskSet& background_;
@@ -176,7 +187,7 @@ class ActorManager {
   ConnectFn connect_;
   ForgetFn forget_;
   CopiesFn on_copies_;
-  proto::Head::Client head_;
+  HeadLink head_;
   std::string local_node_;
   JobId job_;
   std::string code_search_path_;  // the job's code, for the workers its actors start on

@@ -199,8 +199,9 @@ void CoreWorker::Impl::MakeSubmitters() {
   loop_->actors = kj::heap<ActorManager>(
       loop_->io.provider->getTimer(), loop_->tasks, memory_,
       [this](const std::string& a) { return Connect(a); },
-      [this](const std::string& a) { Forget(a); }, loop_->head, node_address_, job_id_,
-      options_.code_search_path);
+      [this](const std::string& a) { Forget(a); },
+      ActorManager::HeadLink{[this] { return loop_->head; }, [this] { ReconnectHead(); }},
+      node_address_, job_id_, options_.code_search_path);
   loop_->actors->OnCopies([this](std::vector<ObjectLocation> copies) { AddCopies(copies); });
 }
 

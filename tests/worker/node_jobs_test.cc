@@ -236,5 +236,19 @@ TEST_F(NodeJobs, ADetachedActorsWaitingRequestOutlivesItsJob) {
   EXPECT_EQ(Cpus(), "0") << "the detached lease holds the CPU";
 }
 
+TEST_F(NodeJobs, ADetachedActorsWorkerStartingWhenItsJobEndsIsNotStopped) {
+  ASSERT_NO_FATAL_FAILURE(StartNode({.total = {{"CPU", 1}}}));
+  ::setenv("AIRT_FAKE_WORKER_MODE", "slow-register", 1);  // 500 ms: the job ends meanwhile
+  kj::Promise<LeaseReply> starting = Request({{"CPU", 1}}, JobId(), {.detached = true});
+  ASSERT_TRUE(PumpUntil([&] { return Snap().num_granting == 1; }));
+  head_state_->FinishJob(job_);
+  ASSERT_TRUE(PumpUntil([&] { return Session().finished_jobs == 1; }));
+  LeaseReply granted = Await(starting);
+  ::unsetenv("AIRT_FAKE_WORKER_MODE");
+  ASSERT_EQ(granted.kind, Kind::kGranted) << granted.status.ToString();
+  EXPECT_FALSE(airt::testing::ProcessGone(granted.worker.pid));
+  EXPECT_EQ(Cleanup().jobs_ended, 0u) << "the job's objects wait for the detached actor's worker";
+}
+
 }  // namespace
 }  // namespace airt

@@ -125,7 +125,7 @@ void LeaseManager::StartGrant(uint64_t id, Request& request) {
   request.allocation = std::move(*allocation);
   tasks_.add(
       pool_.Acquire(request.ask.job, request.ask.language, cuda, request.ask.code_search_path,
-                    gpu_env)
+                    gpu_env, request.ask.detached)
           .then([this, id](WorkerAddress&& worker) { OnWorkerReady(id, worker); },
                 [this, id](kj::Exception&& e) { OnWorkerFailed(id, kj::mv(e)); }));
 }
@@ -299,6 +299,8 @@ kj::Promise<void> LeaseManager::EndJob(const JobId& job) {
     }
   }
   for (uint64_t lease_id : ending) EndLease(lease_id);
+  // The workers starting for detached actors' requests (the head restarting one) live on too.
+  detached.merge(pool_.Outliving(job));
   if (!detached.empty()) {
     AIRT_LOG(INFO) << "job " << job.Hex() << " finished; its " << detached.size()
                    << " detached actors' workers keep running";

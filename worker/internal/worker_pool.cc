@@ -41,6 +41,7 @@ struct WorkerPool::Worker {
   std::string Logs() const { return log_path + " and " + airt_log_path; }
   State state = State::kStarting;
   bool leased = false;    // handed out by Acquire and not Released (true while it stops too)
+  bool outlives_job = false;  // a detached actor's, while starting or leased
   WorkerAddress address;  // once registered
   // The Acquire that started it, while starting.
   kj::Own<kj::PromiseFulfiller<WorkerAddress>> waiter;
@@ -75,7 +76,7 @@ WorkerPool::Worker* WorkerPool::Find(const WorkerId& id) {
 kj::Promise<WorkerAddress> WorkerPool::Acquire(const JobId& job, WorkerLanguage language,
                                                const std::string& cuda_visible_devices,
                                                const std::string& job_code,
-                                               const WorkerEnv& gpu_env) {
+                                               const WorkerEnv& gpu_env, bool outlives_job) {
   if (stopping_) return ToKjException(Unavailable("the node is stopping its workers"));
   for (auto& [id, worker] : workers_) {
     if (worker->state == State::kIdle && worker->job == job && worker->language == language &&
@@ -83,18 +84,29 @@ kj::Promise<WorkerAddress> WorkerPool::Acquire(const JobId& job, WorkerLanguage 
       worker->state = State::kLeased;
       worker->leased = true;
       worker->deadline = nullptr;  // the idle timeout
+      worker->outlives_job = outlives_job;
       ++reused_;
       AIRT_LOG(DEBUG) << "reusing idle worker " << Short(id) << " (pid " << worker->pid << ")";
       return worker->address;
     }
   }
-  return Start(job, language, cuda_visible_devices, job_code, gpu_env);
+  return Start(job, language, cuda_visible_devices, job_code, gpu_env, outlives_job);
+}
+
+std::set<WorkerId> WorkerPool::Outliving(const JobId& job) const {
+  std::set<WorkerId> ids;
+  for (const auto& [id, worker] : workers_) {
+    if (worker->job == job && worker->outlives_job && worker->state != State::kStopping) {
+      ids.insert(id);
+    }
+  }
+  return ids;
 }
 
 kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage language,
                                              const std::string& cuda_visible_devices,
                                              const std::string& job_code,
-                                             const WorkerEnv& gpu_env) {
+                                             const WorkerEnv& gpu_env, bool outlives_job) {
   if (!CanStart(language)) {
     return ToKjException(FailedPrecondition("this node cannot start " +
                                             std::string(LanguageName(language)) + " workers"));
@@ -105,6 +117,7 @@ kj::Promise<WorkerAddress> WorkerPool::Start(const JobId& job, WorkerLanguage la
   worker->language = language;
   worker->cuda_visible_devices = cuda_visible_devices;
   worker->gpu_env = gpu_env;
+  worker->outlives_job = outlives_job;
   std::string log_stem = options_.log_dir + "/worker-" + worker->id.Hex().substr(0, kLogIdChars);
   worker->log_path = log_stem + ".log";            // what user code prints: streamed to the driver
   worker->airt_log_path = log_stem + ".airt.log";  // the worker's own log lines
@@ -192,6 +205,7 @@ void WorkerPool::Release(const WorkerId& id, bool stop) {
     return;
   }
   worker->state = State::kIdle;
+  worker->outlives_job = false;
   worker->deadline = timer_.afterDelay(options_.idle_timeout)
                          .then([this, id] { OnIdleTimeout(id); })
                          .eagerlyEvaluate(LogTimerError);

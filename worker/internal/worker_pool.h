@@ -106,10 +106,13 @@ class WorkerPool {
   // job's workers all have the same).
   // `gpu_env`: set for a new worker (a fractional GPU's memory limit); an idle one is reused only
   // with the same.
+  // `outlives_job`: a detached actor's worker, which its job's end does not stop (Outliving).
   kj::Promise<WorkerAddress> Acquire(const JobId& job, WorkerLanguage language,
                                      const std::string& cuda_visible_devices,
                                      const std::string& job_code = "",
-                                     const WorkerEnv& gpu_env = {});
+                                     const WorkerEnv& gpu_env = {}, bool outlives_job = false);
+  // The workers of `job` acquired with outlives_job, starting or leased.
+  std::set<WorkerId> Outliving(const JobId& job) const;
   // A started worker says where it serves. kNotFound: no worker of this id was started here
   // (or it has exited); kFailedPrecondition: it registered already or is being stopped.
   Status Register(const WorkerAddress& address);
@@ -142,7 +145,8 @@ class WorkerPool {
 
   kj::Promise<WorkerAddress> Start(const JobId& job, WorkerLanguage language,
                                    const std::string& cuda_visible_devices,
-                                   const std::string& job_code, const WorkerEnv& gpu_env);
+                                   const std::string& job_code, const WorkerEnv& gpu_env,
+                                   bool outlives_job);
   void Stop(Worker& worker, const std::string& why);
   void OnRegisterTimeout(const WorkerId& id);
   void OnIdleTimeout(const WorkerId& id);
