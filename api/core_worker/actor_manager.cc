@@ -17,10 +17,10 @@ constexpr auto kPlacementPoll = 100 * kj::MILLISECONDS;
 // Refusals of one placement (the chosen node unreachable, or infeasible there after all) after
 // which the creation fails with the last one.
 constexpr size_t kMaxRefusals = 3;
-// A directory update the head could not take (it is down, restarting) is sent again this often,
-// this many times: 30 s, longer than a head restart with Redis takes.
-constexpr auto kDirectoryRetryDelay = 200 * kj::MILLISECONDS;
-constexpr int kDirectoryRetries = 150;
+// A call the head could not take (it is down, restarting) is sent again over a new connection
+// this often, this many times: 30 s, longer than a head restart with Redis takes.
+constexpr auto kHeadRetryDelay = 200 * kj::MILLISECONDS;
+constexpr int kHeadRetries = 150;
 
 bool HeadUnreachable(const kj::Exception& e) {
   return e.getType() == kj::Exception::Type::DISCONNECTED ||
@@ -42,21 +42,8 @@ ActorManager::Actor& ActorManager::Entry(const ActorId& id) {
 
 kj::Promise<void> ActorManager::Create(kj::Own<PendingTask> creation, const ActorOptions& options) {
   ActorId id = creation->actor_id;
-  auto request = head().registerActorRequest();
-  auto info = request.initInfo();
-  info.setActorId(AsData(id.Binary()));
-  info.setJobId(AsData(job_.Binary()));
-  info.setName(options.name);
-  info.setNamespace(options.ns);
-  info.setClassName(creation->function);
-  info.setState(proto::ActorState::PENDING);
-  info.setMaxRestarts(options.max_restarts);
-  info.setDetached(options.detached);
-  info.setMaxTaskRetries(options.max_task_retries);
-  SetAmounts(info.initResources(static_cast<uint>(options.resources.size())), options.resources);
-  info.setAcceleratorType(options.accelerator_type);
-  WriteStrategy(options.strategy, info.initStrategy());
-  return request.send().then([this, id, options, creation = kj::mv(creation)](auto) mutable {
+  std::string class_name = creation->function;
+  return Register(id, options, class_name, 0).then([this, id, options, creation = kj::mv(creation)]() mutable {
     Actor& actor = Entry(id);
     actor.owned = true;
     actor.state = State::kPending;
@@ -78,6 +65,46 @@ kj::Promise<void> ActorManager::Create(kj::Own<PendingTask> creation, const Acto
   });
 }
 
+kj::Promise<void> ActorManager::Register(const ActorId& id, const ActorOptions& options,
+                                         const std::string& class_name, int attempt) {
+  auto request = head().registerActorRequest();
+  auto info = request.initInfo();
+  info.setActorId(AsData(id.Binary()));
+  info.setJobId(AsData(job_.Binary()));
+  info.setName(options.name);
+  info.setNamespace(options.ns);
+  info.setClassName(class_name);
+  info.setState(proto::ActorState::PENDING);
+  info.setMaxRestarts(options.max_restarts);
+  info.setDetached(options.detached);
+  info.setMaxTaskRetries(options.max_task_retries);
+  SetAmounts(info.initResources(static_cast<uint>(options.resources.size())), options.resources);
+  info.setAcceleratorType(options.accelerator_type);
+  WriteStrategy(options.strategy, info.initStrategy());
+  return request.send().ignoreResult().catch_(
+      [this, id, options, class_name, attempt](kj::Exception&& e) -> kj::Promise<void> {
+        if (!HeadUnreachable(e) || attempt >= kHeadRetries) return kj::mv(e);
+        head_.reconnect();
+        return timer_.afterDelay(kHeadRetryDelay).then([this, id, options, class_name, attempt] {
+          // The head may have taken the try that failed before it went: then it knows the actor.
+          auto found = head().getActorRequest();
+          found.setActorId(AsData(id.Binary()));
+          auto again = [this, id, options, class_name, attempt] {
+            return Register(id, options, class_name, attempt + 1);
+          };
+          return found.send().then(
+              [again](auto reply) -> kj::Promise<void> {
+                if (reply.getFound()) return kj::READY_NOW;
+                return again();
+              },
+              [again](kj::Exception&& e) -> kj::Promise<void> {
+                if (!HeadUnreachable(e)) return kj::mv(e);
+                return again();
+              });
+        });
+      });
+}
+
 void ActorManager::Place(Actor& actor) {
   uint64_t incarnation = ++actor.incarnation;
   ActorId id = actor.id;
@@ -89,6 +116,7 @@ void ActorManager::Place(Actor& actor) {
       [this, id, incarnation](auto reply) -> kj::Promise<void> {
         Actor& actor = Entry(id);
         if (!Current(actor, incarnation)) return kj::READY_NOW;
+        actor.head_retries = 0;
         auto placement = reply.getPlacement();
         switch (placement.which()) {
           case proto::ActorPlacement::PLACED: {
@@ -111,6 +139,15 @@ void ActorManager::Place(Actor& actor) {
       [this, id, incarnation](kj::Exception&& e) -> kj::Promise<void> {
         // The head is down, or the actor was killed meanwhile (kFailedPrecondition).
         Actor& actor = Entry(id);
+        if (Current(actor, incarnation) && HeadUnreachable(e) && actor.head_retries < kHeadRetries) {
+          // It is restarting: ask it again over a new connection.
+          ++actor.head_retries;
+          head_.reconnect();
+          return timer_.afterDelay(kHeadRetryDelay).then([this, id, incarnation] {
+            Actor& actor = Entry(id);
+            if (Current(actor, incarnation)) Place(actor);
+          });
+        }
         if (Current(actor, incarnation)) {
           FailCreation(actor, ErrorKind::UNAVAILABLE, "the head could not place it: " + Why(e));
         }
@@ -373,13 +410,13 @@ kj::Promise<void> ActorManager::SendUpdate(const ActorId& id, uint64_t incarnati
   }
   return request.send().ignoreResult().catch_(
       [this, id, incarnation, state, attempt](kj::Exception&& e) -> kj::Promise<void> {
-        if (!HeadUnreachable(e) || attempt >= kDirectoryRetries) return kj::mv(e);
+        if (!HeadUnreachable(e) || attempt >= kHeadRetries) return kj::mv(e);
         if (attempt == 0) {
           AIRT_LOG(INFO) << "actor " << id.Hex() << ": the head cannot be reached (" << Why(e)
                          << "); its directory entry is written once the head is back";
         }
         head_.reconnect();
-        return timer_.afterDelay(kDirectoryRetryDelay).then([this, id, incarnation, state, attempt] {
+        return timer_.afterDelay(kHeadRetryDelay).then([this, id, incarnation, state, attempt] {
           // A later placement writes its own state: this one is stale.
           if (Entry(id).incarnation != incarnation) return kj::Promise<void>(kj::READY_NOW);
           return SendUpdate(id, incarnation, state, attempt + 1);

@@ -135,9 +135,14 @@ class ActorManager {
     ActorOptions options;
     uint32_t restarts = 0;
     std::vector<std::string> refused_by;  // nodes (28-byte ids) that refused this placement
+    int head_retries = 0;                 // placeActor calls the restarting head failed in a row
   };
 
   Actor& Entry(const ActorId& id);
+  // Owner: enters the actor in the head's directory (PENDING), asking again over a new
+  // connection while the head is restarting.
+  kj::Promise<void> Register(const ActorId& id, const ActorOptions& options,
+                             const std::string& class_name, int attempt);
   // Whether a callback of `incarnation` still concerns the actor (not superseded, not DEAD).
   static bool Current(const Actor& actor, uint64_t incarnation) {
     return actor.incarnation == incarnation && actor.state != State::kDead;
@@ -175,7 +180,7 @@ class ActorManager {
   // max_task_retries allows, else unsettled until Settle fails it.
   void OnCallFailed(const ActorId& id, uint64_t seq, uint64_t incarnation, const std::string& why);
   // Writes the actor's state to the head's directory. A head that cannot be reached (it is
-  // restarting) is asked again, over a new connection, for a while (kDirectoryRetries).
+  // restarting) is asked again, over a new connection, for a while (kHeadRetries).
   kj::Promise<void> UpdateDirectory(const Actor& actor, proto::ActorState state);
   kj::Promise<void> SendUpdate(const ActorId& id, uint64_t incarnation, proto::ActorState state,
                                int attempt);

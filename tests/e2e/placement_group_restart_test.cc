@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,24 +67,34 @@ PlacementGroup Detached(const std::string& name, std::vector<std::map<std::strin
   return CreatePlacementGroup(options);
 }
 
+// A redis-server without persistence on a free port in `dir`, stopped by pid with the object.
+std::unique_ptr<testing::ChildProcess> StartRedis(const std::string& binary,
+                                                  testing::TempDir& dir, uint16_t port) {
+  auto redis = std::make_unique<testing::ChildProcess>(
+      std::vector<std::string>{binary, "--port", std::to_string(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no", "--dir", dir.path()},
+      dir.File("redis.log"));
+  EXPECT_TRUE(testing::WaitUntil([&] { return Accepts(port) || !redis->Running(); }, 10s));
+  return redis;
+}
+
+std::vector<std::string> HeadFlags(uint16_t redis_port) {
+  return {"--redis-address=127.0.0.1:" + std::to_string(redis_port),
+          std::string("--redis-key-prefix=") + kPrefix, "--heartbeat-interval-ms=200",
+          "--node-timeout-ms=20000", "--node-disconnect-grace-ms=20000"};
+}
+
 TEST(PlacementGroupHeadRestart, ReservationsAreReconciledWithTheNodesAfterAKill) {
   std::string redis_server = testing::BinaryOnPath("redis-server"),
               redis_cli = testing::BinaryOnPath("redis-cli");
   if (redis_server.empty() || redis_cli.empty()) GTEST_SKIP() << "skipped: redis not installed";
   testing::TempDir dir;
   uint16_t redis_port = FreePort();
-  testing::ChildProcess redis({redis_server, "--port", std::to_string(redis_port), "--bind",
-                               "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
-                               dir.path()},
-                              dir.File("redis.log"));
-  ASSERT_TRUE(testing::WaitUntil([&] { return Accepts(redis_port) || !redis.Running(); }, 10s));
-  ASSERT_TRUE(redis.Running()) << testing::ReadFile(dir.File("redis.log"));
+  std::unique_ptr<testing::ChildProcess> redis = StartRedis(redis_server, dir, redis_port);
+  ASSERT_TRUE(redis->Running()) << testing::ReadFile(dir.File("redis.log"));
 
-  e2e::MultiNodeCluster cluster(
-      {"--num-cpus=2", "--object-store-memory=64M"},
-      {"--redis-address=127.0.0.1:" + std::to_string(redis_port),
-       std::string("--redis-key-prefix=") + kPrefix, "--heartbeat-interval-ms=200",
-       "--node-timeout-ms=20000", "--node-disconnect-grace-ms=20000"});
+  e2e::MultiNodeCluster cluster({"--num-cpus=2", "--object-store-memory=64M"},
+                                HeadFlags(redis_port));
   ASSERT_NO_FATAL_FAILURE(cluster.AddNode("a", {"--resources={\"a_only\": 1}"}));
   ASSERT_NO_FATAL_FAILURE(cluster.AddNode("b", {"--resources={\"b_only\": 1}"}));
   cluster.Init();
@@ -116,6 +128,32 @@ TEST(PlacementGroupHeadRestart, ReservationsAreReconciledWithTheNodesAfterAKill)
   EXPECT_EQ(*Get(actor.Task(&Counter::NodePid).Remote(), kLong), pids[0]);
   EXPECT_EQ(*Get(Task(NodePid).SetResource("CPU", 1).SetPlacementGroup(kept, 1).Remote(), kLong),
             pids[1]);
+}
+
+// The driver's actors reach the restarted head over a new connection: one created before the kill
+// is still called, one created after it is registered, named and found, and the first's state
+// written while the head was down (it was just constructed) is not taken for a kill.
+TEST(DriverHeadRestart, ActorsAreCreatedAndFoundByNameAfterTheHeadRestarted) {
+  std::string redis_server = testing::BinaryOnPath("redis-server");
+  if (redis_server.empty()) GTEST_SKIP() << "skipped: redis not installed";
+  testing::TempDir dir;
+  uint16_t redis_port = FreePort();
+  std::unique_ptr<testing::ChildProcess> redis = StartRedis(redis_server, dir, redis_port);
+  ASSERT_TRUE(redis->Running()) << testing::ReadFile(dir.File("redis.log"));
+  e2e::MultiNodeCluster cluster({"--num-cpus=2", "--object-store-memory=64M"},
+                                HeadFlags(redis_port));
+  ASSERT_NO_FATAL_FAILURE(cluster.AddNode("a", {}));
+  cluster.Init();
+
+  ActorHandle<Counter> before = Actor(Counter::Create).Remote(1);
+  ASSERT_NO_FATAL_FAILURE(cluster.RestartHead());
+  EXPECT_EQ(*Get(before.Task(&Counter::Add).Remote(1), kLong), 2);
+
+  ActorHandle<Counter> after = Actor(Counter::Create).SetName("after").Remote(10);
+  EXPECT_EQ(*Get(after.Task(&Counter::Add).Remote(1), kLong), 11);
+  std::optional<ActorHandle<Counter>> found = GetActor<Counter>("after");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(*Get(found->Task(&Counter::Add).Remote(1), kLong), 12);
 }
 
 }  // namespace
