@@ -125,7 +125,8 @@ TEST_F(TransferTest, PullsReuseOnePooledConnectionPerPeer) {
   ObjectPuller puller(client_b_.get());
   for (uint32_t i = 0; i < 5; ++i) {
     ObjectId id = PutPattern(i, 4096);
-    ASSERT_TRUE(puller.Pull(address_, id, 5000).ok());
+    Status pulled = puller.Pull(address_, id, 10000);
+    ASSERT_TRUE(pulled.ok()) << "pull " << i << ": " << pulled.ToString();
     ExpectPattern(id, i, 4096);
   }
   PullerSnapshot s = puller.Snapshot();
@@ -138,14 +139,14 @@ TEST_F(TransferTest, PullsReuseOnePooledConnectionPerPeer) {
 
 TEST_F(TransferTest, BrokenPooledConnectionIsDroppedAndRedialled) {
   ObjectPuller puller(client_b_.get());
-  ASSERT_TRUE(puller.Pull(address_, PutPattern(1, 4096), 5000).ok());
+  ASSERT_TRUE(puller.Pull(address_, PutPattern(1, 4096), 10000).ok());
   uint16_t port = transfer_->port();
   transfer_.reset();  // the peer restarts: the pooled connection is cut
   auto server = TransferServer::Start({a_->socket_path(), "127.0.0.1", port});
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   transfer_ = std::move(*server);
   ObjectId second = PutPattern(2, 4096);
-  Status s = puller.Pull(address_, second, 5000);
+  Status s = puller.Pull(address_, second, 10000);
   EXPECT_TRUE(s.ok()) << s.ToString();
   ExpectPattern(second, 2, 4096);
   EXPECT_EQ(puller.Snapshot().connections_dialled, 2u);
