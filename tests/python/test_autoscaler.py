@@ -239,3 +239,21 @@ print("OK", airt.get(f.remote(), timeout=60))
         assert "Failed launches (latest):\n" in text and "fail_launches 1" in text, text
     finally:
         cluster.down()
+
+
+def test_up_fails_on_a_bad_provider_key_before_starting_anything(tmp_path):
+    config = tmp_path / "cluster.yaml"
+    temp = tmp_path / "airt"
+    for provider, words in [
+            ("{type: slurm, preemption_notice_s: 0}",
+             "provider.preemption_notice_s: must be a whole number of seconds from 1 to 3600"),
+            ("{type: slurm, sbatch_args: '--signal=B:USR2@30'}",
+             "provider.sbatch_args: '--signal=B:USR2@30'"),
+            ("{type: local, preemption_notice_s: 60}",
+             "provider.preemption_notice_s: unknown key for the local provider")]:
+        config.write_text(CONFIG.format(name="bad", provider=provider))
+        result = subprocess.run([AIRT, "up", str(config), f"--temp-dir={temp}"], env=env(),
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0, result.stdout
+        assert words in result.stderr and str(config) in result.stderr, result.stderr
+        assert not (temp / "session" / "head_address").exists()
