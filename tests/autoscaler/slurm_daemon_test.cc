@@ -359,6 +359,13 @@ TEST_F(SlurmDaemon, SlurmsPreemptionNoticeDrainsTheNodeThroughTheHead) {
   EXPECT_EQ(node.death_cause, "it was drained (preempted by Slurm) and left the cluster");
   EXPECT_TRUE(QueueEmpty()) << "the drained node's job is still in the queue: "
                             << ReadFile(node_log);
+  // The autoscaler then terminates the launch (the node died): ok, the job is gone already.
+  states = provider->Poll();
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[0].phase, InstanceState::Phase::kFailed);
+  Status terminated = provider->Terminate("slurm-preempt-1");
+  EXPECT_TRUE(terminated.ok()) << terminated.ToString();
+  EXPECT_TRUE(provider->Poll().empty());
 }
 
 }  // namespace
