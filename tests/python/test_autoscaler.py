@@ -257,3 +257,33 @@ def test_up_fails_on_a_bad_provider_key_before_starting_anything(tmp_path):
         assert result.returncode != 0, result.stdout
         assert words in result.stderr and str(config) in result.stderr, result.stderr
         assert not (temp / "session" / "head_address").exists()
+
+
+def test_a_drained_node_is_a_stop_not_a_failed_launch(tmp_path):
+    """A drained node (`airt drain`, a provider's preemption notice) leaves, then its process
+    ends: the autoscaler records a stop with the drain's reason, not a failed launch, even
+    within a minute of its registration."""
+    cluster = UpCluster(tmp_path, "drained")
+    try:
+        out = cluster.driver("""
+from airt.autoscaler.sdk import request_resources
+request_resources(bundles=[{"GPU": 1}])
+
+@airt.remote(num_gpus=1)
+def where():
+    return airt.get_runtime_context().get_node_id()
+print("NODE", airt.get(where.remote(), timeout=60))
+""")
+        node = out.split("NODE ")[1].split()[0]
+        drained = cluster.airt("drain", node, "--reason", "preempted by Slurm", "--deadline", "30",
+                               "--wait", f"--address={cluster.address}")
+        assert drained.returncode == 0, drained.stdout + drained.stderr
+        text = cluster.wait_status(
+            lambda t: "it was drained (preempted by Slurm)" in t, "the drained node's stop")
+        assert "Failed launches (latest): none" in text, text
+        # The request still stands: a node replaces it, with no backoff.
+        text = cluster.wait_status(lambda t: alive_nodes(t) >= 2 and "Launching: none" in t,
+                                   "a node in place of the drained one")
+        assert "Failed launches (latest): none" in text, text
+    finally:
+        cluster.down()
