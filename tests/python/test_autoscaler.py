@@ -1,7 +1,8 @@
 """The autoscaler end to end (local provider): `airt up` a cluster whose head node has no GPU,
 then scale from zero for a GPU task, an actor and a placement group; the infeasible error for a
 shape no node type holds; max_workers under a burst; idle scale-down; a failed launch retried
-(fault provider); `airt status` showing it all; `airt down` stopping everything."""
+(fault provider); a drained node stopped, not a failed launch; a bad provider key failing `airt
+up`; `airt status` showing it all; `airt down` stopping everything."""
 
 import os
 import subprocess
