@@ -7,6 +7,7 @@
 #include <ctime>
 #include <random>
 #include <set>
+#include <string_view>
 
 #include "common/ids.h"
 #include "common/logging.h"
@@ -17,6 +18,8 @@ namespace {
 
 constexpr size_t kKeep = 20;  // failed launches and stops kept for the status
 constexpr const char* kAcceleratorLabel = "ray.io/accelerator-type";
+// The start of a drained node's death cause in the head's view (head/internal/node_table.cc).
+constexpr std::string_view kDrainedCause = "it was drained (";
 
 Resources ToResources(capnp::List<proto::Resource>::Reader list) {
   Resources out;
@@ -276,8 +279,16 @@ kj::Promise<void> Autoscaler::RunRound() {
                                  capnp::Response<proto::Head::ListPlacementGroupsResults>&&
                                      groups) mutable {
             int64_t now = now_ms_();
+            // A drained node leaves, then its process or job ends: the head's view (dead or
+            // draining), not the provider, tells what became of it (below).
+            std::set<std::string> leaving;
+            for (auto n : view.getNodes()) {
+              if (!n.getAlive() || n.getDraining()) leaving.insert(Hex(n.getInfo().getNodeId()));
+            }
             for (InstanceState& state : provider_.Poll()) {
-              if (state.phase == InstanceState::Phase::kFailed && launches_.count(state.id)) {
+              auto record = launches_.find(state.id);
+              if (state.phase == InstanceState::Phase::kFailed && record != launches_.end() &&
+                  leaving.count(record->second.node_id) == 0) {
                 Fail(state.id, state.error, now);
               }
             }
@@ -306,10 +317,12 @@ kj::Promise<void> Autoscaler::RunRound() {
               bool ours = !launch.empty() && record != launches_.end();
               if (!n.getAlive()) {
                 if (ours && (record->second.node_id.empty() || record->second.node_id == id)) {
-                  bool early = record->second.registered_ms == 0 ||
-                               now - record->second.registered_ms < options_.early_death_ms;
-                  std::string why = "node " + id.substr(0, 8) + " died: " +
-                                    std::string(n.getDeathCause().cStr());
+                  std::string cause = n.getDeathCause().cStr();
+                  bool drained = cause.rfind(kDrainedCause, 0) == 0;  // not a failed launch
+                  bool early = !drained && (record->second.registered_ms == 0 ||
+                                            now - record->second.registered_ms <
+                                                options_.early_death_ms);
+                  std::string why = "node " + id.substr(0, 8) + " died: " + cause;
                   if (early) {
                     Fail(launch, why, now);
                   } else {

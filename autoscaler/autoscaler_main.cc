@@ -82,19 +82,17 @@ int main(int argc, char** argv) {
   std::unique_ptr<airt::autoscaler::CommandRunner> runner = airt::autoscaler::MakeProcessRunner();
   std::unique_ptr<airt::autoscaler::NodeProvider> provider;
   const std::string& type = config->provider.type;
+  airt::Status checked = airt::autoscaler::CheckProviderOptions(config->provider);
+  if (!checked.ok()) return Fail(checked.message());
   if (type == "local") {
-    if (!config->provider.options.empty()) {
-      return Fail("cluster config: provider." + config->provider.options.begin()->first +
-                  ": unknown key for the local provider");
-    }
     provider = airt::autoscaler::MakeLocalProvider(context);
   } else if (type == "fault") {
-    auto faults = airt::autoscaler::ParseFaultOptions(config->provider.options);
-    if (!faults.ok()) return Fail(faults.status().message());
-    provider = airt::autoscaler::MakeFaultProvider(airt::autoscaler::MakeLocalProvider(context),
-                                                   *faults, &NowMs);
+    provider = airt::autoscaler::MakeFaultProvider(
+        airt::autoscaler::MakeLocalProvider(context),
+        *airt::autoscaler::ParseFaultOptions(config->provider.options), &NowMs);
   } else {
-    provider = airt::autoscaler::MakeSlurmProvider(context, *runner, config->provider.options);
+    provider = airt::autoscaler::MakeSlurmProvider(
+        context, *runner, *airt::autoscaler::ParseSlurmOptions(config->provider.options));
   }
 
   kj::UnixEventPort::captureSignal(SIGTERM);

@@ -304,6 +304,16 @@ std::unique_ptr<NodeProvider> MakeFaultProvider(std::unique_ptr<NodeProvider> in
   return std::make_unique<FaultProvider>(std::move(inner), faults, now_ms);
 }
 
+Status CheckProviderOptions(const ProviderConfig& provider) {
+  if (provider.type == "fault") return ParseFaultOptions(provider.options).status();
+  if (provider.type == "slurm") return ParseSlurmOptions(provider.options).status();
+  if (!provider.options.empty()) {
+    return InvalidArgument("cluster config: provider." + provider.options.begin()->first +
+                           ": unknown key for the " + provider.type + " provider");
+  }
+  return Status::Ok();
+}
+
 std::unique_ptr<CommandRunner> MakeProcessRunner() { return std::make_unique<ProcessRunner>(); }
 
 }  // namespace airt::autoscaler

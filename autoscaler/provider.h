@@ -88,12 +88,31 @@ class CommandRunner {
 };
 std::unique_ptr<CommandRunner> MakeProcessRunner();
 
+// The Slurm provider's options (provider's keys in the cluster config, docs/autoscaler.md
+// "Providers"): sbatch_args (extra sbatch arguments, space-separated; not --signal) and
+// preemption_notice_s (whole seconds, 1 to 3600, default 60: sbatch's --signal=B:USR1@S, Slurm's
+// notice that long before the job's end, which drains the node with that deadline).
+struct SlurmOptions {
+  std::vector<std::string> sbatch_args;
+  uint32_t preemption_notice_s = 60;
+};
+// kInvalidArgument naming the key ("cluster config: provider.<key>: ...") for an unknown key, a
+// lead that is not a whole number of seconds from 1 to 3600, or a --signal in sbatch_args.
+Result<SlurmOptions> ParseSlurmOptions(const std::map<std::string, std::string>& options);
+
 // A Slurm job per node: sbatch --parsable with the type's CPUs (--cpus-per-task), memory
-// (--mem, MiB) and GPUs (--gres=gpu:N), node_config's partition and time limit, running airt-node
-// joined to the head; squeue tracks it (PENDING/CONFIGURING: starting, RUNNING: running, gone or
-// failed states: failed with Slurm's reason); scancel removes it. Options: provider.options's
-// sbatch_args (extra arguments, space-separated).
+// (--mem, MiB) and GPUs (--gres=gpu:N), node_config's partition and time limit, and
+// --signal=B:USR1@<preemption_notice_s>, whose batch script execs airt-node joined to the head
+// (so that the notice reaches airt-node itself, which drains with the reason "preempted by
+// Slurm" and a deadline preemption_notice_s ahead); squeue tracks it (PENDING/CONFIGURING:
+// starting, RUNNING: running, gone or failed states: failed with Slurm's reason); scancel
+// removes it.
+inline constexpr const char* kSlurmPreemptionReason = "preempted by Slurm";
 std::unique_ptr<NodeProvider> MakeSlurmProvider(LaunchContext context, CommandRunner& runner,
-                                                std::map<std::string, std::string> options);
+                                                SlurmOptions options);
+
+// The provider section's keys checked for its type (local: none; fault: ParseFaultOptions;
+// slurm: ParseSlurmOptions), so that `airt up` fails on a bad one before it starts anything.
+Status CheckProviderOptions(const ProviderConfig& provider);
 
 }  // namespace airt::autoscaler

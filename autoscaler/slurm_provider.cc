@@ -21,6 +21,9 @@ std::string Quote(const std::string& word) {
   return out + "'";
 }
 
+// sbatch's --signal takes up to 65535 s; airt-node's --preemption-grace-ms up to an hour.
+constexpr uint64_t kMaxPreemptionNoticeS = 3600;
+
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
   size_t start = s.find_first_not_of(" \n");
@@ -30,7 +33,7 @@ std::string Trim(std::string s) {
 class SlurmProvider final : public NodeProvider {
  public:
   SlurmProvider(LaunchContext context, CommandRunner& runner,
-                std::map<std::string, std::string> options)
+                SlurmOptions options)
       : context_(std::move(context)), runner_(runner), options_(std::move(options)) {}
 
   Status Launch(const NodeTypeConfig& type, const std::string& launch_id) override {
@@ -62,14 +65,16 @@ class SlurmProvider final : public NodeProvider {
                                ": unknown key for the slurm provider (known: partition, time)");
       }
     }
-    if (auto extra = options_.find("sbatch_args"); extra != options_.end()) {
-      std::istringstream words(extra->second);
-      for (std::string word; words >> word;) argv.push_back(word);
-    }
+    // Slurm signals the batch shell only (B:); the script execs airt-node, so that shell is
+    // airt-node itself and no trap is needed to pass the notice on.
+    argv.push_back("--signal=B:USR1@" + std::to_string(options_.preemption_notice_s));
+    argv.insert(argv.end(), options_.sbatch_args.begin(), options_.sbatch_args.end());
+    std::vector<std::string> node = NodeCommand(context_, type, launch_id);
+    node.push_back("--preemption-grace-ms=" +
+                   std::to_string(uint64_t{options_.preemption_notice_s} * 1000));
+    node.push_back(std::string("--preemption-reason=") + kSlurmPreemptionReason);
     std::string script = "exec";
-    for (const std::string& word : NodeCommand(context_, type, launch_id)) {
-      script += " " + Quote(word);
-    }
+    for (const std::string& word : node) script += " " + Quote(word);
     argv.push_back("--wrap=" + script);
     AIRT_ASSIGN_OR_RETURN(CommandRunner::Output output, runner_.Run(argv));
     std::string out = Trim(output.out);
@@ -153,14 +158,46 @@ class SlurmProvider final : public NodeProvider {
 
   LaunchContext context_;
   CommandRunner& runner_;
-  std::map<std::string, std::string> options_;
+  SlurmOptions options_;
   std::map<std::string, Job> jobs_;  // by launch id
 };
 
 }  // namespace
 
+Result<SlurmOptions> ParseSlurmOptions(const std::map<std::string, std::string>& options) {
+  SlurmOptions out;
+  for (const auto& [key, text] : options) {
+    if (key == "sbatch_args") {
+      std::istringstream words(text);
+      for (std::string word; words >> word;) {
+        if (word.rfind("--signal", 0) == 0) {
+          return InvalidArgument("cluster config: provider.sbatch_args: '" + word +
+                                 "': the provider gives --signal=B:USR1@<preemption_notice_s> "
+                                 "itself; set provider.preemption_notice_s instead");
+        }
+        out.sbatch_args.push_back(word);
+      }
+    } else if (key == "preemption_notice_s") {
+      bool digits = !text.empty() && text.size() <= 4 &&
+                    text.find_first_not_of("0123456789") == std::string::npos;
+      uint64_t seconds = digits ? std::stoull(text) : 0;
+      if (!digits || seconds < 1 || seconds > kMaxPreemptionNoticeS) {
+        return InvalidArgument("cluster config: provider.preemption_notice_s: must be a whole "
+                               "number of seconds from 1 to 3600 (airt-node's "
+                               "--preemption-grace-ms takes up to an hour), got '" + text + "'");
+      }
+      out.preemption_notice_s = static_cast<uint32_t>(seconds);
+    } else {
+      return InvalidArgument("cluster config: provider." + key +
+                             ": unknown key for the slurm provider (known: sbatch_args, "
+                             "preemption_notice_s)");
+    }
+  }
+  return out;
+}
+
 std::unique_ptr<NodeProvider> MakeSlurmProvider(LaunchContext context, CommandRunner& runner,
-                                                std::map<std::string, std::string> options) {
+                                                SlurmOptions options) {
   return std::make_unique<SlurmProvider>(std::move(context), runner, std::move(options));
 }
 

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "autoscaler/config.h"
+#include "autoscaler/provider.h"
 #include "cli/session.h"
 #include "common/daemon_process.h"
 #include "common/flags.h"
@@ -92,6 +93,9 @@ int UpCommand(int argc, char** argv) {
   std::string config_path = std::filesystem::absolute(flags->words[0], ec).string();
   Result<autoscaler::ClusterConfig> config = autoscaler::LoadClusterConfig(config_path);
   if (!config.ok()) return Fail(config.status());
+  if (Status checked = autoscaler::CheckProviderOptions(config->provider); !checked.ok()) {
+    return Fail(checked.WithContext(config_path));
+  }
   Session session(flags->temp_dir);
   if (session.HeadAddress()) {
     return Fail(FailedPrecondition("a head was started here already (" + *session.HeadAddress() +

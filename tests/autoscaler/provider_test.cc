@@ -1,5 +1,6 @@
 // The providers' logic: the node command line, the Slurm provider through a double of sbatch,
 // squeue and scancel, and the fault-injecting provider over a recording inner provider.
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
@@ -64,7 +65,9 @@ TEST(SlurmProvider, SubmitsAJobWithTheTypesCpusMemoryAndGpus) {
   slurm.answers["sbatch"] = {{0, "4242\n"}};
   NodeTypeConfig type = GpuType();
   type.node_config = {{"partition", "gpu"}, {"time", "1:00:00"}};
-  auto provider = MakeSlurmProvider(Context(), slurm, {{"sbatch_args", "--qos=high"}});
+  Result<SlurmOptions> options = ParseSlurmOptions({{"sbatch_args", "--qos=high  --nice=5"}});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  auto provider = MakeSlurmProvider(Context(), slurm, *options);
   ASSERT_TRUE(provider->Launch(type, "gpu_node-1-abc").ok());
   ASSERT_EQ(slurm.calls.size(), 1u);
   const std::vector<std::string>& sbatch = slurm.calls[0];
@@ -76,6 +79,8 @@ TEST(SlurmProvider, SubmitsAJobWithTheTypesCpusMemoryAndGpus) {
   EXPECT_THAT(sbatch, Contains("--partition=gpu"));
   EXPECT_THAT(sbatch, Contains("--time=1:00:00"));
   EXPECT_THAT(sbatch, Contains("--qos=high"));
+  EXPECT_THAT(sbatch, Contains("--nice=5"));
+  EXPECT_THAT(sbatch, Contains("--signal=B:USR1@60"));  // the default notice
   EXPECT_THAT(sbatch.back(), HasSubstr("--wrap=exec '/opt/airt/bin/airt-node' "
                                        "'--head-address=10.0.0.1:6379'"));
 }
@@ -132,6 +137,59 @@ TEST(SlurmProvider, AnUnknownNodeConfigKeyIsNamed) {
   Status launched = provider->Launch(type, "l1");
   EXPECT_EQ(launched.code(), Code::kInvalidArgument);
   EXPECT_THAT(launched.message(), HasSubstr("available_node_types.gpu_node.node_config.queue"));
+}
+
+TEST(SlurmProvider, ThePreemptionNoticeIsSbatchsSignalAndTheNodesDrainDeadline) {
+  FakeSlurm slurm;
+  slurm.answers["sbatch"] = {{0, "7\n"}};
+  Result<SlurmOptions> options = ParseSlurmOptions({{"preemption_notice_s", "300"}});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->preemption_notice_s, 300u);
+  auto provider = MakeSlurmProvider(Context(), slurm, *options);
+  ASSERT_TRUE(provider->Launch(GpuType(), "l1").ok());
+  ASSERT_EQ(slurm.calls.size(), 1u);
+  const std::vector<std::string>& sbatch = slurm.calls[0];
+  EXPECT_THAT(sbatch, Contains("--signal=B:USR1@300"));
+  EXPECT_EQ(std::count_if(sbatch.begin(), sbatch.end(),
+                          [](const std::string& a) { return a.rfind("--signal", 0) == 0; }),
+            1);
+  // The batch shell becomes airt-node (exec), which drains on USR1 with Slurm's lead and reason.
+  const std::string& wrap = sbatch.back();
+  EXPECT_EQ(wrap.rfind("--wrap=exec '/opt/airt/bin/airt-node' ", 0), 0u) << wrap;
+  EXPECT_THAT(wrap, HasSubstr(" '--preemption-grace-ms=300000'"));
+  EXPECT_THAT(wrap, HasSubstr(" '--preemption-reason=preempted by Slurm'"));
+}
+
+TEST(SlurmProvider, ABadProviderKeyIsAConfigErrorNamingIt) {
+  for (const char* bad : {"0", "-5", "3601", "65535", "1.5", "60s", "", "99999999999999999999"}) {
+    Result<SlurmOptions> options = ParseSlurmOptions({{"preemption_notice_s", bad}});
+    ASSERT_FALSE(options.ok()) << "'" << bad << "' was taken";
+    EXPECT_EQ(options.status().code(), Code::kInvalidArgument);
+    EXPECT_THAT(options.status().message(),
+                HasSubstr("provider.preemption_notice_s: must be a whole number of seconds from "
+                          "1 to 3600"));
+  }
+  EXPECT_TRUE(ParseSlurmOptions({{"preemption_notice_s", "3600"}}).ok());
+  EXPECT_TRUE(ParseSlurmOptions({{"preemption_notice_s", "1"}}).ok());
+
+  Result<SlurmOptions> signal = ParseSlurmOptions({{"sbatch_args", "--qos=x --signal=B:USR2@9"}});
+  ASSERT_FALSE(signal.ok());
+  EXPECT_THAT(signal.status().message(), HasSubstr("provider.sbatch_args: '--signal=B:USR2@9'"));
+  EXPECT_THAT(signal.status().message(), HasSubstr("preemption_notice_s"));
+
+  Result<SlurmOptions> unknown = ParseSlurmOptions({{"preemption_lead", "60"}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(),
+              HasSubstr("provider.preemption_lead: unknown key for the slurm provider"));
+
+  // The same check for `airt up` and airt-autoscaler, by the provider's type.
+  ProviderConfig slurm{"slurm", {{"preemption_notice_s", "0"}}};
+  EXPECT_THAT(CheckProviderOptions(slurm).message(), HasSubstr("provider.preemption_notice_s"));
+  ProviderConfig local{"local", {{"preemption_notice_s", "60"}}};
+  EXPECT_THAT(CheckProviderOptions(local).message(),
+              HasSubstr("provider.preemption_notice_s: unknown key for the local provider"));
+  EXPECT_TRUE(CheckProviderOptions({"slurm", {{"preemption_notice_s", "120"}}}).ok());
+  EXPECT_TRUE(CheckProviderOptions({"fault", {{"fail_launches", "1"}}}).ok());
 }
 
 // Records launches and terminations; every node it started is running.

@@ -1,7 +1,8 @@
 """The autoscaler end to end (local provider): `airt up` a cluster whose head node has no GPU,
 then scale from zero for a GPU task, an actor and a placement group; the infeasible error for a
 shape no node type holds; max_workers under a burst; idle scale-down; a failed launch retried
-(fault provider); `airt status` showing it all; `airt down` stopping everything."""
+(fault provider); a drained node stopped, not a failed launch; a bad provider key failing `airt
+up`; `airt status` showing it all; `airt down` stopping everything."""
 
 import os
 import subprocess
@@ -237,5 +238,53 @@ print("OK", airt.get(f.remote(), timeout=60))
         assert "OK 7" in out
         text = cluster.status()
         assert "Failed launches (latest):\n" in text and "fail_launches 1" in text, text
+    finally:
+        cluster.down()
+
+
+def test_up_fails_on_a_bad_provider_key_before_starting_anything(tmp_path):
+    config = tmp_path / "cluster.yaml"
+    temp = tmp_path / "airt"
+    for provider, words in [
+            ("{type: slurm, preemption_notice_s: 0}",
+             "provider.preemption_notice_s: must be a whole number of seconds from 1 to 3600"),
+            ("{type: slurm, sbatch_args: '--signal=B:USR2@30'}",
+             "provider.sbatch_args: '--signal=B:USR2@30'"),
+            ("{type: local, preemption_notice_s: 60}",
+             "provider.preemption_notice_s: unknown key for the local provider")]:
+        config.write_text(CONFIG.format(name="bad", provider=provider))
+        result = subprocess.run([AIRT, "up", str(config), f"--temp-dir={temp}"], env=env(),
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0, result.stdout
+        assert words in result.stderr and str(config) in result.stderr, result.stderr
+        assert not (temp / "session" / "head_address").exists()
+
+
+def test_a_drained_node_is_a_stop_not_a_failed_launch(tmp_path):
+    """A drained node (`airt drain`, a provider's preemption notice) leaves, then its process
+    ends: the autoscaler records a stop with the drain's reason, not a failed launch, even
+    within a minute of its registration."""
+    cluster = UpCluster(tmp_path, "drained")
+    try:
+        out = cluster.driver("""
+from airt.autoscaler.sdk import request_resources
+request_resources(bundles=[{"GPU": 1}])
+
+@airt.remote(num_gpus=1)
+def where():
+    return airt.get_runtime_context().get_node_id()
+print("NODE", airt.get(where.remote(), timeout=60))
+""")
+        node = out.split("NODE ")[1].split()[0]
+        drained = cluster.airt("drain", node, "--reason", "preempted by Slurm", "--deadline", "30",
+                               "--wait", f"--address={cluster.address}")
+        assert drained.returncode == 0, drained.stdout + drained.stderr
+        text = cluster.wait_status(
+            lambda t: "it was drained (preempted by Slurm)" in t, "the drained node's stop")
+        assert "Failed launches (latest): none" in text, text
+        # The request still stands: a node replaces it, with no backoff.
+        text = cluster.wait_status(lambda t: alive_nodes(t) >= 2 and "Launching: none" in t,
+                                   "a node in place of the drained one")
+        assert "Failed launches (latest): none" in text, text
     finally:
         cluster.down()

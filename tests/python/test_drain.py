@@ -3,7 +3,7 @@ on loopback and drivers as processes of their own: a task submitted after the dr
 another node while the one running there finishes (also when the submitter holds a busy lease
 there: it takes no new task), and the drained node leaves; `airt drain`'s
 deadline stops what still runs (retried elsewhere); a preemption notice (SIGUSR1) drains the
-same way; and a drain during a 2-rank torch (gloo) training run checkpoints, resumes on the
+same way (with the node's --preemption-reason and --preemption-grace-ms as reason and deadline); and a drain during a 2-rank torch (gloo) training run checkpoints, resumes on the
 other node and ends with the right model, counted against max_preemption_failures."""
 
 import json
@@ -225,6 +225,68 @@ def test_a_preemption_notice_drains_the_node(cluster):
         f"print(drain.drain_states()['{victim}']['death_cause'])\n")
     assert out.strip().splitlines()[-1] == \
         "it was drained (preemption notice (SIGUSR1)) and left the cluster"
+
+
+PREEMPTED = """
+import json, os, sys, time, airt
+from airt._private import drain
+from airt.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+airt.init()
+victim, folder = sys.argv[1], sys.argv[2]
+
+@airt.remote(num_cpus=1)
+def hold(started, release):
+    open(started, "w").close()
+    while not os.path.exists(release):
+        time.sleep(0.05)
+    return airt.get_runtime_context().get_node_id()
+
+running = hold.options(scheduling_strategy=NodeAffinitySchedulingStrategy(victim, soft=False)
+                       ).remote(os.path.join(folder, "started"), os.path.join(folder, "release"))
+while not drain.drain_states()[victim]["draining"]:
+    time.sleep(0.05)
+with open(os.path.join(folder, "state.json"), "w") as f:
+    json.dump(drain.drain_states()[victim], f)
+print(airt.get(running))
+"""
+
+
+def test_a_preemption_notice_drains_with_the_nodes_reason_and_lead(cluster, tmp_path):
+    """airt-node's --preemption-reason and --preemption-grace-ms (what the Slurm provider gives
+    its nodes): SIGUSR1 drains the node through the head with that reason and a deadline that
+    far ahead; the task running there finishes and the node leaves."""
+    cluster.add_node("--num-cpus=1")
+    victim = cluster.add_node("--num-cpus=1", "--preemption-grace-ms=120000",
+                              "--preemption-reason=preempted by Slurm")
+    victim_process = cluster.processes[-1]
+    driver = subprocess.Popen([sys.executable, "-c", PREEMPTED, victim, str(tmp_path)],
+                              env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        wait_for(lambda: (tmp_path / "started").exists() or driver.poll() is not None,
+                 what="the task")
+        before = time.time()
+        victim_process.send_signal(signal.SIGUSR1)
+        wait_for(lambda: (tmp_path / "state.json").exists() or driver.poll() is not None,
+                 what="the drain")
+        after = time.time()
+        state = json.loads((tmp_path / "state.json").read_text())
+        assert state["alive"] and state["reason"] == "preempted by Slurm", state
+        assert before + 120 - 0.01 <= state["deadline_s"] <= after + 120 + 0.01, state
+        (tmp_path / "release").touch()
+        out, err = driver.communicate(timeout=180)
+        assert driver.returncode == 0, out + err
+        assert out.strip().splitlines()[-1] == victim
+        assert victim_process.wait(timeout=60) == 0
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    out = cluster.run_driver(
+        "import airt\nfrom airt._private import drain\nairt.init()\n"
+        f"print(drain.drain_states()['{victim}']['death_cause'])\n")
+    assert out.strip().splitlines()[-1] == \
+        "it was drained (preempted by Slurm) and left the cluster"
 
 
 TRAIN = """

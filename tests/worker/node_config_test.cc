@@ -252,11 +252,15 @@ TEST(NodeConfig, LeaseAndWorkerFlagsHaveDefaultsAndBounds) {
   EXPECT_EQ(defaults->idle_worker_timeout_ms, 60000u);
   EXPECT_EQ(defaults->worker_stop_grace_ms, 2000u);
   EXPECT_EQ(defaults->cluster_view_interval_ms, 1000u);
+  EXPECT_EQ(defaults->preemption_grace_ms, 30000u);
+  EXPECT_EQ(defaults->preemption_reason, "preemption notice (SIGUSR1)");
 
   auto set = Parse({"--head-address", "127.0.0.1:6379", "--worker-binary", "/opt/w",
                     "--worker-code-search-path", "/opt/lib:/srv/lib", "--infeasible-grace-ms", "0",
                     "--worker-register-timeout-ms", "500", "--idle-worker-timeout-ms", "700",
-                    "--worker-stop-grace-ms", "0", "--cluster-view-interval-ms", "50"});
+                    "--worker-stop-grace-ms", "0", "--cluster-view-interval-ms", "50",
+                    "--preemption-grace-ms", "3600000", "--preemption-reason",
+                    "preempted by Slurm"});
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   EXPECT_EQ(set->worker_binary, "/opt/w");
   EXPECT_EQ(set->worker_code_search_path, "/opt/lib:/srv/lib");
@@ -265,6 +269,8 @@ TEST(NodeConfig, LeaseAndWorkerFlagsHaveDefaultsAndBounds) {
   EXPECT_EQ(set->idle_worker_timeout_ms, 700u);
   EXPECT_EQ(set->worker_stop_grace_ms, 0u);
   EXPECT_EQ(set->cluster_view_interval_ms, 50u);
+  EXPECT_EQ(set->preemption_grace_ms, 3600000u);
+  EXPECT_EQ(set->preemption_reason, "preempted by Slurm");
 
   EXPECT_EQ(ErrorOf({"--head-address", "h:1", "--worker-register-timeout-ms", "0"}),
             "--worker-register-timeout-ms: must be 1 to 3600000, got 0");
@@ -272,6 +278,8 @@ TEST(NodeConfig, LeaseAndWorkerFlagsHaveDefaultsAndBounds) {
             "--infeasible-grace-ms: must be 0 to 3600000, got 3600001");
   EXPECT_EQ(ErrorOf({"--head-address", "h:1", "--cluster-view-interval-ms", "0"}),
             "--cluster-view-interval-ms: must be 1 to 3600000, got 0");
+  EXPECT_EQ(ErrorOf({"--head-address", "h:1", "--preemption-reason", ""}),
+            "--preemption-reason: must be 1 to 4096 bytes");
 }
 
 TEST(NodeConfig, PythonIsTheFlagThenAirtPythonThenTheHostsDefault) {

@@ -246,7 +246,7 @@ struct RawFlags {
   uint64_t infeasible_grace_ms = 10000, worker_register_timeout_ms = 30000;
   uint64_t idle_worker_timeout_ms = 60000, worker_stop_grace_ms = 2000;
   uint64_t cluster_view_interval_ms = 1000, preemption_grace_ms = 30000;
-  std::string head_reconnect_timeout_s;
+  std::string head_reconnect_timeout_s, preemption_reason = "preemption notice (SIGUSR1)";
   std::string gpu_memory, gpu_fault_spec, gpu_memory_margin, gpu_min_bandwidth_fraction;
   uint64_t gpu_health_interval_ms = 60000, gpu_memory_check_ms = 1000;
   uint64_t memory_monitor_interval_ms = 250;
@@ -329,6 +329,8 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
                   "polling interval against a head without waitClusterChange (for spillback)");
   flags.AddUint64("preemption-grace-ms", &raw.preemption_grace_ms,
                   "on SIGUSR1 (a preemption notice) the node drains, leaving within this");
+  flags.AddString("preemption-reason", &raw.preemption_reason,
+                  "the reason of that drain, as the head shows it");
   flags.AddString("gpu-memory", &raw.gpu_memory,
                   "bytes of each GPU when detection does not say (declared GPUs); sets the "
                   "memory shares of fractional GPUs");
@@ -414,6 +416,10 @@ Result<NodeConfig> ParseNodeConfig(int argc, char** argv, const HostFacts& host)
                         ParseMs("cluster-view-interval-ms", raw.cluster_view_interval_ms, 1));
   AIRT_ASSIGN_OR_RETURN(config.preemption_grace_ms,
                         ParseMs("preemption-grace-ms", raw.preemption_grace_ms, 1));
+  if (raw.preemption_reason.empty() || raw.preemption_reason.size() > 4096) {
+    return FlagError("preemption-reason", "must be 1 to 4096 bytes");
+  }
+  config.preemption_reason = raw.preemption_reason;
 
   uint64_t cpus = host.cpu_count;
   if (!raw.num_cpus.empty()) {

@@ -103,8 +103,10 @@ struct NodeConfig {
   // interval against a head without it.
   uint32_t cluster_view_interval_ms = 1000;
   // SIGUSR1 is a preemption notice (Slurm's sbatch --signal=B:USR1@S): the node drains itself,
-  // leaving within this (docs/cluster.md "Draining a node").
+  // leaving within this, the drain's reason `preemption_reason` (docs/cluster.md "Draining a
+  // node"; the Slurm provider gives its notice's lead and "preempted by Slurm").
   uint32_t preemption_grace_ms = 30000;
+  std::string preemption_reason = "preemption notice (SIGUSR1)";
 };
 
 // Parses argv (Ray's `ray start` flags where they exist) and fills the gaps from `host`:

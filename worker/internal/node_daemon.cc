@@ -193,8 +193,8 @@ uint64_t WallMs() {
 // calls this node's Node.drain), and drains by itself when the head cannot be reached.
 kj::Promise<void> DrainOnPreemptionNotice(HeadConnector& connector, kj::Timer& timer,
                                           const NodeId& id, NodeDrain& drain,
-                                          kj::Duration grace, kj::Duration call_timeout) {
-  std::string reason = "preemption notice (SIGUSR1)";
+                                          std::string reason, kj::Duration grace,
+                                          kj::Duration call_timeout) {
   AIRT_LOG(WARNING) << reason << ": draining within " << grace / kj::MILLISECONDS << " ms";
   auto request = connector.Connect().drainNodeRequest();
   request.setNodeId(capnp::Data::Reader(id.data(), NodeId::kSize));
@@ -469,7 +469,7 @@ int RunNode(const NodeConfig& given, const sigset_t& stop_signals) {
                     .exclusiveJoin(drained.addBranch().then([] { return -1; }))
                     .wait(wait);
       if (sig == SIGUSR1) {
-        DrainOnPreemptionNotice(drain_connector, timer, node.id, drain,
+        DrainOnPreemptionNotice(drain_connector, timer, node.id, drain, config.preemption_reason,
                                 config.preemption_grace_ms * kj::MILLISECONDS,
                                 options.call_timeout)
             .wait(wait);
