@@ -110,7 +110,7 @@ HeadServer::WaitersSnapshot HeadServer::Waiters() {
   out.demand = demand_waiters_.size();
   out.placement_groups = groups_->Waiting();
   out.cluster_changes = feed_->snapshot().waiters;
-  for (const auto& [id, orphan] : orphans_) out.orphans_watched += orphan.watched ? 1 : 0;
+  for (const auto& [id, kept] : kept_) out.actors_watched += kept.watched ? 1 : 0;
   return out;
 }
 

@@ -75,11 +75,14 @@ struct HeadOptions {
 // workers. A job whose driver went away while the store failed is finished by the next liveness
 // check whose write succeeds.
 //
-// A detached actor whose job has finished is the head's (head/detached_actors.cc): the head
-// watches its worker (a connection to its Worker service) and its node, and when either dies
-// restarts it within maxRestarts (RESTARTING, placed by placeActor's policy, a lease on that node,
-// its creation task pushed to the new worker, ALIVE with the new address), or records it DEAD;
-// each step is one MetadataStore write, so a restarted head goes on from the rows it reads.
+// The head restarts every actor (head/actor_restarts.cc), as Ray's control service does: once an
+// owner recorded its actor ALIVE with its creation task, the head watches its worker (a
+// connection to its Worker service) and its node, and when either dies restarts it within
+// maxRestarts (RESTARTING, placed by placeActor's policy, a lease on that node, its creation task
+// pushed to the new worker, ALIVE with the new address), or records it DEAD; each step is one
+// MetadataStore write, so a restarted head goes on from the rows it reads. Owners and holders
+// learn of it from the directory. An actor that is not detached shares its job's fate: when the
+// job finishes the head records it DEAD and stops its worker.
 class HeadServer final : public proto::Head::Server {
   struct Token {};
   class JobLeaseServer;
@@ -111,12 +114,12 @@ class HeadServer final : public proto::Head::Server {
   };
   FeedSnapshot ClusterFeedSnapshot() const;
   // The long-poll calls pending now (a caller that went away is not counted: its call was
-  // cancelled), and the detached actors the head restarts (tests and the dashboard).
+  // cancelled), and the actors whose workers the head watches (tests and the dashboard).
   struct WaitersSnapshot {
     size_t demand = 0;            // waitDemand
     size_t placement_groups = 0;  // waitPlacementGroup
     size_t cluster_changes = 0;   // waitClusterChange
-    size_t orphans_watched = 0;   // detached actors whose job finished, their worker watched
+    size_t actors_watched = 0;    // actors whose worker the head watches (to restart them)
   };
   WaitersSnapshot Waiters();
 
@@ -200,25 +203,34 @@ class HeadServer final : public proto::Head::Server {
   };
   ActorNodeChoice ChooseActorNode(const internal::ActorRecord& actor,
                                   const std::set<NodeId>& avoid);
-  // Detached actors whose job has finished (head/detached_actors.cc). AdoptOrphans looks at each
-  // one not DEAD: watches an ALIVE one's worker, handles the death of one whose node is dead, and
-  // restarts a RESTARTING one; called after loading, after a job finishes, and after a liveness
-  // check that recorded nodes dead or while a restart waits (for a node, or after a failed write).
-  void AdoptOrphans();
-  void WatchOrphan(const internal::ActorRecord& actor);
+  // The restarts of actors (head/actor_restarts.cc). WatchActors calls LookAfter for each actor:
+  // it watches an ALIVE one's worker, handles the death of one whose node is dead, restarts a
+  // RESTARTING one whose creation task the head holds, and records DEAD a PENDING one whose job
+  // finished (a detached actor nobody will create). Called after loading, after a job finishes,
+  // and after a liveness check that recorded nodes dead or while a restart waits (for a node, or
+  // after a failed write); LookAfter alone after each updateActor.
+  struct KeptActor;
+  void WatchActors();
+  void LookAfter(const internal::ActorRecord& actor);
+  void WatchWorker(const internal::ActorRecord& actor);
   // Its worker `worker` died: RESTARTING (one restart more) within max_restarts, else DEAD.
-  void OrphanDied(const ActorId& id, const std::optional<WorkerId>& worker, const std::string& why);
+  void WorkerDied(const ActorId& id, const std::optional<WorkerId>& worker, const std::string& why);
   // `actor` (ALIVE or RESTARTING) died once more: RESTARTING with one restart more and placed
   // again within max_restarts and when its creation task is kept, else DEAD.
-  void CountOrphanDeath(const internal::ActorRecord& actor, const std::string& why);
-  void RestartOrphan(const ActorId& id);
-  void LeaseForOrphan(const ActorId& id, const NodeId& node, const std::string& address);
-  void OrphanRefused(const ActorId& id, const NodeId& node, const std::string& why);
-  void PushOrphanCreation(const ActorId& id, const std::string& node_address, uint64_t lease_id,
-                          const WorkerId& worker, const std::string& worker_address, int32_t pid,
-                          capnp::Capability::Client holder);
-  // Records the orphan DEAD with `cause` and drops what the head held for it.
-  void OrphanDead(const ActorId& id, const std::string& cause);
+  void CountDeath(const internal::ActorRecord& actor, const std::string& why);
+  void RestartActor(const ActorId& id);
+  void LeaseForRestart(const ActorId& id, const NodeId& node, const std::string& address);
+  void RestartRefused(const ActorId& id, const NodeId& node, const std::string& why);
+  void PushCreation(const ActorId& id, const std::string& node_address, uint64_t lease_id,
+                    const WorkerId& worker, const std::string& worker_address, int32_t pid,
+                    capnp::Capability::Client holder);
+  // Gives back the lease the head holds for the actor (its worker is stopped), if any.
+  void ReleaseLease(KeptActor& kept);
+  // `actor` was recorded DEAD by a kill or its job's end: its worker is stopped (the lease the
+  // head holds given back, else its node told to kill the worker) and no longer watched.
+  void ActorEnded(const internal::ActorRecord& actor);
+  // Records the actor DEAD with `cause` and gives back the lease the head held for it.
+  void RecordDead(const ActorId& id, const std::string& cause);
 
   HeadOptions options_;
   Clock& clock_;
@@ -242,15 +254,18 @@ class HeadServer final : public proto::Head::Server {
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> demand_waiters_;
   std::unique_ptr<internal::ClusterFeed> feed_;
   MetadataStore& store_;
-  struct Orphan {
+  struct KeptActor {
     std::optional<WorkerId> watched;  // the worker whose connection `watch` waits on
     kj::Promise<void> watch = nullptr;
     bool restarting = false;  // a restart's step is under way
     std::set<NodeId> refused;  // nodes that refused this restart's lease
-    capnp::Capability::Client holder = nullptr;  // the lease's LeaseHolder
+    // The lease the head took for its restarted worker: its node, id and LeaseHolder.
+    std::string lease_node;
+    uint64_t lease_id = 0;
+    capnp::Capability::Client holder = nullptr;
   };
-  std::unordered_map<ActorId, Orphan> orphans_;
-  bool orphans_waiting_ = false;  // a restart waits for a node: the next liveness check retries
+  std::unordered_map<ActorId, KeptActor> kept_;
+  bool restarts_waiting_ = false;  // a restart waits for a node: the next liveness check retries
   // Jobs whose driver went away and whose finish could not be written yet.
   std::set<JobId> lost_drivers_;
   std::deque<PendingCommit> commits_;

@@ -91,7 +91,7 @@ Result<kj::Own<HeadServer>> HeadServer::Open(const HeadOptions& options, Metadat
   AIRT_RETURN_IF_ERROR(
       server->LoadResourceRequest().WithContext("loading the request_resources call"));
   server->ClusterMayHaveChanged();
-  server->AdoptOrphans();
+  server->WatchActors();
   return kj::Own<HeadServer>(kj::mv(server));
 }
 
@@ -193,8 +193,8 @@ kj::Promise<std::vector<NodeId>> HeadServer::CheckLiveness() {
         DemandMayHaveChanged();
         if (!s.ok()) return std::vector<NodeId>();
         if (!died->empty()) groups_->OnNodesMayHaveDied();
-        // The detached actors on nodes now dead, and restarts that waited for a node.
-        if (!died->empty() || orphans_waiting_) AdoptOrphans();
+        // The actors on nodes now dead, and restarts that waited for a node.
+        if (!died->empty() || restarts_waiting_) WatchActors();
         return std::move(*died);
       });
 }
@@ -420,14 +420,23 @@ kj::Promise<void> HeadServer::finishJob(FinishJobContext context) {
 }
 
 kj::Promise<Status> HeadServer::FinishJob(const JobId& id) {
-  return Commit([this, id]() -> Result<internal::Change> {
+  auto dying = std::make_shared<std::vector<internal::ActorRecord>>();
+  return Commit([this, id, dying]() -> Result<internal::Change> {
     AIRT_ASSIGN_OR_RETURN(internal::Change change, jobs_->Finish(id));
     if (change.rows.empty()) return change;  // finished already
+    for (const internal::ActorRecord& actor : actors_->List()) {
+      if (actor.job == id && !actor.detached && actor.state != internal::ActorState::kDead) {
+        dying->push_back(actor);
+      }
+    }
     change.Add(actors_->OnJobFinished(id).change);
     return change;
-  }).then([this, id](Status s) {
-    if (s.ok()) groups_->OnJobFinished(id);
-    if (s.ok()) AdoptOrphans();  // its detached actors are the head's now
+  }).then([this, id, dying](Status s) {
+    if (!s.ok()) return s;
+    groups_->OnJobFinished(id);
+    // Its actors that are not detached share its fate: their workers are stopped.
+    for (const internal::ActorRecord& actor : *dying) ActorEnded(actor);
+    WatchActors();  // its detached actors' restarts no longer wait for their owner
     return s;
   });
 }
@@ -460,7 +469,14 @@ kj::Promise<void> HeadServer::updateActor(UpdateActorContext context) {
   Result<internal::ActorRecord> news =
       internal::ParseActorUpdate(context.getParams().getInfo(), "info");
   if (!news.ok()) return Fail(news.status());
-  return Answer(Commit([this, news = std::move(*news)] { return actors_->Update(news); }));
+  ActorId id = news->id;
+  return Answer(Commit([this, news = std::move(*news)] { return actors_->Update(news); }),
+                [this, id] {
+                  // ALIVE with its creation task: the head watches its worker from now on.
+                  if (std::optional<internal::ActorRecord> actor = actors_->Find(id)) {
+                    LookAfter(*actor);
+                  }
+                });
 }
 
 kj::Promise<void> HeadServer::getActor(GetActorContext context) {
@@ -511,8 +527,9 @@ kj::Promise<void> HeadServer::killActor(KillActorContext context) {
         *killed = std::move(staged.value);
         return std::move(staged.change);
       }),
-      [context, killed]() mutable {
+      [this, context, killed]() mutable {
         internal::FillActorInfo(*killed, context.getResults().initInfo());
+        ActorEnded(*killed);
       });
 }
 

@@ -11,8 +11,9 @@ namespace {
 
 // How often a handle holder asks the head whether a pending or restarting actor is alive yet.
 constexpr auto kResolvePoll = 20 * kj::MILLISECONDS;
-// How long a holder waits for the directory to stop showing a worker that died (its owner
-// notices the death only through a call of its own) before it takes the actor for dead.
+// How long a holder (the owner too) waits for the directory to stop showing a worker that died
+// (the head notices the death when its connection to the worker ends) before it takes the actor
+// for dead.
 constexpr int kMaxStalePolls = 30'000 / 20;
 // How long a sent call that failed and will not be sent again waits to learn whether the actor's
 // death is final before it fails with kActorUnavailable (Ray's
@@ -49,8 +50,7 @@ void ActorManager::Settle(Actor& actor, bool restarting) {
   if (actor.unsettled.empty()) return;
   // Known: DEAD for good; or restarting (the owner decided; a holder was told), or back.
   bool dead = actor.state == State::kDead;
-  bool back =
-      !dead && (restarting || (actor.owned ? !actor.deciding : actor.state != State::kUnknown));
+  bool back = !dead && (restarting || actor.state != State::kUnknown);
   kj::TimePoint now = timer_.now();
   std::vector<Actor::Unsettled> waiting;
   for (Actor::Unsettled& entry : actor.unsettled) {
@@ -126,7 +126,7 @@ void ActorManager::Pump(Actor& actor) {
     return;
   }
   if (actor.queue.empty() && actor.unsettled.empty()) return;
-  if (actor.state == State::kUnknown && !actor.owned) {
+  if (actor.state == State::kUnknown) {
     if (!actor.resolving) Resolve(actor.id);
     return;
   }
@@ -258,12 +258,10 @@ kj::Promise<void> ActorManager::OnStaleDirectory(const ActorId& id, bool job_ali
     actor.resolving = true;
     return timer_.afterDelay(kResolvePoll).then([this, id] { Resolve(id); });
   }
-  // Whoever restarts it (its owner while its job runs, else the head) may still do so; this
-  // holder's calls fail meanwhile, and the directory is theirs to change.
-  MarkDead(actor, job_alive ? "its process died and its owner (job " + id.Job().Hex() +
-                                  ") has not restarted it within 30 s"
-                            : "its process died after its job (" + id.Job().Hex() +
-                                  ") had finished and the head has not restarted it within 30 s");
+  // The head may still restart it; this holder's calls fail meanwhile, and the directory is the
+  // head's to change.
+  MarkDead(actor, std::string("its process died and the head has not restarted it within 30 s") +
+                      (job_alive ? "" : " (its job " + id.Job().Hex() + " has finished)"));
   return kj::READY_NOW;
 }
 

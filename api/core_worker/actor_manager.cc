@@ -1,5 +1,6 @@
 // ActorManager's creation side: registration, placement by the head, the lease and the factory
-// on the chosen node, deaths and restarts, kills. The call side is actor_calls.cc.
+// on the chosen node, deaths (the head restarts a started actor; the owner places again only one
+// that died in its first constructor), kills. The call side is actor_calls.cc.
 #include "api/core_worker/actor_manager.h"
 
 #include <capnp/serialize.h>
@@ -240,6 +241,7 @@ void ActorManager::OnCreated(const ActorId& id, uint64_t incarnation,
     return;
   }
   actor.state = State::kAlive;
+  actor.started = true;
   actor.refused_by.clear();
   background_.add(UpdateDirectory(actor, proto::ActorState::ALIVE)
                       .catch_([this, id, incarnation](kj::Exception&& e) {
@@ -267,24 +269,28 @@ void ActorManager::OnDied(const ActorId& id, uint64_t incarnation, const std::st
   actor.died = incarnation;
   forget_(actor.worker);
   actor.worker.clear();
-  if (!actor.owned) {
-    // The owner restarts it (or not): ask the head again before the next call.
+  if (actor.owned && actor.lease_id != 0) {
+    background_.add(ReturnLease(connect_, actor.node, actor.lease_id, /*disconnect=*/true,
+                                kj::mv(actor.holder))
+                        .catch_([](kj::Exception&&) {}));
+    actor.lease_id = 0;
+  }
+  if (!actor.owned || actor.started) {
+    // The head restarts it (or records it DEAD), holding its creation task since the owner
+    // recorded it ALIVE: ask the head again before the next call.
     actor.state = State::kUnknown;
     actor.dead_worker_id = actor.worker_id;
     Pump(actor);
     return;
   }
-  background_.add(
-      ReturnLease(connect_, actor.node, actor.lease_id, /*disconnect=*/true, kj::mv(actor.holder))
-          .catch_([](kj::Exception&&) {}));
+  // It died in its first constructor, before the head held its creation task: this owner places
+  // it again, within max_restarts.
   actor.state = State::kRestarting;
-  actor.deciding = true;  // the calls that failed wait for the answer (Settle)
   auto request = head().getActorRequest();
   request.setActorId(AsData(id.Binary()));
   background_.add(request.send().then(
       [this, id, incarnation, why](auto found) -> kj::Promise<void> {
         Actor& actor = Entry(id);
-        actor.deciding = false;
         if (actor.incarnation != incarnation || actor.state == State::kDead) {
           Settle(actor);
           return kj::READY_NOW;
@@ -302,9 +308,8 @@ void ActorManager::OnDied(const ActorId& id, uint64_t incarnation, const std::st
           return UpdateDirectory(actor, proto::ActorState::DEAD);
         }
         ++actor.restarts;
-        AIRT_LOG(INFO) << "actor " << id.Hex() << " died (" << why << "): restart "
-                       << actor.restarts;
-        Settle(actor);  // restarting: the calls that failed are unavailable, not dead
+        AIRT_LOG(INFO) << "actor " << id.Hex() << " died in its constructor (" << why
+                       << "): its owner places it again (restart " << actor.restarts << ")";
         return UpdateDirectory(actor, proto::ActorState::RESTARTING).then([this, id, incarnation] {
           Actor& actor = Entry(id);
           if (actor.incarnation == incarnation && actor.state == State::kRestarting) Place(actor);
@@ -312,7 +317,6 @@ void ActorManager::OnDied(const ActorId& id, uint64_t incarnation, const std::st
       },
       [this, id, incarnation](kj::Exception&& e) -> kj::Promise<void> {
         Actor& actor = Entry(id);
-        actor.deciding = false;
         if (actor.incarnation == incarnation) {
           MarkDead(actor, "its process died and the head could not be asked about it: " + Why(e));
         }
@@ -396,14 +400,14 @@ kj::Promise<void> ActorManager::SendUpdate(const ActorId& id, uint64_t incarnati
   info.setDetached(actor.options.detached);
   info.setLanguage(actor.options.python ? static_cast<uint8_t>(proto::Language::PYTHON)
                                         : static_cast<uint8_t>(proto::Language::CPP));
-  if (state == proto::ActorState::ALIVE && actor.options.detached && actor.creation) {
-    // The head restarts it from this once this job has finished (docs/fault_tolerance.md).
+  if (state == proto::ActorState::ALIVE && actor.creation) {
+    // The head restarts it from this when its worker or node dies (docs/fault_tolerance.md).
     capnp::MallocMessageBuilder message;
     auto spec = message.initRoot<proto::TaskSpec>();
     FillTaskSpec(*actor.creation, job_, spec);
     SetAmounts(spec.initResources(static_cast<uint>(actor.options.resources.size())),
                actor.options.resources);
-    spec.setOwnerAddress("");  // this process does not outlive its job
+    spec.setOwnerAddress("");  // the head pushes it and drops what it returns
     kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
     kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
     info.setCreationTask(capnp::Data::Reader(bytes.begin(), bytes.size()));

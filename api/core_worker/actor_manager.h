@@ -1,10 +1,12 @@
 // Actors, from a submitter's side. The owner (the process that created an actor) registers it in
 // the head's directory, asks the head where to place it (placeActor), leases a worker on that node
 // only (asking the head again, avoiding it, when the node refuses or cannot be reached), runs its
-// factory there, keeps the directory's entry current, and restarts it (placed again, the factory
-// on a new worker) when its process dies, up to max_restarts. Any process holding a handle sends
-// method calls straight to the actor's worker, in submission order, over one connection; a holder
-// that is not the owner learns where the actor lives from the head.
+// factory there, and records it ALIVE with its creation task. From then on the head restarts it
+// (placed again, the factory on a new worker) when its process or node dies, up to max_restarts
+// (head/actor_restarts.cc); only an actor whose process died in its first constructor is placed
+// again by its owner. Any process holding a handle sends method calls straight to the actor's
+// worker, in submission order, over one connection; a holder (the owner too, once its actor's
+// worker died) learns where the actor lives from the head.
 //
 // A call in flight when the actor's process dies is sent again, in submission order, to the
 // restarted actor up to max_task_retries times (-1: always). Otherwise (Ray's default
@@ -12,10 +14,10 @@
 // actor will not come back (killed, out of restarts), kActorUnavailable when it is restarting or
 // comes back, or when no word of its death came within a grace period (Ray's
 // timeout_ms_task_wait_for_death_info: a broken connection to a live worker). Calls made after
-// wait for the restart, and fail with kActorDied once the actor is DEAD. A detached actor outlives
-// its owner's job: its owner sends the head its creation task with the update that records it
-// ALIVE, and once its job has finished the head restarts it (a holder that finds its worker gone
-// polls the directory until it shows the new worker, or DEAD).
+// wait for the restart, and fail with kActorDied once the actor is DEAD (the directory's death
+// cause in the message). A detached actor outlives its owner's job; one that is not shares its
+// fate: the head records it DEAD and stops its worker when the job finishes. A holder that finds
+// its worker gone polls the directory until it shows the new worker, or DEAD.
 //
 // Cancel (Ray's ray.cancel of an actor call, never with force) fails the call's returns with
 // kCancelled at once. A call not yet sent leaves the queue (the calls after it go on, in order); a
@@ -84,7 +86,7 @@ class ActorManager {
   // The directory's entry for `name` in `ns` (an actor not DEAD). kNotFound when there is none.
   kj::Promise<ActorId> Lookup(const std::string& name, const std::string& ns);
 
-  // Ray's kill. no_restart: marks the actor DEAD in the directory first, so its owner does not
+  // Ray's kill. no_restart: marks the actor DEAD in the directory first, so the head does not
   // restart it; either way its worker is stopped at once. kNotFound for an unknown actor.
   kj::Promise<void> Kill(const ActorId& id, bool no_restart);
 
@@ -125,7 +127,6 @@ class ActorManager {
       kj::TimePoint until;
     };
     std::vector<Unsettled> unsettled;
-    bool deciding = false;  // owner: asking the head whether a death is final
     uint64_t next_seq = 0;
     // Holder: the worker that died under it, and how often the directory still showed it since.
     std::string dead_worker_id;
@@ -133,7 +134,8 @@ class ActorManager {
     // Owner only.
     kj::Own<PendingTask> creation;
     ActorOptions options;
-    uint32_t restarts = 0;
+    uint32_t restarts = 0;  // before its first start (later ones are the head's)
+    bool started = false;   // its constructor ran once: the head restarts it from now on
     std::vector<std::string> refused_by;  // nodes (28-byte ids) that refused this placement
     int head_retries = 0;                 // placeActor calls the restarting head failed in a row
   };
@@ -170,8 +172,8 @@ class ActorManager {
   void Settle(Actor& actor, bool restarting = false);
   // Holder: asks the head where the actor is, polling while it is pending or restarting.
   void Resolve(const ActorId& id);
-  // Holder: the directory shows the worker that died. Polls until its owner (or, once its job has
-  // finished, the head) updates it; after a long wait marks it DEAD here only.
+  // Holder: the directory shows the worker that died. Polls until the head updates it; after a
+  // long wait marks it DEAD here only.
   kj::Promise<void> OnStaleDirectory(const ActorId& id, bool job_alive);
   // Sends queued calls whose arguments are ready, in order, while the actor is alive.
   void Pump(Actor& actor);

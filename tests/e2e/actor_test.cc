@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 #include <sys/types.h>
@@ -53,6 +54,25 @@ bool SoonDead(ActorHandle<Counter>& counter, const std::string& why) {
         }
       },
       20s);
+}
+
+// Add(k) on a handle found by name once the actor answers (a call in flight when its worker died
+// fails; the next reaches the restarted actor); nullopt after 30 s.
+std::optional<int> AddOnceBack(ActorHandle<Counter>& counter, int k) {
+  std::optional<int> value;
+  WaitUntil(
+      [&] {
+        try {
+          value = *Get(counter.Task(&Counter::Add).Remote(k), 20'000);
+          return true;
+        } catch (const ActorDiedError&) {
+          throw;
+        } catch (const ActorError&) {
+          return false;
+        }
+      },
+      30s);
+  return value;
 }
 
 class Actors : public ::testing::Test {
@@ -213,6 +233,39 @@ TEST_F(Actors, AnotherDriversNamedActorIsReachableAndDiesWithItsDriver) {
   EXPECT_FALSE(GetActor<Counter>("shared-counter", "shared").has_value());
 }
 
+// The head restarts an actor, not its owner: the owner is stopped (SIGSTOP) while its actor's
+// worker is killed, and the actor is back before the owner runs again. The owner then reaches the
+// new incarnation; when the owner dies, the head stops the worker it restarted.
+TEST_F(Actors, TheHeadRestartsALiveOwnersActorAndStopsItWhenTheOwnerDies) {
+  std::string go = dir_->File("owner-may-call");
+  std::string log = dir_->File("driver-follow.log");
+  ChildProcess driver({AIRT_ACTOR_DRIVER_BIN, "followed", "owned", "follow", "1", go}, log);
+  std::string first = WaitForLine(log, "actor pid ", 30s, &driver).value_or("");
+  ASSERT_FALSE(first.empty()) << ReadFile(log);
+  driver.Kill(SIGSTOP);
+  ASSERT_EQ(::kill(std::stoi(first), SIGKILL), 0);
+  // This process is another driver: it finds the actor back ALIVE on a new worker while the
+  // owner cannot run.
+  std::optional<ActorHandle<Counter>> followed = GetActor<Counter>("followed", "owned");
+  ASSERT_TRUE(followed.has_value());
+  EXPECT_EQ(AddOnceBack(*followed, 10), 110) << ReadFile(dir_->File("head.log"));
+  int second = *Get(followed->Task(&Counter::Pid).Remote(), 20'000);
+  EXPECT_NE(second, std::stoi(first));
+  EXPECT_NE(ReadFile(dir_->File("head.log")).find("restarted by the head"), std::string::npos);
+
+  driver.Kill(SIGCONT);
+  { std::ofstream(go) << "go\n"; }
+  std::string after = WaitForLine(log, "after restart ", 40s, &driver).value_or("");
+  EXPECT_EQ(after, "111 pid " + std::to_string(second)) << ReadFile(log);
+
+  driver.Kill(SIGKILL);  // its job ends: the actor shares its fate
+  driver.Wait(10s);
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessRunning(second); }, 20s))
+      << "the worker the head restarted outlived the actor's owner";
+  EXPECT_TRUE(SoonDead(*followed, "exited"));
+  EXPECT_FALSE(GetActor<Counter>("followed", "owned").has_value());
+}
+
 TEST_F(Actors, ADriversCleanExitStopsItsActors) {
   ChildProcess driver({AIRT_ACTOR_DRIVER_BIN, "leaving-counter", "shared", "exit"},
                       dir_->File("driver-exit.log"));
@@ -263,25 +316,6 @@ int DetachedActorOfAnExitedDriver(const TempDir& dir, const std::string& name, i
     return 0;
   }
   return std::stoi(pid);
-}
-
-// Add(k) on a handle found by name once the actor answers (a call in flight when its worker died
-// fails; the next reaches the restarted actor); nullopt after 30 s.
-std::optional<int> AddOnceBack(ActorHandle<Counter>& counter, int k) {
-  std::optional<int> value;
-  WaitUntil(
-      [&] {
-        try {
-          value = *Get(counter.Task(&Counter::Add).Remote(k), 20'000);
-          return true;
-        } catch (const ActorDiedError&) {
-          throw;
-        } catch (const ActorError&) {
-          return false;
-        }
-      },
-      30s);
-  return value;
 }
 
 TEST_F(Actors, ADetachedActorWhoseCreatorHasExitedIsRestartedByTheHeadWithinMaxRestarts) {
