@@ -145,10 +145,10 @@ struct ActorInfo {
   acceleratorType @17 :Text; # the accelerator_type label its node must have; "" when any
   nodeId @18 :Data;          # 28 bytes: the node placeActor chose last; empty before
   strategy @19 :SchedulingStrategy;  # how placeActor chooses its node (DEFAULT when unset)
-  # A detached actor's creation task (node.capnp's TaskSpec as one flat Cap'n Proto message), sent
-  # by its owner with the updateActor that records it ALIVE. The head keeps it (in the actor's
-  # row) to restart the actor itself once the actor's job has finished (docs/fault_tolerance.md
-  # "Detached actors"); getActor and listActors leave it out.
+  # The actor's creation task (node.capnp's TaskSpec as one flat Cap'n Proto message), sent by its
+  # owner with the updateActor that records it ALIVE. The head keeps it (in the actor's row) to
+  # restart the actor itself when its worker or node dies (docs/fault_tolerance.md "Actor
+  # restarts"); getActor and listActors leave it out.
   creationTask @20 :Data;
 }
 
@@ -223,9 +223,9 @@ interface Head {
   # kFailedPrecondition when the actor is DEAD already (killed): the caller stops its worker.
   updateActor @12 (info :ActorInfo) -> ();
   # By id when `actorId` is set, else by name in `namespace` (only an actor not DEAD).
-  # `jobAlive`: whether the actor's job still runs. While it does, its owner (that job's driver)
-  # restarts it; once it has finished, the head restarts a detached actor whose process or node
-  # died (within maxRestarts), and a holder waits for the directory to change.
+  # `jobAlive`: whether the actor's job still runs. The head restarts an actor whose process or
+  # node died (within maxRestarts; a detached one also after its job finished), and a holder
+  # waits for the directory to change.
   getActor @13 (actorId :Data, name :Text, namespace :Text)
       -> (found :Bool, info :ActorInfo, jobAlive :Bool);
   # Every actor the head knows, in registration order (those a restarted head read back from its

@@ -1,5 +1,5 @@
 // How the head reaches a node's Node service (placement groups reserve bundles there) and a
-// worker's Worker service (it restarts detached actors whose job has finished). An interface so
+// worker's Worker service (it restarts actors whose worker died). An interface so
 // that tests serve nodes in process (STYLE.md rule 8); TcpNodeConnector is the real one.
 // Loop thread only.
 #pragma once

@@ -118,8 +118,8 @@ struct ActorRecord {
   std::string accelerator_type;  // "": any node
   std::optional<NodeId> node;    // where the head placed it last (placeActor)
   sched::SchedulingStrategy strategy{};   // how placeActor chooses its node; fixed at registration
-  // A detached actor's creation task (a flat proto::TaskSpec message) from its owner's update, so
-  // that the head can restart it once its job has finished; "" until then.
+  // The actor's creation task (a flat proto::TaskSpec message) from its owner's ALIVE update, so
+  // that the head can restart it; "" until then.
   std::string creation_task;
   friend bool operator==(const ActorRecord&, const ActorRecord&) = default;
 };

@@ -27,7 +27,7 @@ inline constexpr size_t kMaxKvKeyBytes = 4096;   // KV keys and key prefixes
 inline constexpr size_t kMaxKvValueBytes = 32u << 20;
 inline constexpr size_t kMaxClassNameBytes = 1024;  // an actor's factory name
 inline constexpr size_t kMaxDeathCauseBytes = 64u << 10;
-inline constexpr size_t kMaxCreationTaskBytes = 16u << 20;  // a detached actor's creation task
+inline constexpr size_t kMaxCreationTaskBytes = 16u << 20;  // an actor's creation task
 
 Result<NodeId> ParseNodeId(capnp::Data::Reader bytes, std::string_view field);
 Result<JobId> ParseJobId(capnp::Data::Reader bytes, std::string_view field);

@@ -36,6 +36,7 @@ struct LeaseManager::Request {
   kj::Own<kj::PromiseFulfiller<kj::Own<LeaseOutcome>>> reply;
   std::optional<worker::scheduling::Allocation> allocation;  // held while granting
   bool granting = false;
+  bool started_again = false;  // detached: its worker was stopped while starting, started again
 };
 
 LeaseManager::LeaseManager(LeaseManagerOptions options, worker::scheduling::NodeResources resources,
@@ -185,6 +186,23 @@ void LeaseManager::OnWorkerReady(uint64_t id, const WorkerAddress& worker) {
 void LeaseManager::OnWorkerFailed(uint64_t id, kj::Exception&& exception) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
+  Request& waiting = *it->second;
+  if (waiting.ask.detached && !waiting.started_again && waiting.allocation.has_value() &&
+      waiting.reply->isWaiting()) {
+    // A detached actor's worker (the head restarting it) stopped while it started, most often by
+    // its job's end (EndJob keeps the request but the pool stops the job's starting workers):
+    // one more start, on the resources it holds.
+    waiting.started_again = true;
+    AIRT_LOG(INFO) << "lease request " << id << " (detached): its worker failed to start ("
+                   << exception.getDescription().cStr() << "); starting another";
+    std::string cuda = VisibleDevices(*waiting.allocation);
+    WorkerEnv gpu_env = GpuEnv(*waiting.allocation);
+    tasks_.add(pool_.Acquire(waiting.ask.job, waiting.ask.language, cuda,
+                             waiting.ask.code_search_path, gpu_env)
+                   .then([this, id](WorkerAddress&& worker) { OnWorkerReady(id, worker); },
+                         [this, id](kj::Exception&& e) { OnWorkerFailed(id, kj::mv(e)); }));
+    return;
+  }
   std::unique_ptr<Request> request = std::move(it->second);
   requests_.erase(it);
   if (request->allocation.has_value()) Release(*request->allocation);
