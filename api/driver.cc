@@ -11,6 +11,7 @@
 
 #include "airt/actor.h"
 #include "airt/cancel.h"
+#include "airt/internal/placement_group_call.h"
 #include "airt/internal/runtime_env_call.h"
 #include "api/core_worker/core_worker.h"
 #include "api/internal/driver_state.h"
@@ -406,11 +407,7 @@ void WrapWithEnv(const char* wrapper, const std::map<std::string, std::string>& 
   if (python) {
     throw UnimplementedError("runtime_env env_vars for a Python function or class called from C++");
   }
-  Argument vars, name;
-  vars.value = Serialize(env);
-  name.value = Serialize(*function);
-  args->insert(args->begin(), {std::move(vars), std::move(name)});
-  *function = wrapper;
+  WrapCall(wrapper, Serialize(env), function, args);
 }
 
 }  // namespace
@@ -464,8 +461,11 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
   std::string target = function;
   WrapWithEnv(kTaskWithEnv, CallEnv(settings.env_vars), settings.python, &target, &args);
   core_worker::TaskOptions options;
-  options.resources =
-      InPlacementGroup(settings.resources, settings.placement_group_id, settings.bundle_index);
+  options.resources = ResourcesInGroup(
+      settings.resources,
+      {settings.placement_group_id, settings.bundle_index, settings.capture_child_tasks,
+       settings.strategy_set, settings.python},
+      kTaskCapturingChildren, &target, &args);
   options.accelerator_type = settings.accelerator_type;
   options.name = settings.name.empty() && target != function ? function : settings.name;
   options.num_returns = static_cast<uint32_t>(std::max(settings.num_returns, 1));
@@ -480,8 +480,15 @@ std::vector<std::string> SubmitTask(const std::string& function, std::vector<Arg
 std::string CreateActor(const std::string& factory, std::vector<Argument> args,
                         const ActorSettings& settings) {
   core_worker::ActorOptions options;
-  options.resources =
-      InPlacementGroup(settings.resources, settings.placement_group_id, settings.bundle_index);
+  std::string target = factory;
+  if (!Local()) {
+    WrapWithEnv(kActorWithEnv, CallEnv(settings.env_vars), settings.python, &target, &args);
+  }
+  options.resources = ResourcesInGroup(
+      settings.resources,
+      {settings.placement_group_id, settings.bundle_index, settings.capture_child_tasks,
+       settings.strategy_set, settings.python},
+      Local() ? nullptr : kActorCapturingChildren, &target, &args);
   options.accelerator_type = settings.accelerator_type;
   options.name = settings.name;
   options.ns = settings.ns;
@@ -502,8 +509,6 @@ std::string CreateActor(const std::string& factory, std::vector<Argument> args,
     if (settings.env_vars && !settings.env_vars->empty()) LocalModeLacks("SetRuntimeEnv");
     id = local->CreateActor(factory, CoreArguments(std::move(args)), options);
   } else {
-    std::string target = factory;
-    WrapWithEnv(kActorWithEnv, CallEnv(settings.env_vars), settings.python, &target, &args);
     id = Core()->CreateActor(target, CoreArguments(std::move(args)), options);
   }
   if (!id.ok()) Throw(id.status());  // a taken name: kAlreadyExists, InvalidArgumentError

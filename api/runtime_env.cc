@@ -13,6 +13,7 @@
 #include "airt/internal/function_registry.h"
 #include "airt/internal/invoker.h"
 #include "airt/internal/runtime_env_call.h"
+#include "airt/internal/wrapped_call.h"
 
 namespace airt::internal {
 namespace {
@@ -49,42 +50,31 @@ class EnvScope {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
-// The wrapper: args[0] the env_vars, args[1] the function's name, the rest its arguments.
+// The wrapper (wrapped_call.h): its setting is the env_vars.
 InvokeOutcome RunWithEnv(const char* wrapper, std::span<const std::string_view> args,
                          bool for_actor) {
-  if (args.size() < 2) {
-    return BadArguments(wrapper, "takes the env_vars and a function's name first");
-  }
-  EnvVars vars;
-  std::string function;
-  try {
-    vars = Deserialize<EnvVars>(args[0]);
-    function = Deserialize<std::string>(args[1]);
-  } catch (const std::exception& e) {
-    return BadArguments(wrapper, e.what());
-  }
-  const Invoker* inner = FunctionRegistry::Global().Find(function);
-  if (inner == nullptr) {
-    return BadArguments(function, "function '" + function +
-                                      "' is not registered in this worker: is its library on the "
-                                      "code search path, with AIRT_REMOTE(" + function + ")?");
-  }
-  std::span<const std::string_view> rest = args.subspan(2);
-  if (for_actor) {
-    // The process is the actor's alone: the variables stay for its life.
-    for (const auto& [name, value] : vars) ::setenv(name.c_str(), value.c_str(), 1);
-    {
+  return RunWrapped(wrapper, args, [&](std::string_view setting, const WrappedRun& run) {
+    EnvVars vars;
+    try {
+      vars = Deserialize<EnvVars>(setting);
+    } catch (const std::exception& e) {
+      return BadArguments(wrapper, e.what());
+    }
+    if (for_actor) {
+      // The process is the actor's alone: the variables stay for its life.
+      for (const auto& [name, value] : vars) ::setenv(name.c_str(), value.c_str(), 1);
       std::lock_guard<std::mutex> lock(g_actor_env_mu);
       g_actor_env = vars;
+    } else {
+      EnvScope scope(vars);
+      const EnvVars* outer = t_task_env;
+      t_task_env = &vars;
+      InvokeOutcome outcome = run();
+      t_task_env = outer;
+      return outcome;
     }
-    return (*inner)(rest);
-  }
-  EnvScope scope(vars);
-  const EnvVars* outer = t_task_env;
-  t_task_env = &vars;
-  InvokeOutcome outcome = (*inner)(rest);
-  t_task_env = outer;
-  return outcome;
+    return run();
+  });
 }
 
 [[maybe_unused]] const bool kRegistered = [] {

@@ -52,10 +52,13 @@ struct ActorSettings {
   bool python = false;  // a Python class (the airt package's): lives on a Python worker
   // SetRuntimeEnv's env_vars: set in the actor's process for its life. Unset: none of its own.
   std::optional<std::map<std::string, std::string>> env_vars;
-  // SetPlacementGroup: the group's hex id ("": none) and bundle (-1: any of its bundles).
+  // SetPlacementGroup: the group's hex id ("": none), bundle (-1: any of its bundles), and
+  // whether the tasks and actors its methods submit run in the group too.
   std::string placement_group_id;
   int bundle_index = -1;
+  bool capture_child_tasks = false;
   SchedulingStrategy strategy;  // SetSchedulingStrategy
+  bool strategy_set = false;    // SetSchedulingStrategy was called: no captured group applies
   LabelSelector label_selector;  // SetLabelSelector
 };
 

@@ -198,10 +198,13 @@ struct TaskSettings {
   // Streaming: at most this many items ahead of the consumer (Ray's
   // _generator_backpressure_num_objects); <= 0: no limit, Ray's default.
   int generator_backpressure = -1;
-  // SetPlacementGroup: the group's hex id ("": none) and bundle (-1: any of its bundles).
+  // SetPlacementGroup: the group's hex id ("": none), bundle (-1: any of its bundles), and
+  // whether the task's own tasks and actors run in the group too.
   std::string placement_group_id;
   int bundle_index = -1;
+  bool capture_child_tasks = false;
   SchedulingStrategy strategy;  // SetSchedulingStrategy
+  bool strategy_set = false;    // SetSchedulingStrategy was called: no captured group applies
   LabelSelector label_selector;  // SetLabelSelector
 };
 
@@ -351,16 +354,24 @@ class SchedulingOptions {
     return self();
   }
   // Runs it in bundle `bundle_index` of `group` (-1: any bundle), on that bundle's reserved
-  // resources: its own resource request is taken from the bundle's, as Ray does.
-  Self& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
+  // resources: its own resource request is taken from the bundle's, as Ray does. With
+  // `capture_child_tasks` (Ray's placement_group_capture_child_tasks), the tasks and actors it
+  // submits without a group or a strategy of their own run in the group too (any bundle), and so
+  // do theirs.
+  Self& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1,
+                          bool capture_child_tasks = false) {
     settings_.placement_group_id = group.ID();
     settings_.bundle_index = bundle_index;
+    settings_.capture_child_tasks = capture_child_tasks;
     return self();
   }
   // How the schedulers choose its node (airt/scheduling_strategies.h). A bad node id or label
-  // expression throws InvalidArgumentError when the work is submitted.
+  // expression throws InvalidArgumentError when the work is submitted. Work given a strategy is
+  // not captured into the placement group of the task submitting it (even DefaultSchedulingStrategy,
+  // as Ray's "DEFAULT").
   Self& SetSchedulingStrategy(SchedulingStrategy strategy) {
     settings_.strategy = std::move(strategy);
+    settings_.strategy_set = true;
     return self();
   }
   // Only nodes whose labels match every entry (Ray 2.60's label_selector), with any strategy.
