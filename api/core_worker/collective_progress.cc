@@ -16,7 +16,7 @@ Result<bool> CoreWorker::Impl::KvDelete(const std::string& ns, const std::string
   bool deleted = false;
   Status done = CatchKj([&] {
     OnLoop([&] {
-      auto request = loop_->head.kvDeleteRequest();
+      auto request = Head().kvDeleteRequest();
       request.setNamespace(ns);
       request.setKey(key);
       return request.send().then([&](auto reply) { deleted = reply.getDeleted(); });
@@ -33,7 +33,7 @@ Result<uint32_t> CoreWorker::Impl::KvDeletePrefix(const std::string& ns,
   uint32_t deleted = 0;
   Status done = CatchKj([&] {
     OnLoop([&] {
-      auto request = loop_->head.kvDeletePrefixRequest();
+      auto request = Head().kvDeletePrefixRequest();
       request.setNamespace(ns);
       request.setPrefix(prefix);
       return request.send().then([&](auto reply) { deleted = reply.getDeleted(); });

@@ -76,10 +76,9 @@ Status CoreWorker::Impl::Start() {
         JoinAsWorker();
         return ReadJobNamespace();
       }
-      loop_->head = Connect(options_.head_address).castAs<proto::Head>();
       kj::Promise<void> joined = kj::READY_NOW;
       if (options_.job.IsNil()) {
-        auto job = loop_->head.registerJobRequest();
+        auto job = Head().registerJobRequest();
         job.setDriverPid(::getpid());
         job.setCodeSearchPath(options_.code_search_path);
         job.setNamespace(options_.ns);
@@ -92,7 +91,7 @@ Status CoreWorker::Impl::Start() {
       } else {
         job_id_ = options_.job;
       }
-      return joined.then([this] { return loop_->head.clusterViewRequest().send(); })
+      return joined.then([this] { return Head().clusterViewRequest().send(); })
           .then([this](auto view) {
             for (auto node : view.getNodes()) {
               auto info = node.getInfo();
@@ -147,7 +146,7 @@ void CoreWorker::Impl::Stop() {
   Status finished = CatchKj([&] {
     OnLoop([&]() -> kj::Promise<void> {
       if (job_id_.IsNil()) return kj::READY_NOW;  // never joined
-      auto request = loop_->head.finishJobRequest();
+      auto request = Head().finishJobRequest();
       request.setJobId(AsData(job_id_.Binary()));
       kj::Promise<void> returned = kj::READY_NOW;
       if (loop_->dispatcher) {
@@ -200,7 +199,7 @@ void CoreWorker::Impl::MakeSubmitters() {
       loop_->io.provider->getTimer(), loop_->tasks, memory_,
       [this](const std::string& a) { return Connect(a); },
       [this](const std::string& a) { Forget(a); },
-      ActorManager::HeadLink{[this] { return loop_->head; }, [this] { ReconnectHead(); }},
+      ActorManager::HeadLink{[this] { return Head(); }, [this] { ReconnectHead(); }},
       node_address_, job_id_, options_.code_search_path);
   loop_->actors->OnCopies([this](std::vector<ObjectLocation> copies) { AddCopies(copies); });
 }
@@ -377,7 +376,7 @@ Result<uint32_t> CoreWorker::Impl::ActorRestarts(const ActorId& actor) {
   bool found = false;
   Status asked = CatchKj([&] {
     OnLoop([&] {
-      auto request = loop_->head.getActorRequest();
+      auto request = Head().getActorRequest();
       request.setActorId(AsData(actor.Binary()));
       return request.send().then([&](auto reply) {
         found = reply.getFound();
@@ -393,7 +392,7 @@ Result<uint32_t> CoreWorker::Impl::ActorRestarts(const ActorId& actor) {
 Status CoreWorker::Impl::MarkActorDead(const ActorId& actor, const std::string& cause) {
   return CatchKj([&] {
     OnLoop([&] {
-      auto request = loop_->head.killActorRequest();
+      auto request = Head().killActorRequest();
       request.setActorId(AsData(actor.Binary()));
       request.setCause(cause);
       return request.send().ignoreResult();

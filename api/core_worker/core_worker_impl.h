@@ -131,7 +131,8 @@ class CoreWorker::Impl {
     kj::TaskSet tasks;
     std::map<std::string, kj::Own<Peer>> peers;
     std::vector<kj::Own<Peer>> retired;  // kept until the loop ends: callbacks may point at them
-    proto::Head::Client head = nullptr;
+    // What Head() gives a worker started without the head's address: an error naming that.
+    proto::Head::Client no_head = nullptr;
     // Held while the driver runs: the head finishes the job when it is dropped.
     proto::JobLease::Client job_lease = nullptr;
     kj::Own<TaskDispatcher> dispatcher;  // once joined
@@ -233,8 +234,13 @@ class CoreWorker::Impl {
   // NodeDraining), until the core worker stops. A failed call is retried after 100 ms, on a new
   // connection when the head's dropped; a head without the feed ends the watch.
   kj::Promise<void> WatchDrains(uint64_t epoch, uint64_t since);
-  // loop_->head on a new connection (the old one dropped).
+  // Drops the head's connection from the cache: the next Head() connects again.
   void ReconnectHead();
+  // The head, on the connection cached for its address. A connection that ended (the head was
+  // killed and restarted, or the network failed) left the cache, so every call after it goes to
+  // a new one: nothing here holds the head's capability of an old connection (the job lease
+  // aside). Loop thread.
+  proto::Head::Client Head();
   // The node died: the copies there leave the location table, and each owned object that lay
   // there is rebuilt or given its error (Recover).
   void NodeDied(const std::string& node);

@@ -30,7 +30,7 @@ Result<bool> CoreWorker::Impl::KvPut(const std::string& ns, const std::string& k
   bool added = false;
   Status put = CatchKj([&] {
     OnLoop([&] {
-      auto request = loop_->head.kvPutRequest();
+      auto request = Head().kvPutRequest();
       request.setNamespace(ns);
       request.setKey(key);
       request.setValue(AsData(value));
@@ -47,7 +47,7 @@ Result<std::optional<std::string>> CoreWorker::Impl::KvGet(const std::string& ns
   std::optional<std::string> value;
   Status got = CatchKj([&] {
     OnLoop([&] {
-      auto request = loop_->head.kvGetRequest();
+      auto request = Head().kvGetRequest();
       request.setNamespace(ns);
       request.setKey(key);
       return request.send().then([&](auto reply) {
@@ -63,7 +63,7 @@ Result<std::vector<CoreWorker::NodeView>> CoreWorker::Impl::ClusterView() {
   std::vector<CoreWorker::NodeView> nodes;
   Status got = CatchKj([&] {
     OnLoop([&] {
-      return loop_->head.clusterViewRequest().send().then([&](auto view) {
+      return Head().clusterViewRequest().send().then([&](auto view) {
         for (auto n : view.getNodes()) {
           auto info = n.getInfo();
           CoreWorker::NodeView node;

@@ -75,7 +75,7 @@ kj::Promise<bool> CoreWorker::Impl::AskHeadUntilDead(const std::string& node,
   kj::Timer& timer = loop_->io.provider->getTimer();
   if (stopping_ || timer.now() >= deadline) return false;
   int64_t left_ms = (deadline - timer.now()) / kj::MILLISECONDS;
-  auto request = loop_->head.waitClusterChangeRequest();
+  auto request = Head().waitClusterChangeRequest();
   request.setEpoch(epoch);
   request.setSinceVersion(since);
   request.setMembershipOnly(true);
@@ -112,7 +112,7 @@ kj::Promise<bool> CoreWorker::Impl::AskHeadUntilDead(const std::string& node,
 
 kj::Promise<void> CoreWorker::Impl::WatchDrains(uint64_t epoch, uint64_t since) {
   if (stopping_) return kj::READY_NOW;
-  auto request = loop_->head.waitClusterChangeRequest();
+  auto request = Head().waitClusterChangeRequest();
   request.setEpoch(epoch);
   request.setSinceVersion(since);
   request.setMembershipOnly(true);  // a node starting to drain is a membership change
@@ -154,7 +154,7 @@ kj::Promise<bool> CoreWorker::Impl::PollHeadUntilDead(const std::string& node,
       return PollHeadUntilDead(node, deadline);
     });
   };
-  return loop_->head.clusterViewRequest().send().then(
+  return Head().clusterViewRequest().send().then(
       [this, node, again](auto view) -> kj::Promise<bool> {
         if (!ShowsDead(view.getNodes(), node)) return again();
         NodeDied(node);
@@ -166,7 +166,11 @@ kj::Promise<bool> CoreWorker::Impl::PollHeadUntilDead(const std::string& node,
 void CoreWorker::Impl::ReconnectHead() {
   if (options_.head_address.empty()) return;
   Forget(options_.head_address);
-  loop_->head = Connect(options_.head_address).castAs<proto::Head>();
+}
+
+proto::Head::Client CoreWorker::Impl::Head() {
+  if (options_.head_address.empty()) return loop_->no_head;
+  return Connect(options_.head_address).castAs<proto::Head>();
 }
 
 void CoreWorker::Impl::NodeDied(const std::string& node) {

@@ -23,12 +23,10 @@ void CoreWorker::Impl::JoinAsWorker() {
   transfer_address_ = options_.transfer_address;
   store_socket_ = options_.store_socket;
   if (options_.head_address.empty()) {
-    loop_->head = capnp::Capability::Client(ToKjException(Unavailable(
-                                                "this worker was started without the head's "
-                                                "address (airt-worker --head-address)")))
-                      .castAs<proto::Head>();
-  } else {
-    loop_->head = Connect(options_.head_address).castAs<proto::Head>();
+    loop_->no_head = capnp::Capability::Client(ToKjException(Unavailable(
+                                                   "this worker was started without the head's "
+                                                   "address (airt-worker --head-address)")))
+                         .castAs<proto::Head>();
   }
   MakeSubmitters();
 }
@@ -37,7 +35,7 @@ kj::Promise<void> CoreWorker::Impl::ReadJobNamespace() {
   if (!options_.ns.empty() || options_.job.IsNil() || options_.head_address.empty()) {
     return kj::READY_NOW;
   }
-  return loop_->head.listJobsRequest()
+  return Head().listJobsRequest()
       .send()
       .then([this](auto reply) {
         for (auto job : reply.getJobs()) {

@@ -48,7 +48,7 @@ Result<PlacementGroupId> CoreWorker::Impl::CreatePlacementGroup(
   PlacementGroupId id;
   Status created = CatchKj([&] {
     OnLoop([&] {
-      auto request = loop_->head.createPlacementGroupRequest();
+      auto request = Head().createPlacementGroupRequest();
       auto info = request.initInfo();
       info.setName(spec.name);
       info.setNamespace(namespace_);
@@ -80,7 +80,7 @@ Result<PlacementGroupId> CoreWorker::Impl::CreatePlacementGroup(
 Status CoreWorker::Impl::RemovePlacementGroup(const PlacementGroupId& id) {
   return CatchKj([&] {
     OnLoop([&] {
-      auto request = loop_->head.removePlacementGroupRequest();
+      auto request = Head().removePlacementGroupRequest();
       request.setGroupId(Bytes(id.data(), PlacementGroupId::kSize));
       return request.send().ignoreResult();
     });
@@ -91,7 +91,7 @@ Result<std::vector<CoreWorker::PlacementGroupView>> CoreWorker::Impl::ListPlacem
   std::vector<CoreWorker::PlacementGroupView> out;
   Status listed = CatchKj([&] {
     OnLoop([&] {
-      return loop_->head.listPlacementGroupsRequest().send().then([&](auto reply) {
+      return Head().listPlacementGroupsRequest().send().then([&](auto reply) {
         for (auto info : reply.getGroups()) out.push_back(ViewOf(info));
       });
     });
@@ -104,7 +104,7 @@ Result<bool> CoreWorker::Impl::WaitPlacementGroup(const PlacementGroupId& id, in
   bool ready = false;
   Status waited = CatchKj([&] {
     OnLoop([&] {
-      auto request = loop_->head.waitPlacementGroupRequest();
+      auto request = Head().waitPlacementGroupRequest();
       request.setGroupId(Bytes(id.data(), PlacementGroupId::kSize));
       kj::Promise<void> done = request.send().then([&](auto) { ready = true; });
       if (timeout_ms < 0) return done;

@@ -21,6 +21,29 @@ TEST_F(CoreWorkerRpc, WorkerCoreWorkerServesOnItsLoopAndRegistersWithItsNode) {
   EXPECT_EQ(std::get<int>(Get(returns.at(0))), 42);
 }
 
+// The head's connection ends (it was killed and started again): the driver's next calls to the
+// head, its own and its actor manager's, go on a new connection, not on the old one's broken
+// capability (which failed every later call with "Peer disconnected").
+TEST_F(CoreWorkerRpc, CallsToTheHeadAfterItsConnectionEndedGoOnANewOne) {
+  ASSERT_NO_FATAL_FAILURE(StartDriver());
+  auto kv_answers = [&] {
+    Result<std::optional<std::string>> got = driver_->KvGet("ns", "key");
+    return got.ok() && *got == std::optional<std::string>("value");
+  };
+  auto lookup_answers = [&] {
+    return driver_->GetActor("nobody", "").status().code() == Code::kNotFound;
+  };
+  ASSERT_TRUE(kv_answers());
+  ASSERT_TRUE(lookup_answers());
+  ASSERT_EQ(network_->Connections(head_->address()), 1u);
+
+  EXPECT_EQ(network_->Break(head_->address()), 1u);
+  // (Polled: the driver's loop may send a call before it has seen the connection end.)
+  EXPECT_TRUE(WaitFor(kv_answers)) << driver_->KvGet("ns", "key").status().ToString();
+  EXPECT_TRUE(WaitFor(lookup_answers)) << driver_->GetActor("nobody", "").status().ToString();
+  EXPECT_EQ(network_->Connections(head_->address()), 2u);
+}
+
 TEST_F(CoreWorkerRpc, RetriesTaskOnAnotherWorkerWhenItsConnectionBreaks) {
   std::string stuck = StartStuckWorker();
   std::string worker = StartRealWorker();

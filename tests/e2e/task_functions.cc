@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -107,5 +108,23 @@ int SquareSlowly(std::string dir, int x, int ms) {
   return x * x;
 }
 
+// Creates `<dir>/started-<i>` (so a test sees it running), sleeps `ms`, answers {i, the pid of
+// the worker that ran it}.
+std::vector<int64_t> NumberedSleep(std::string dir, int i, int ms) {
+  std::ofstream(dir + "/started-" + std::to_string(i)) << i;
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return {i, static_cast<int64_t>(::getpid())};
+}
+
+// Creates `<dir>/held`, waits until `<dir>/release` exists, answers its node's pid.
+int HoldUntilReleased(std::string dir) {
+  std::ofstream(dir + "/held") << 1;
+  while (!std::filesystem::exists(dir + "/release")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return static_cast<int>(::getppid());
+}
+
 AIRT_REMOTE(Add, Greet, Bytes, SumBytes, Fail, VisibleDevices, DieOnce, AlwaysDie, NodePid,
-            PrintHello, SleepMs, PatternBytes, ChecksumOf, SumAll, DieTimes, SquareSlowly);
+            PrintHello, SleepMs, PatternBytes, ChecksumOf, SumAll, DieTimes, SquareSlowly,
+            NumberedSleep, HoldUntilReleased);
