@@ -3,6 +3,7 @@
 airt's Python client (the Ray code run with `import airt as ray`).
 
     .venv/bin/python bench/peer_microbenchmark.py [--quick] [--peers airt-py,ray,dask]
+        [--metrics placement_group_create_removal,...]
 
 Prints, for each peer, a line "[<peer>] <what ran>" and then one line per metric under Ray's
 metric names (ray/_private/ray_perf.py), as bench/microbenchmark does:
@@ -94,10 +95,16 @@ def emit(metric, figure):
         print(f"{metric} {figure:.2f}", flush=True)
 
 
+# --metrics: the metrics to run (None: all); the others print no line.
+SELECTED = None
+
+
 def run_metrics(measures):
     """measures: metric -> a callable returning its figure, or a "not measured: ..." text.
     A metric that raises is reported as not measured, with the error, and the rest go on."""
     for metric in METRICS:
+        if SELECTED is not None and metric not in SELECTED:
+            continue
         measure = measures.get(metric, AIRT_ONLY.get(metric))
         if measure is None:
             emit(metric, "not measured: not written for this peer")
@@ -342,7 +349,15 @@ def main():
                         help="small batches, one call per metric (for smoke runs)")
     parser.add_argument("--peers", default="airt-py,ray,dask",
                         help="comma-separated: airt-py (airt's Python client), ray, dask")
+    parser.add_argument("--metrics", default="",
+                        help="comma-separated metric names to run (default: all of them)")
     args = parser.parse_args()
+    if args.metrics:
+        global SELECTED
+        SELECTED = set(args.metrics.split(","))
+        unknown = SELECTED - set(METRICS)
+        if unknown:
+            parser.error(f"unknown metrics {sorted(unknown)} (known: {', '.join(METRICS)})")
     plan = QUICK if args.quick else FULL
     runners = {"airt-py": lambda plan: run_ray(plan, "airt", "airt-py"), "ray": run_ray,
                "dask": run_dask}

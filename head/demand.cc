@@ -22,7 +22,7 @@ internal::DemandRecord HeadServer::CurrentDemand() const {
       waiting.push_back(std::move(*actor));
     }
   }
-  return internal::CollectDemand(nodes_->View(), waiting, groups_->List(), *requested_);
+  return internal::CollectDemand(nodes_->View(), waiting, groups_->Live(), *requested_);
 }
 
 void HeadServer::DemandMayHaveChanged() {

@@ -1,5 +1,6 @@
 #include "head/internal/cluster_feed.h"
 
+#include <string>
 #include <utility>
 
 #include "common/logging.h"
@@ -7,12 +8,21 @@
 namespace airt::head::internal {
 namespace {
 
-// An entry as the feed compares it: how long ago the node last heartbeated, and the wording of a
-// death's cause (a timed-out node's names the time since its last heartbeat), are no news.
-NodeView Comparable(NodeView view) {
-  view.ms_since_heartbeat = 0;
-  view.death_cause = view.death_cause.empty() ? "" : "dead";
-  return view;
+// Whether `now` is no news against `kept`: how long ago the node last heartbeated, and the
+// wording of a death's cause (a timed-out node's names the time since its last heartbeat), are
+// none. Compared in place (kept's two fields set aside meanwhile, then put back), not on copies:
+// a node's info holds every bundle resource placed on it, and the feed compares each node at
+// every change of the head's tables.
+bool SameNews(NodeView& kept, const NodeView& now) {
+  uint64_t age = std::exchange(kept.ms_since_heartbeat, now.ms_since_heartbeat);
+  std::string cause;
+  bool swapped = kept.death_cause.empty() == now.death_cause.empty() &&
+                 kept.death_cause != now.death_cause;
+  if (swapped) cause = std::exchange(kept.death_cause, now.death_cause);
+  bool same = kept == now;
+  kept.ms_since_heartbeat = age;
+  if (swapped) kept.death_cause = std::move(cause);
+  return same;
 }
 
 }  // namespace
@@ -22,7 +32,7 @@ ClusterFeed::ClusterFeed(uint64_t epoch) : epoch_(epoch) { AIRT_CHECK(epoch != 0
 ClusterFeed::~ClusterFeed() { *alive_ = false; }
 
 void ClusterFeed::Update(Entry& entry, const NodeView& view, bool& membership) {
-  if (Comparable(entry.view) == Comparable(view)) return;
+  if (SameNews(entry.view, view)) return;
   if (entry.view.alive != view.alive || entry.view.draining != view.draining ||
       !(entry.view.info == view.info)) {
     membership = true;  // submitters follow drains (their leases there take no new task)

@@ -46,7 +46,7 @@ void AddShape(std::vector<ShapeCount>& shapes, std::vector<Resource> resources,
 
 DemandRecord CollectDemand(const std::vector<NodeView>& nodes,
                            const std::vector<ActorRecord>& waiting_actors,
-                           const std::vector<PlacementGroupRecord>& groups,
+                           const std::vector<const PlacementGroupRecord*>& groups,
                            const ResourceRequest& requested) {
   DemandRecord demand;
   for (const NodeView& node : nodes) {
@@ -59,10 +59,10 @@ DemandRecord CollectDemand(const std::vector<NodeView>& nodes,
     if (actor.state == ActorState::kDead || actor.state == ActorState::kAlive) continue;
     AddShape(demand.pending_actors, actor.resources, actor.accelerator_type, 1);
   }
-  for (const PlacementGroupRecord& group : groups) {
-    if (group.state != GroupState::kPending) continue;
-    PendingGroupDemand pending{group.id, group.strategy, {}};
-    for (const std::vector<Resource>& bundle : group.bundles) {
+  for (const PlacementGroupRecord* group : groups) {
+    if (group->state != GroupState::kPending) continue;
+    PendingGroupDemand pending{group->id, group->strategy, {}};
+    for (const std::vector<Resource>& bundle : group->bundles) {
       pending.bundles.push_back(Sorted(bundle));
     }
     demand.pending_groups.push_back(std::move(pending));

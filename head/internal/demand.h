@@ -43,10 +43,10 @@ void AddShape(std::vector<ShapeCount>& shapes, std::vector<Resource> resources,
               std::string accelerator_type, uint32_t count);
 
 // The demand of these tables: `waiting_actors` are the actors placeActor answered waiting for
-// (their records), `groups` every group the head knows.
+// (their records), `groups` the groups not REMOVED (only the PENDING ones count).
 DemandRecord CollectDemand(const std::vector<NodeView>& nodes,
                            const std::vector<ActorRecord>& waiting_actors,
-                           const std::vector<PlacementGroupRecord>& groups,
+                           const std::vector<const PlacementGroupRecord*>& groups,
                            const ResourceRequest& requested);
 
 // A requestResources message: at most 4096 bundles, each as ParseResources, at most as many

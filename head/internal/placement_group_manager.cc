@@ -25,12 +25,6 @@ std::string AddressOf(const NodeView& v) {
   return v.info.address + ":" + std::to_string(v.info.node_port);
 }
 
-std::map<std::string, double> ToMap(const std::vector<Resource>& resources) {
-  std::map<std::string, double> out;
-  for (const Resource& r : resources) out[r.name] += r.amount;
-  return out;
-}
-
 kj::Promise<Status> Sent(kj::Promise<void> call) {
   return call.then([] { return Status::Ok(); },
                    [](kj::Exception&& e) { return FromKjException(e); });
@@ -173,15 +167,7 @@ std::map<NodeId, std::string> PlacementGroupManager::Addresses() const {
 std::vector<BundleNode> PlacementGroupManager::FreeNodes(const std::vector<NodeView>& view) const {
   // What the head's records hold on each node (bounding what it can give), and what reservations
   // in flight take from its last report.
-  std::map<NodeId, BundleUnits> reserved, taking;
-  for (const PlacementGroupRecord* group : table_.Live()) {
-    if (group->state != GroupState::kCreated && group->state != GroupState::kRescheduling) continue;
-    for (size_t i = 0; i < group->bundle_nodes.size() && i < group->bundles.size(); ++i) {
-      if (group->bundle_nodes[i].IsNil()) continue;
-      BundleUnits& r = reserved[group->bundle_nodes[i]];
-      for (const auto& [name, n] : ToBundleUnits(group->bundles[i])) r[name] += n;
-    }
-  }
+  std::map<NodeId, BundleUnits> reserved = table_.reserved_units(), taking;
   for (const auto& [id, on] : in_flight_) {
     for (const auto& [node, units] : on) {
       for (const auto& [name, n] : units) {
@@ -439,22 +425,12 @@ void PlacementGroupManager::CancelOn(const PlacementGroupId& id, const CancelPla
 }
 
 std::vector<NodeView> PlacementGroupManager::WithBundleResources(std::vector<NodeView> view) const {
-  std::map<NodeId, std::map<std::string, double>> extra;
-  for (const PlacementGroupRecord* group : table_.Live()) {
-    if (group->state != GroupState::kCreated && group->state != GroupState::kRescheduling) continue;
-    std::string hex = group->id.Hex();
-    for (size_t i = 0; i < group->bundle_nodes.size() && i < group->bundles.size(); ++i) {
-      if (group->bundle_nodes[i].IsNil()) continue;
-      auto& add = extra[group->bundle_nodes[i]];
-      for (const auto& [name, amount] :
-           CommittedBundleResources(hex, static_cast<int64_t>(i), ToMap(group->bundles[i]))) {
-        add[name] += amount;
-      }
-    }
-  }
+  const auto& extra = table_.bundle_resources();
+  if (extra.empty()) return view;
   for (NodeView& v : view) {
     auto it = extra.find(v.info.id);
     if (it == extra.end()) continue;
+    v.info.total.reserve(v.info.total.size() + it->second.size());
     for (const auto& [name, amount] : it->second) v.info.total.push_back({name, amount});
   }
   return view;

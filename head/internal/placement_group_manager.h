@@ -59,6 +59,8 @@ class PlacementGroupManager final : private kj::TaskSet::ErrorHandler {
   // Wait calls pending now (those whose caller dropped the promise are not counted).
   size_t Waiting();
   std::vector<PlacementGroupRecord> List() const { return table_.List(); }
+  // The groups not REMOVED, creation order; valid until the table next changes.
+  std::vector<const PlacementGroupRecord*> Live() const { return table_.Live(); }
 
   // The autoscaler's node types (HeadServer::NodeTypes), read at each try: a group no alive node
   // can hold but nodes of these types could is not infeasible (it is the autoscaler's demand).

@@ -12,6 +12,8 @@
 #include "common/strategy_wire.h"
 #include "common/logging.h"
 #include "common/rpc_status.h"
+#include "common/bundle_resources.h"
+#include "head/internal/placement_group_policy.h"
 #include "head/internal/wire.h"
 
 namespace airt::head::internal {
@@ -237,20 +239,57 @@ Status PlacementGroupTable::Load() {
     return std::tie(a.create_ms, a.id) < std::tie(b.create_ms, b.id);
   });
   for (PlacementGroupRecord& group : loaded) {
-    seq_of_[group.id] = next_seq_;
-    if (group.state != GroupState::kRemoved) live_.insert(next_seq_);
-    by_seq_[next_seq_++] = std::move(group);
+    uint64_t seq = next_seq_++;
+    seq_of_[group.id] = seq;
+    Apply(seq, std::move(group));
   }
   return Status::Ok();
 }
 
 void PlacementGroupTable::Apply(uint64_t seq, PlacementGroupRecord group) {
+  auto holds = [](const PlacementGroupRecord& g) {
+    return g.state == GroupState::kCreated || g.state == GroupState::kRescheduling;
+  };
+  auto was = by_seq_.find(seq);
+  bool held_before = was != by_seq_.end() && holds(was->second);
+  if (held_before || holds(group)) {
+    if (!held_before || !holds(group) || was->second.bundle_nodes != group.bundle_nodes) {
+      if (held_before) Account(was->second, -1);
+      if (holds(group)) Account(group, 1);
+    }
+  }
   if (group.state == GroupState::kRemoved) {
     live_.erase(seq);
   } else {
     live_.insert(seq);
   }
   by_seq_[seq] = std::move(group);
+}
+
+void PlacementGroupTable::Account(const PlacementGroupRecord& group, int sign) {
+  std::string hex = group.id.Hex();
+  for (size_t i = 0; i < group.bundle_nodes.size() && i < group.bundles.size(); ++i) {
+    const NodeId& node = group.bundle_nodes[i];
+    if (node.IsNil()) continue;
+    std::map<std::string, double> amounts;
+    for (const Resource& r : group.bundles[i]) amounts[r.name] += r.amount;
+    std::map<std::string, double>& names = bundle_resources_[node];
+    for (const auto& [name, amount] :
+         CommittedBundleResources(hex, static_cast<int64_t>(i), amounts)) {
+      auto it = names.emplace(name, 0.0).first;
+      it->second += sign * amount;
+      // Every name holds the group's hex: taking the group away leaves only rounding.
+      if (sign < 0 && std::abs(it->second) < 1e-9) names.erase(it);
+    }
+    if (names.empty()) bundle_resources_.erase(node);
+    auto& units = reserved_units_[node];
+    for (const auto& [name, n] : ToBundleUnits(group.bundles[i])) {
+      auto it = units.emplace(name, 0).first;
+      it->second += sign * n;
+      if (it->second == 0) units.erase(it);
+    }
+    if (units.empty()) reserved_units_.erase(node);
+  }
 }
 
 Result<Staged<PlacementGroupId>> PlacementGroupTable::Create(PlacementGroupRecord group) {

@@ -98,16 +98,29 @@ class PlacementGroupTable {
   std::vector<const PlacementGroupRecord*> Live() const;
   // PENDING and RESCHEDULING ones, creation order.
   std::vector<PlacementGroupId> Pending() const;
+  // Per node, what the groups CREATED or RESCHEDULING hold there: the bundle resources their
+  // bundles add to it (common/bundle_resources.h CommittedBundleResources), and the bundles'
+  // own resources in placement_group_policy.h's units. Kept as groups change, not recounted.
+  const std::map<NodeId, std::map<std::string, double>>& bundle_resources() const {
+    return bundle_resources_;
+  }
+  const std::map<NodeId, std::map<std::string, int64_t, std::less<>>>& reserved_units() const {
+    return reserved_units_;
+  }
 
  private:
   static std::string RowKey(const PlacementGroupId& id);
   void Apply(uint64_t seq, PlacementGroupRecord group);
+  // Adds (sign 1) or takes away (-1) what `group`'s placed bundles hold on their nodes.
+  void Account(const PlacementGroupRecord& group, int sign);
 
   MetadataStore& store_;
   std::map<uint64_t, PlacementGroupRecord> by_seq_;  // creation order
   std::map<PlacementGroupId, uint64_t> seq_of_;
   std::set<uint64_t> live_;  // the seqs of the groups not REMOVED
   uint64_t next_seq_ = 1;
+  std::map<NodeId, std::map<std::string, double>> bundle_resources_;
+  std::map<NodeId, std::map<std::string, int64_t, std::less<>>> reserved_units_;
 };
 
 }  // namespace airt::head::internal

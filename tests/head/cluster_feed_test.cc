@@ -98,10 +98,24 @@ TEST_F(ClusterFeedTest, HeartbeatAgeAndTheWordingOfADeathAreNoNews) {
   dead.ms_since_heartbeat = 1250;
   feed_.Publish({dead}, {});
   EXPECT_EQ(feed_.snapshot().version, seen);
+  ClusterFeed::Delta kept = feed_.Since(0, 0);
+  ASSERT_EQ(kept.nodes.size(), 1u);
+  EXPECT_EQ(kept.nodes[0].death_cause, "no heartbeat for 1001 ms") << "the entry is as published";
+  EXPECT_EQ(kept.nodes[0].ms_since_heartbeat, 0u);
   // Its death recorded (a time set) is a change.
   dead.death_time_ms = 5;
   feed_.Publish({dead}, {});
   EXPECT_EQ(feed_.snapshot().version, seen + 1);
+  // A cause where there was none, and none where there was one, are changes.
+  NodeView alive = Node(b_, 8);
+  feed_.Publish({dead, alive}, {});
+  seen = feed_.snapshot().version;
+  alive.death_cause = "no heartbeat for 1001 ms";
+  feed_.Publish({dead, alive}, {});
+  EXPECT_EQ(feed_.snapshot().version, seen + 1);
+  alive.death_cause.clear();
+  feed_.Publish({dead, alive}, {});
+  EXPECT_EQ(feed_.snapshot().version, seen + 2);
 }
 
 TEST_F(ClusterFeedTest, AMembershipOnlyWaiterSleepsThroughResourceChanges) {

@@ -165,7 +165,8 @@ kj::Promise<void> ClusterViewSubscriber::Next() {
               -> kj::Promise<void> {
             backoff_ = kFirstBackoff;
             if (Apply(reply.getChange()) || views_ == 0) HandOn();
-            return kj::READY_NOW;
+            if (options_.min_interval == 0 * kj::MILLISECONDS) return kj::READY_NOW;
+            return timer_.afterDelay(options_.min_interval);
           },
           [this](kj::Exception&& e) -> kj::Promise<void> {
             if (e.getType() == kj::Exception::Type::UNIMPLEMENTED) {

@@ -3,8 +3,9 @@
 // call kept pending on a connection of its own, answered when a node joins, dies or leaves, or a
 // heartbeat changes what a node has free; each answer is merged into the copy, which goes to a
 // callback. The first answer, and the first after the head restarted (another epoch), is the
-// full view. A failed call, or one unanswered past the head's promised wait, drops the
-// connection and subscribes again after a backoff; the last good view stays in use meanwhile.
+// full view. Calls are at least min_interval apart, so a burst of changes comes as one answer. A
+// failed call, or one unanswered past the head's promised wait, drops the connection and
+// subscribes again after a backoff; the last good view stays in use meanwhile.
 // A head without waitClusterChange (kUnimplemented) is polled with clusterView instead.
 #pragma once
 
@@ -36,6 +37,10 @@ struct ClusterViewSubscriberOptions {
   // Asked of the head (maxWaitMs): a quiet head answers within this; a call unanswered past it,
   // call_timeout and a second is taken for a lost connection.
   uint32_t max_wait_ms = 10'000;
+  // After an answer, the next call waits this long, so that the changes of a burst (placement
+  // groups created and removed by the hundred, each changing its node's bundle resources) reach
+  // the node as one answer rather than one each. 0: asks again at once.
+  kj::Duration min_interval = 5 * kj::MILLISECONDS;
 };
 
 // Event-loop confined; `connector` and `timer` must outlive it. Dropping it cancels the call in

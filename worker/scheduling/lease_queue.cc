@@ -67,6 +67,9 @@ Status LeaseQueue::Cancel(uint64_t request_id) {
 
 std::vector<DispatchedLease> LeaseQueue::Dispatch(const NodeResources& local,
                                                   const ClusterView& view, TimePoint now) {
+  // Nothing queued: no trial copies (the node dispatches at every change of its resources or its
+  // view, and both hold every bundle resource placed in the cluster).
+  if (by_shape_.empty()) return {};
   NodeResources trial_local = local;
   ClusterView trial_view = view;
   std::vector<DispatchedLease> out;
