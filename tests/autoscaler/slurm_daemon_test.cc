@@ -55,32 +55,38 @@ struct ViewedNode {
   std::string address, drain_reason, death_cause;
   uint64_t drain_deadline_ms = 0;
 };
-ViewedNode NodeOfLaunch(const std::string& address, const std::string& launch) {
-  ViewedNode out;
+// Runs `each` on every node of the head at `address`'s clusterView; none when it cannot be reached.
+template <typename Each>
+void ForEachViewedNode(const std::string& address, Each&& each) {
   auto colon = address.rfind(':');
   try {
     capnp::EzRpcClient client(address.substr(0, colon),
                               static_cast<uint>(std::stoul(address.substr(colon + 1))));
     auto view = client.getMain<proto::Head>().clusterViewRequest().send().wait(
         client.getWaitScope());
-    for (auto node : view.getNodes()) {
-      bool ours = false;
-      for (auto l : node.getInfo().getLabels()) {
-        ours = ours || (std::string(l.getKey().cStr()) == kLaunchIdLabel &&
-                        std::string(l.getValue().cStr()) == launch);
-      }
-      if (!ours) continue;
-      out.found = true;
-      out.alive = node.getAlive();
-      out.draining = node.getDraining();
-      out.drain_reason = node.getDrainReason().cStr();
-      out.drain_deadline_ms = node.getDrainDeadlineMs();
-      out.death_cause = node.getDeathCause().cStr();
-      out.address = std::string(node.getInfo().getAddress().cStr()) + ":" +
-                    std::to_string(node.getInfo().getNodePort());
-    }
+    for (auto node : view.getNodes()) each(node);
   } catch (const kj::Exception&) {
   }
+}
+
+ViewedNode NodeOfLaunch(const std::string& address, const std::string& launch) {
+  ViewedNode out;
+  ForEachViewedNode(address, [&](auto node) {
+    bool ours = false;
+    for (auto l : node.getInfo().getLabels()) {
+      ours = ours || (std::string(l.getKey().cStr()) == kLaunchIdLabel &&
+                      std::string(l.getValue().cStr()) == launch);
+    }
+    if (!ours) return;
+    out.found = true;
+    out.alive = node.getAlive();
+    out.draining = node.getDraining();
+    out.drain_reason = node.getDrainReason().cStr();
+    out.drain_deadline_ms = node.getDrainDeadlineMs();
+    out.death_cause = node.getDeathCause().cStr();
+    out.address = std::string(node.getInfo().getAddress().cStr()) + ":" +
+                  std::to_string(node.getInfo().getNodePort());
+  });
   return out;
 }
 
@@ -93,20 +99,12 @@ uint64_t WallMs() {
 // Every alive node's labels, by the head at `address`.
 std::vector<std::map<std::string, std::string>> NodeLabels(const std::string& address) {
   std::vector<std::map<std::string, std::string>> out;
-  auto colon = address.rfind(':');
-  try {
-    capnp::EzRpcClient client(address.substr(0, colon),
-                              static_cast<uint>(std::stoul(address.substr(colon + 1))));
-    auto view = client.getMain<proto::Head>().clusterViewRequest().send().wait(
-        client.getWaitScope());
-    for (auto node : view.getNodes()) {
-      if (!node.getAlive()) continue;
-      std::map<std::string, std::string> labels;
-      for (auto l : node.getInfo().getLabels()) labels[l.getKey().cStr()] = l.getValue().cStr();
-      out.push_back(std::move(labels));
-    }
-  } catch (const kj::Exception&) {
-  }
+  ForEachViewedNode(address, [&](auto node) {
+    if (!node.getAlive()) return;
+    std::map<std::string, std::string> labels;
+    for (auto l : node.getInfo().getLabels()) labels[l.getKey().cStr()] = l.getValue().cStr();
+    out.push_back(std::move(labels));
+  });
   return out;
 }
 

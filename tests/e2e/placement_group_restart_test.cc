@@ -67,16 +67,32 @@ PlacementGroup Detached(const std::string& name, std::vector<std::map<std::strin
   return CreatePlacementGroup(options);
 }
 
-// A redis-server without persistence on a free port in `dir`, stopped by pid with the object.
-std::unique_ptr<testing::ChildProcess> StartRedis(const std::string& binary,
-                                                  testing::TempDir& dir, uint16_t port) {
-  auto redis = std::make_unique<testing::ChildProcess>(
-      std::vector<std::string>{binary, "--port", std::to_string(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no", "--dir", dir.path()},
-      dir.File("redis.log"));
-  EXPECT_TRUE(testing::WaitUntil([&] { return Accepts(port) || !redis->Running(); }, 10s));
-  return redis;
-}
+// Each test's redis-server: without persistence, on a free port in its own folder, stopped by pid
+// when the test ends. The test is skipped where redis-server (or redis-cli) is not installed.
+class RedisBacked : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    redis_cli_ = testing::BinaryOnPath("redis-cli");
+    std::string binary = testing::RedisServerBinary();
+    if (binary.empty() || redis_cli_.empty()) GTEST_SKIP() << "skipped: redis not installed";
+    redis_port_ = FreePort();
+    redis_ = std::make_unique<testing::ChildProcess>(
+        std::vector<std::string>{binary, "--port", std::to_string(redis_port_), "--bind",
+                                 "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+                                 dir_.path()},
+        dir_.File("redis.log"));
+    ASSERT_TRUE(testing::WaitUntil([&] { return Accepts(redis_port_) || !redis_->Running(); },
+                                   10s));
+    ASSERT_TRUE(redis_->Running()) << testing::ReadFile(dir_.File("redis.log"));
+  }
+
+  testing::TempDir dir_;
+  std::string redis_cli_;
+  uint16_t redis_port_ = 0;
+  std::unique_ptr<testing::ChildProcess> redis_;
+};
+class PlacementGroupHeadRestart : public RedisBacked {};
+class DriverHeadRestart : public RedisBacked {};
 
 std::vector<std::string> HeadFlags(uint16_t redis_port) {
   return {"--redis-address=127.0.0.1:" + std::to_string(redis_port),
@@ -84,17 +100,9 @@ std::vector<std::string> HeadFlags(uint16_t redis_port) {
           "--node-timeout-ms=20000", "--node-disconnect-grace-ms=20000"};
 }
 
-TEST(PlacementGroupHeadRestart, ReservationsAreReconciledWithTheNodesAfterAKill) {
-  std::string redis_server = testing::BinaryOnPath("redis-server"),
-              redis_cli = testing::BinaryOnPath("redis-cli");
-  if (redis_server.empty() || redis_cli.empty()) GTEST_SKIP() << "skipped: redis not installed";
-  testing::TempDir dir;
-  uint16_t redis_port = FreePort();
-  std::unique_ptr<testing::ChildProcess> redis = StartRedis(redis_server, dir, redis_port);
-  ASSERT_TRUE(redis->Running()) << testing::ReadFile(dir.File("redis.log"));
-
+TEST_F(PlacementGroupHeadRestart, ReservationsAreReconciledWithTheNodesAfterAKill) {
   e2e::MultiNodeCluster cluster({"--num-cpus=2", "--object-store-memory=64M"},
-                                HeadFlags(redis_port));
+                                HeadFlags(redis_port_));
   ASSERT_NO_FATAL_FAILURE(cluster.AddNode("a", {"--resources={\"a_only\": 1}"}));
   ASSERT_NO_FATAL_FAILURE(cluster.AddNode("b", {"--resources={\"b_only\": 1}"}));
   cluster.Init();
@@ -114,7 +122,7 @@ TEST(PlacementGroupHeadRestart, ReservationsAreReconciledWithTheNodesAfterAKill)
   // While the head is down, `gone`'s row leaves Redis: the restarted head does not know it.
   std::string deleted;
   ASSERT_NO_FATAL_FAILURE(cluster.RestartHead([&] {
-    deleted = Output(redis_cli + " -p " + std::to_string(redis_port) + " DEL " + kPrefix + "pg:" +
+    deleted = Output(redis_cli_ + " -p " + std::to_string(redis_port_) + " DEL " + kPrefix + "pg:" +
                      gone.ID());
   }));
   EXPECT_EQ(deleted, "1\n");
@@ -133,15 +141,9 @@ TEST(PlacementGroupHeadRestart, ReservationsAreReconciledWithTheNodesAfterAKill)
 // The driver's actors reach the restarted head over a new connection: one created before the kill
 // is still called, one created after it is registered, named and found, and the first's state
 // written while the head was down (it was just constructed) is not taken for a kill.
-TEST(DriverHeadRestart, ActorsAreCreatedAndFoundByNameAfterTheHeadRestarted) {
-  std::string redis_server = testing::BinaryOnPath("redis-server");
-  if (redis_server.empty()) GTEST_SKIP() << "skipped: redis not installed";
-  testing::TempDir dir;
-  uint16_t redis_port = FreePort();
-  std::unique_ptr<testing::ChildProcess> redis = StartRedis(redis_server, dir, redis_port);
-  ASSERT_TRUE(redis->Running()) << testing::ReadFile(dir.File("redis.log"));
+TEST_F(DriverHeadRestart, ActorsAreCreatedAndFoundByNameAfterTheHeadRestarted) {
   e2e::MultiNodeCluster cluster({"--num-cpus=2", "--object-store-memory=64M"},
-                                HeadFlags(redis_port));
+                                HeadFlags(redis_port_));
   ASSERT_NO_FATAL_FAILURE(cluster.AddNode("a", {}));
   cluster.Init();
 

@@ -30,6 +30,12 @@ def wait_for(condition, timeout=120, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def start_driver(cluster, script, *args):
+    """A driver process running `script` with `args` on the cluster; its output piped."""
+    return subprocess.Popen([sys.executable, "-c", script, *args], env=cluster.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def airt_cli(cluster, *args):
     return subprocess.run([AIRT, *args, f"--address={cluster.address}"], env=cluster.env(),
                           capture_output=True, text=True, timeout=180)
@@ -95,9 +101,7 @@ def test_a_task_submitted_after_the_drain_runs_elsewhere_and_the_node_leaves(clu
     keeper = cluster.add_node("--num-cpus=2")
     victim = cluster.add_node("--num-cpus=2")
     victim_process = cluster.processes[-1]
-    driver = subprocess.Popen([sys.executable, "-c", DRAIN_AFTER, victim, str(tmp_path)],
-                              env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+    driver = start_driver(cluster, DRAIN_AFTER, victim, str(tmp_path))
     try:
         wait_for(lambda: (tmp_path / "draining").exists() or driver.poll() is not None,
                  what="the drain")
@@ -190,9 +194,7 @@ def test_airt_drain_deadline_stops_what_still_runs_and_it_is_retried_elsewhere(c
     keeper = cluster.add_node("--num-cpus=1")  # first: the drivers' node
     victim = cluster.add_node("--num-cpus=1")
     victim_process = cluster.processes[-1]
-    driver = subprocess.Popen([sys.executable, "-c", STUCK, victim, str(tmp_path)],
-                              env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+    driver = start_driver(cluster, STUCK, victim, str(tmp_path))
     try:
         wait_for(lambda: (tmp_path / "started").exists() or driver.poll() is not None,
                  what="the task")
@@ -259,9 +261,7 @@ def test_a_preemption_notice_drains_with_the_nodes_reason_and_lead(cluster, tmp_
     victim = cluster.add_node("--num-cpus=1", "--preemption-grace-ms=120000",
                               "--preemption-reason=preempted by Slurm")
     victim_process = cluster.processes[-1]
-    driver = subprocess.Popen([sys.executable, "-c", PREEMPTED, victim, str(tmp_path)],
-                              env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+    driver = start_driver(cluster, PREEMPTED, victim, str(tmp_path))
     try:
         wait_for(lambda: (tmp_path / "started").exists() or driver.poll() is not None,
                  what="the task")
@@ -372,8 +372,7 @@ def test_a_drain_during_training_checkpoints_and_resumes_on_another_node(cluster
     first = cluster.add_node("--num-cpus=2")
     second = cluster.add_node("--num-cpus=2")
     processes = {first: cluster.processes[-2], second: cluster.processes[-1]}
-    driver = subprocess.Popen([sys.executable, "-c", TRAIN, str(tmp_path)], env=cluster.env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    driver = start_driver(cluster, TRAIN, str(tmp_path))
     try:
         pause = tmp_path / "pause"
         wait_for(lambda: pause.exists() or driver.poll() is not None, timeout=240,
